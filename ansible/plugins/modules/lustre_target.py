@@ -1,0 +1,454 @@
+#!/usr/bin/python
+"""Ansible module: ensure a Lustre target (MGT/MDT/OST) is formatted on a device."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: lustre_target
+short_description: Ensure a Lustre MGT, MDT or OST is formatted on a device, and never clobber data
+description:
+  - Probes the device with C(tunefs.lustre --dryrun). If it already holds the wanted target
+    (same name, kind, fsname, index and backend) nothing is formatted; stored NID parameters
+    (mgsnode, servicenode) that differ are reported in C(drift) and the diff, and rewritten only
+    when O(update_params=true).
+  - If the device holds anything else (a filesystem or partition table seen by
+    C(blkid -p -o export), or another Lustre target), the module fails and names the target, the
+    device and what it found, unless the exact target name is listed in O(reformat).
+  - A blank device is formatted with C(mkfs.lustre). C(--reformat) is passed only when reformatting
+    a device whose target name is in O(reformat); foreign signatures are first removed with C(wipefs -a).
+  - After formatting, the device is probed again and the module fails unless it shows the wanted target.
+  - In check mode nothing is run except the read-only probes.
+version_added: "0.1.0"
+author: kiln
+options:
+  name:
+    description: Lustre's name of the target, e.g. C(lab-OST0003), C(lab-MDT0000) or C(MGS). Must agree with O(kind), O(fsname) and O(index) (the index is hexadecimal in the name).
+    type: str
+    required: true
+  kind:
+    description: Target type.
+    type: str
+    required: true
+    choices: [mgt, mdt, ost]
+  fsname:
+    description: Filesystem name (1-8 characters). Required for mdt and ost.
+    type: str
+    default: ""
+  index:
+    description: Target index (decimal). Required for mdt and ost.
+    type: int
+  device:
+    description: Block device or file for ldiskfs; C(pool/dataset) for zfs.
+    type: str
+    required: true
+  backend:
+    description: Backing filesystem, passed as C(--backfstype).
+    type: str
+    default: ldiskfs
+    choices: [ldiskfs, zfs]
+  vdevs:
+    description: For zfs, the vdev words that follow the dataset on the mkfs.lustre command line (e.g. C([mirror, /dev/sdb, /dev/sdc])). Empty when the pool exists.
+    type: list
+    elements: str
+    default: []
+  with_mgs:
+    description: For an MDT only, format it with a co-located MGS (C(--mgs --mdt)).
+    type: bool
+    default: false
+  mgsnode:
+    description: One entry per MGS node; each entry is that node's NIDs (a list, or one comma-separated string). Becomes one C(--mgsnode=) per node.
+    type: list
+    elements: raw
+    default: []
+  servicenode:
+    description: One entry per server that can serve this target (primary and failover); each entry is that node's NIDs. Becomes one C(--servicenode=) per node.
+    type: list
+    elements: raw
+    default: []
+  mkfs_options:
+    description: Extra mkfs.lustre arguments, one argv word each (e.g. C(--mkfsoptions=-E lazy_itable_init=0), C(--param=sys.timeout=40)). Not compared on existing targets.
+    type: list
+    elements: str
+    default: []
+  reformat:
+    description:
+      - Target names the operator allows to be formatted over existing content. Only an exact match with O(name) counts.
+      - Never causes a device that already holds the wanted target to be reformatted.
+    type: list
+    elements: str
+    default: []
+  update_params:
+    description: Rewrite drifted mgsnode/servicenode with C(tunefs.lustre --erase-params) (other stored parameters are written back with C(--param)). The target must be unmounted.
+    type: bool
+    default: false
+  mkfs_lustre:
+    description: Path of mkfs.lustre (default: found on PATH, /sbin, /usr/sbin).
+    type: path
+  tunefs_lustre:
+    description: Path of tunefs.lustre (default: found on PATH).
+    type: path
+  blkid:
+    description: Path of blkid from util-linux (default: found on PATH).
+    type: path
+  wipefs:
+    description: Path of wipefs from util-linux (default: found on PATH); used only for an allowed reformat.
+    type: path
+  zpool:
+    description: Path of zpool, used for backend zfs without vdevs (default found on PATH).
+    type: path
+  zfs:
+    description: Path of zfs, used for backend zfs (default found on PATH).
+    type: path
+notes:
+  - Supports check mode and diff mode.
+  - The data-safety rule is the module's, not the role's - roles pass O(reformat) from C(kiln_lustre_reformat).
+"""
+
+EXAMPLES = r"""
+- name: Format OST 3 of lab (refuses if the device holds anything)
+  lustre_target:
+    name: lab-OST0003
+    kind: ost
+    fsname: lab
+    index: 3
+    device: /dev/disk/by-id/nvme-ost3
+    mgsnode:
+      - ["10.0.0.1@o2ib0", "10.0.1.1@o2ib0"]
+      - ["10.0.0.2@o2ib0", "10.0.1.2@o2ib0"]
+    servicenode:
+      - ["10.0.0.11@o2ib0"]
+      - ["10.0.0.12@o2ib0"]
+    reformat: "{{ kiln_lustre_reformat | default([]) }}"
+
+- name: Combined MGS/MDT on ZFS, pool created from a mirror
+  lustre_target:
+    name: lab-MDT0000
+    kind: mdt
+    with_mgs: true
+    fsname: lab
+    index: 0
+    backend: zfs
+    device: lab-mdt0/mdt0
+    vdevs: [mirror, /dev/sdb, /dev/sdc]
+"""
+
+RETURN = r"""
+action:
+  description: What was done or, in check mode, would be done - C(none), C(format), C(reformat) or C(update_params).
+  returned: always
+  type: str
+target:
+  description: The Lustre target the device held before the run, as parsed from tunefs.lustre --dryrun (null when none).
+  returned: always
+  type: dict
+found:
+  description: The foreign content that was found (e.g. C(TYPE=ext4 LABEL=data)), null when none.
+  returned: always
+  type: str
+drift:
+  description: Stored parameters that differ from the wanted ones, each C({field, current, wanted}).
+  returned: always
+  type: list
+  elements: dict
+commands:
+  description: The commands run (or, in check mode, that would run), each an argv list.
+  returned: always
+  type: list
+  elements: list
+"""
+
+import os
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.kiln_lustre import (
+    BLKID_AMBIVALENT,
+    BLKID_NOTHING_FOUND,
+    LustreTarget,
+    TargetSpec,
+    blkid_signature,
+    build_mkfs_command,
+    build_tunefs_update_command,
+    coerce_nid_groups,
+    describe_target,
+    parse_blkid_export,
+    parse_tunefs_dryrun,
+    refusal_message,
+    render_target_state,
+    spec_state,
+    target_identity_mismatch,
+    target_param_drift,
+    target_state,
+    tunefs_says_not_lustre,
+    validate_target_spec,
+    zfs_vdev_paths,
+)
+
+ARGUMENT_SPEC: dict[str, Any] = {
+    "name": {"type": "str", "required": True},
+    "kind": {"type": "str", "required": True, "choices": ["mgt", "mdt", "ost"]},
+    "fsname": {"type": "str", "default": ""},
+    "index": {"type": "int"},
+    "device": {"type": "str", "required": True},
+    "backend": {"type": "str", "default": "ldiskfs", "choices": ["ldiskfs", "zfs"]},
+    "vdevs": {"type": "list", "elements": "str", "default": []},
+    "with_mgs": {"type": "bool", "default": False},
+    "mgsnode": {"type": "list", "elements": "raw", "default": []},
+    "servicenode": {"type": "list", "elements": "raw", "default": []},
+    "mkfs_options": {"type": "list", "elements": "str", "default": []},
+    "reformat": {"type": "list", "elements": "str", "default": []},
+    "update_params": {"type": "bool", "default": False},
+    "mkfs_lustre": {"type": "path"},
+    "tunefs_lustre": {"type": "path"},
+    "blkid": {"type": "path"},
+    "wipefs": {"type": "path"},
+    "zpool": {"type": "path"},
+    "zfs": {"type": "path"},
+}
+
+SBIN_DIRS = ["/sbin", "/usr/sbin", "/usr/local/sbin"]
+
+
+class TargetRun:
+    """One run of the module: probes, decision, and the commands it runs."""
+
+    def __init__(self, module: AnsibleModule) -> None:
+        self.module = module
+        self.params = module.params
+        self.commands: list[list[str]] = []
+        self.spec = self._spec()
+
+    # -- arguments ---------------------------------------------------------
+
+    def _spec(self) -> TargetSpec:
+        p = self.params
+        try:
+            mgsnode = coerce_nid_groups(p["mgsnode"])
+            servicenode = coerce_nid_groups(p["servicenode"])
+        except ValueError as exc:
+            self.module.fail_json(msg=f"invalid NID arguments: {exc}")
+        spec = TargetSpec(
+            name=p["name"],
+            kind=p["kind"],
+            fsname=p["fsname"] or "",
+            index=p["index"],
+            device=p["device"],
+            backend=p["backend"],
+            vdevs=list(p["vdevs"]),
+            mgsnode=mgsnode,
+            servicenode=servicenode,
+            mkfs_options=list(p["mkfs_options"]),
+            with_mgs=p["with_mgs"],
+        )
+        errors = validate_target_spec(spec)
+        if errors:
+            self.module.fail_json(msg="invalid arguments: " + "; ".join(errors))
+        return spec
+
+    def tool(self, option: str, program: str) -> str:
+        path = self.params.get(option)
+        if path:
+            return str(path)
+        return str(self.module.get_bin_path(program, required=True, opt_dirs=SBIN_DIRS))
+
+    # -- probes ------------------------------------------------------------
+
+    def require_device(self) -> None:
+        spec = self.spec
+        if spec.backend == "ldiskfs":
+            if not os.path.exists(spec.device):
+                self.fail(f"device {spec.device} for {spec.name} does not exist; refusing to continue")
+            return
+        missing = [path for path in zfs_vdev_paths(spec.vdevs) if not os.path.exists(path)]
+        if missing:
+            self.fail(f"vdev(s) {', '.join(missing)} for {spec.name} do not exist; refusing to continue")
+        if not spec.vdevs and not self._zpool_exists():
+            pool = spec.device.split("/", 1)[0]
+            self.fail(f"ZFS pool {pool} for {spec.name} does not exist and no vdevs were given to create it")
+
+    def _zpool_exists(self) -> bool:
+        pool = self.spec.device.split("/", 1)[0]
+        rc, _, _ = self.module.run_command([self.tool("zpool", "zpool"), "list", "-H", "-o", "name", pool])
+        return rc == 0
+
+    def probe_lustre(self) -> LustreTarget | None:
+        cmd = [self.tool("tunefs_lustre", "tunefs.lustre"), "--dryrun", self.spec.device]
+        rc, out, err = self.module.run_command(cmd)
+        if rc != 0:
+            if tunefs_says_not_lustre(rc, out + err):
+                return None
+            self.fail(f"cannot tell what {self.spec.device} holds: {' '.join(cmd)} exited {rc}: {err or out}")
+        target = parse_tunefs_dryrun(out)
+        if target is None:
+            self.fail(f"tunefs.lustre --dryrun {self.spec.device} succeeded but printed no Target: {out}")
+        return target
+
+    def probe_signatures(self) -> dict[str, str]:
+        """Foreign content per probed path (device, or zfs vdevs/dataset)."""
+        found: dict[str, str] = {}
+        if self.spec.backend == "zfs":
+            if self._zfs_dataset_exists():
+                found[self.spec.device] = f"an existing ZFS dataset {self.spec.device} that is not a Lustre target"
+            paths = zfs_vdev_paths(self.spec.vdevs)
+        else:
+            paths = [self.spec.device]
+        for path in paths:
+            signature = self._blkid(path)
+            if signature:
+                found[path] = signature
+        return found
+
+    def _zfs_dataset_exists(self) -> bool:
+        cmd = [self.tool("zfs", "zfs"), "list", "-H", "-o", "name", self.spec.device]
+        rc, _, _ = self.module.run_command(cmd)
+        return rc == 0
+
+    def _blkid(self, path: str) -> str | None:
+        cmd = [self.tool("blkid", "blkid"), "-p", "-o", "export", path]
+        rc, out, err = self.module.run_command(cmd)
+        if rc == BLKID_NOTHING_FOUND:
+            return None
+        if rc == BLKID_AMBIVALENT:
+            return "several signatures (blkid: ambivalent result; see wipefs)"
+        if rc != 0:
+            self.fail(f"cannot tell what {path} holds: {' '.join(cmd)} exited {rc}: {err or out}")
+        return blkid_signature(parse_blkid_export(out))
+
+    # -- actions -----------------------------------------------------------
+
+    def run(self, cmd: list[str]) -> str:
+        self.commands.append(cmd)
+        if self.module.check_mode:
+            return ""
+        rc, out, err = self.module.run_command(cmd)
+        if rc != 0:
+            self.fail(f"{' '.join(cmd)} exited {rc}: {err or out}")
+        return out
+
+    def fail(self, msg: str, **extra: Any) -> None:
+        self.module.fail_json(msg=msg, commands=self.commands, **extra)
+
+    def verify(self) -> LustreTarget:
+        if self.module.check_mode:
+            raise AssertionError("verify() must not run in check mode")
+        after = self.probe_lustre()
+        if after is None:
+            self.fail(f"after formatting, tunefs.lustre --dryrun {self.spec.device} shows no Lustre target")
+        assert after is not None
+        mismatch = target_identity_mismatch(after, self.spec)
+        if mismatch:
+            self.fail(f"after formatting, {self.spec.device} shows {', '.join(mismatch)}")
+        return after
+
+    def main(self) -> None:
+        self.require_device()
+        current = self.probe_lustre()
+        if current is not None and not target_identity_mismatch(current, self.spec):
+            self.ensure_params(current)
+            return
+        found, wipe = self.foreign_content(current)
+        if found and self.spec.name not in self.params["reformat"]:
+            self.fail(refusal_message(self.spec, found), found=found, target=_dict(current))
+        self.format(current, found, wipe)
+
+    def foreign_content(self, current: LustreTarget | None) -> tuple[str | None, list[str]]:
+        """(summary of what is on the device, paths to wipefs) - (None, []) for a blank device."""
+        if current is not None:
+            return describe_target(current), []
+        signatures = self.probe_signatures()
+        if not signatures:
+            return None, []
+        summary = "; ".join(
+            sig if path == self.spec.device else f"{path}: {sig}" for path, sig in signatures.items()
+        )
+        wipe = [path for path in signatures if path.startswith("/")]
+        return summary, wipe
+
+    def format(self, current: LustreTarget | None, found: str | None, wipe: list[str]) -> None:
+        reformat = found is not None
+        for path in wipe:
+            self.run([self.tool("wipefs", "wipefs"), "-a", path])
+        self.run(build_mkfs_command(self.tool("mkfs_lustre", "mkfs.lustre"), self.spec, reformat))
+        after = None if self.module.check_mode else self.verify()
+        before = target_state(self.spec.device, current) if current else _content_state(self.spec, found)
+        self.exit(
+            changed=True,
+            action="reformat" if reformat else "format",
+            target=current,
+            found=found,
+            drift=[],
+            before=before,
+            after=target_state(self.spec.device, after) if after else spec_state(self.spec),
+        )
+
+    def ensure_params(self, current: LustreTarget) -> None:
+        drift = target_param_drift(current, self.spec)
+        before = target_state(self.spec.device, current)
+        if not drift:
+            self.exit(changed=False, action="none", target=current, found=None, drift=[], before=before)
+            return
+        if not self.params["update_params"]:
+            fields = ", ".join(item["field"] for item in drift)
+            self.module.warn(
+                f"{self.spec.name} on {self.spec.device}: stored {fields} differ from the plan; "
+                "set update_params: true to rewrite them (target must be unmounted; the MGS may need a writeconf)"
+            )
+            self.exit(changed=False, action="none", target=current, found=None, drift=drift, before=before)
+            return
+        self.run(build_tunefs_update_command(self.tool("tunefs_lustre", "tunefs.lustre"), self.spec, current))
+        after = spec_state(self.spec)
+        if not self.module.check_mode:
+            rewritten = self.verify()
+            left = target_param_drift(rewritten, self.spec)
+            if left:
+                self.fail(f"tunefs.lustre ran but {self.spec.device} still differs: {left}")
+            after = target_state(self.spec.device, rewritten)
+        self.exit(
+            changed=True,
+            action="update_params",
+            target=current,
+            found=None,
+            drift=drift,
+            before=before,
+            after=after,
+        )
+
+    def exit(
+        self,
+        *,
+        changed: bool,
+        action: str,
+        target: LustreTarget | None,
+        found: str | None,
+        drift: list[dict[str, Any]],
+        before: dict[str, Any],
+        after: dict[str, Any] | None = None,
+    ) -> None:
+        after_state = before if after is None else after
+        self.module.exit_json(
+            changed=changed,
+            action=action,
+            target=_dict(target),
+            found=found,
+            drift=drift,
+            commands=self.commands,
+            diff={"before": render_target_state(before), "after": render_target_state(after_state)},
+        )
+
+
+def _dict(target: LustreTarget | None) -> dict[str, Any] | None:
+    return None if target is None else target.to_dict()
+
+
+def _content_state(spec: TargetSpec, found: str | None) -> dict[str, Any]:
+    return {"device": spec.device, "content": found or "blank (no filesystem signature)"}
+
+
+def main() -> None:
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    TargetRun(module).main()
+
+
+if __name__ == "__main__":
+    main()

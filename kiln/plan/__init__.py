@@ -1,0 +1,82 @@
+"""spec → Plan: pure functions, no I/O."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from kiln.plan.layouts import build_layouts
+from kiln.plan.model import PLAN_SCHEMA, Plan
+from kiln.plan.objectstore import build_objectstore
+from kiln.plan.sizing import build_sizing
+from kiln.plan.targets import build_targets
+from kiln.plan.topology import build_groups, build_hosts, build_target_map, lnet_nets
+from kiln.plan.tuning import (
+    apply_overrides,
+    brw_size_MiB,
+    client_tunables,
+    host_tunables,
+    invariants,
+    lnet_tunables,
+    nccl_pools,
+    nccl_tunables,
+    server_tunables,
+)
+from kiln.spec.errors import SpecError
+from kiln.spec.models import ClusterSpec
+
+__all__ = ["Plan", "build_plan"]
+
+
+def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
+    """Derive the plan of an environment. Raises SpecError for contradictions only the plan can see."""
+    hosts = build_hosts(spec)
+    targets_map, mgs_nids = build_target_map(spec, hosts)
+    tunables = []
+    client_mod = 0
+    brw = brw_size_MiB(spec)
+    for pool in spec.compute.pools:
+        pool_tunables = client_tunables(spec, pool, brw_MiB=brw)
+        client_mod = max(client_mod, *(int(t.value) for t in pool_tunables if t.id == "client.mdc.max_mod_rpcs_in_flight"))
+        tunables.extend(pool_tunables)
+    tunables = (host_tunables() + server_tunables(spec, client_mod) + tunables + lnet_tunables(spec)
+                + nccl_tunables(spec))
+    tunables, issues = apply_overrides(spec, tunables)
+    if not issues:
+        issues += invariants(tunables, {p.name: p.ram_GiB for p in spec.compute.pools})
+    sizing, sizing_issues = build_sizing(spec)
+    objectstore, os_issues = build_objectstore(spec, hosts)
+    issues += sizing_issues + os_issues
+    if issues:
+        raise SpecError(source, issues)
+    digest = hashlib.sha256(json.dumps(spec.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:16]
+    warnings: tuple[str, ...] = ()
+    if not sizing.checkpoint.meets_budget:
+        warnings += (f"checkpoint save takes {sizing.checkpoint.save_s:.1f} s, over its budget of "
+                     f"{sizing.checkpoint.budget_s:.1f} s: {sizing.notes[-1]}",)
+    if sizing.gpus_fed < sizing.gpus_total:
+        warnings += (f"storage feeds {sizing.gpus_fed} of {sizing.gpus_total} GPUs at the planned read rate",)
+    return Plan(
+        schema=PLAN_SCHEMA,
+        stack=spec.name,
+        description=spec.description,
+        fabric=spec.fabric.kind,
+        fsname=spec.lustre.fsname,
+        mount_point=spec.lustre.mount_point,
+        hosts=hosts,
+        groups=build_groups(hosts),
+        lnet=lnet_nets(spec),
+        mgs_nids=mgs_nids,
+        targets_map=targets_map,
+        tunables=tuple(tunables),
+        layouts=build_layouts(spec),
+        ost_pools={p.name: tuple(p.osts) for p in spec.lustre.pools},
+        nccl=nccl_pools(tunables, spec),
+        objectstore=objectstore,
+        sizing=sizing,
+        targets=build_targets(spec, sizing),
+        kubernetes_version=spec.kubernetes.version,
+        spec_digest=digest,
+        warnings=warnings,
+    )
+

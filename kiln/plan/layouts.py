@@ -1,0 +1,112 @@
+"""Directory layouts (PFL, wide striping, overstriping, Data-on-MDT) from OST count and purpose."""
+
+from __future__ import annotations
+
+import posixpath
+
+from kiln import knowledge
+from kiln.plan.model import Layout, LayoutComponent
+from kiln.spec.models import ClusterSpec, Directory
+
+
+def _k(name: str) -> str | int:
+    return knowledge.load().tuning["layouts"][name]["value"]
+
+
+def _ks(name: str) -> str:
+    return str(_k(name))
+
+
+def _ki(name: str) -> int:
+    return int(_k(name))
+
+
+def max_stripes(spec: ClusterSpec) -> int:
+    return _ki("max_stripe_count") if spec.lustre.backend == "zfs" else _ki("max_stripe_count_ldiskfs")
+
+
+def setstripe_args(components: tuple[LayoutComponent, ...]) -> str:
+    """`lfs setstripe` arguments for a layout (one component without an extent = plain layout)."""
+    parts: list[str] = []
+    composite = len(components) > 1 or components[0].dom
+    for c in components:
+        if composite:
+            parts += ["-E", "-1" if c.extent_end == "EOF" else c.extent_end]
+        if c.dom:
+            parts += ["-L", "mdt"]
+            continue
+        parts += ["-C" if c.overstripe else "-c", str(c.stripe_count), "-S", c.stripe_size]
+        if c.pool:
+            parts += ["-p", c.pool]
+    return " ".join(parts)
+
+
+def _layout(spec: ClusterSpec, d: Directory, width: int, total_gpus: int, writers_per_file: int) -> Layout:
+    pool = d.pool
+    wide = min(width, max_stripes(spec))
+    big = _ks("stripe_size_large")
+    small = _ks("stripe_size_small")
+    comps: tuple[LayoutComponent, ...]
+    if d.purpose == "datasets":
+        last = d.stripe_count if d.stripe_count is not None else wide
+        if width == 1:
+            kind, comps = "plain", (LayoutComponent("EOF", 1, big, pool=pool),)
+            reason = "One OST: a plain single-stripe layout; nothing to spread over."
+        else:
+            mid = min(_ki("dataset_middle_stripes"), width)
+            comps = (
+                LayoutComponent(_ks("dataset_first_extent"), 1, small, pool=pool),
+                LayoutComponent(_ks("dataset_middle_extent"), mid, big, pool=pool),
+                LayoutComponent("EOF", last, big, pool=pool),
+            )
+            kind = "pfl"
+            reason = (f"PFL: small files on one OST, medium files on {mid}, large shards across {last} of {width} OSTs "
+                      f"with {big} stripes, so many readers of one shard hit many OSS.")
+    elif d.purpose == "checkpoints" and spec.workload.checkpoint.sharded:
+        n = d.stripe_count if d.stripe_count is not None else min(_ki("checkpoint_shard_stripes"), width)
+        comps = (
+            LayoutComponent(_ks("checkpoint_shard_first_extent"), 1, small, pool=pool),
+            LayoutComponent("EOF", n, big, pool=pool),
+        )
+        kind = "pfl"
+        reason = (f"Sharded checkpoints (one file per rank): each shard on few OSTs ({n}); the ranks together "
+                  "spread the load without lock contention on one file.")
+    elif d.purpose == "checkpoints":
+        size = _ks("stripe_size_checkpoint_single")
+        if writers_per_file > wide:
+            count = min(writers_per_file, max_stripes(spec))
+            comps = (LayoutComponent("EOF", count, size, overstripe=True, pool=pool),)
+            kind = "overstripe"
+            reason = (f"One checkpoint file written by {writers_per_file} ranks over {width} OSTs: overstriping "
+                      f"({count} stripes) gives each writer its own stripe and avoids lock ping-pong.")
+        else:
+            count = d.stripe_count if d.stripe_count is not None else -1
+            comps = (LayoutComponent("EOF", count, size, pool=pool),)
+            kind = "wide"
+            reason = f"One multi-GB checkpoint file: stripe across all OSTs with {size} stripes."
+    elif d.purpose == "smallfiles":
+        n = d.stripe_count if d.stripe_count is not None else _ki("smallfile_stripes")
+        comps = (
+            LayoutComponent(_ks("dom_size"), 0, _ks("dom_size"), dom=True),
+            LayoutComponent("EOF", n, big, pool=pool),
+        )
+        kind = "dom"
+        reason = "Data-on-MDT: files up to 1 MiB live on the MDT, keeping small random I/O off the OSTs."
+    else:
+        n = d.stripe_count if d.stripe_count is not None else 1
+        comps = (LayoutComponent("EOF", n, small, pool=pool),)
+        kind = "plain"
+        reason = "Scratch: Lustre's default single stripe."
+    mount_path = posixpath.join(spec.lustre.mount_point, d.path.lstrip("/"))
+    return Layout(d.path, mount_path, d.purpose, kind, comps, setstripe_args(comps), reason)  # type: ignore[arg-type]
+
+
+def build_layouts(spec: ClusterSpec) -> tuple[Layout, ...]:
+    total_osts = spec.lustre.oss.nodes * spec.lustre.oss.osts.per_node
+    pools = {p.name: len(p.osts) for p in spec.lustre.pools}
+    total_gpus = sum(p.nodes * p.gpu.count for p in spec.compute.pools)
+    # A single checkpoint file is written by every rank of one model replica; the plan takes all GPUs.
+    writers = total_gpus
+    return tuple(
+        _layout(spec, d, pools.get(d.pool or "", total_osts), total_gpus, writers) for d in spec.lustre.directories
+    )

@@ -1,0 +1,224 @@
+"""The Plan: frozen, pure data derived from a spec. Adapters read it; nothing writes back."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+PLAN_SCHEMA = "kiln.plan/v1"
+
+Role = Literal["compute", "mgs", "mds", "oss", "objectstore"]
+
+
+@dataclass(frozen=True, slots=True)
+class Nic:
+    role: Literal["compute", "storage"]
+    model: str
+    interface: str
+    device: str | None
+    address: str | None  # storage NICs carry an address on the storage subnet
+    nid: str | None  # LNet NID for storage NICs
+    link_Gbps: float
+
+
+@dataclass(frozen=True, slots=True)
+class Host:
+    name: str
+    role: Role
+    pool: str | None
+    management_address: str
+    groups: tuple[str, ...]
+    nics: tuple[Nic, ...]
+    gpus: int = 0
+    gpu_model: str | None = None
+    ram_GiB: int = 0
+    cpu_cores: int = 0
+    failover_partner: str | None = None
+
+    @property
+    def nids(self) -> tuple[str, ...]:
+        return tuple(n.nid for n in self.nics if n.nid)
+
+
+@dataclass(frozen=True, slots=True)
+class LnetNet:
+    name: str
+    lnd: Literal["o2ib", "tcp"]
+    multi_rail: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LustreTarget:
+    name: str  # lab-OST0003, lab-MDT0000, MGS
+    kind: Literal["mgt", "mdt", "ost"]
+    index: int
+    host: str
+    device: str
+    mount_point: str
+    servicenodes: tuple[tuple[str, ...], ...]  # one NID list per server that may mount it
+    failover_host: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Tunable:
+    id: str  # stable id used by overrides, e.g. client.osc.max_rpcs_in_flight
+    param: str  # lctl parameter, module option or NCCL variable
+    value: int | float | str
+    side: Literal["client", "mds", "oss", "mgs", "lnet", "nccl", "host"]
+    apply: str  # set_param | set_param_persistent | module_param | module_option | env | sysctl | host
+    reason: str
+    source: str
+    overridden: bool = False
+    pool: str | None = None  # NCCL values are per compute pool
+
+
+@dataclass(frozen=True, slots=True)
+class LayoutComponent:
+    extent_end: str  # "64M", "4G" or "EOF"
+    stripe_count: int  # -1 = all OSTs
+    stripe_size: str
+    overstripe: bool = False
+    dom: bool = False
+    pool: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    path: str  # in-filesystem path (/datasets)
+    mount_path: str  # on clients (/lustre/datasets)
+    purpose: str
+    kind: Literal["pfl", "wide", "overstripe", "dom", "plain"]
+    components: tuple[LayoutComponent, ...]
+    setstripe: str  # the lfs setstripe arguments
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class NcclPool:
+    pool: str
+    env: dict[str, str]
+    hcas: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Bucket:
+    name: str
+    purpose: str
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectStorePlan:
+    backend: str
+    endpoint: str
+    hosts: tuple[str, ...]
+    buckets: tuple[Bucket, ...]
+    raw_capacity_TB: float
+    usable_capacity_TB: float
+    capacity_TB: float
+    replication: str
+    access_key_id: str
+    credentials_secret: str
+    s3_port: int
+    version: str
+
+
+@dataclass(frozen=True, slots=True)
+class Layer:
+    name: str
+    kind: Literal["demand", "supply"]
+    read_GBps: float
+    write_GBps: float
+    formula: str
+    factors: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    bytes: int
+    bytes_per_param: float
+    save_s: float
+    restore_s: float
+    budget_s: float
+    required_write_GBps: float
+    meets_budget: bool
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class Sizing:
+    layers: tuple[Layer, ...]
+    read_bottleneck: str
+    write_bottleneck: str
+    aggregate_read_GBps: float
+    aggregate_write_GBps: float
+    demand_read_GBps: float
+    per_client_read_GBps: float
+    per_client_write_GBps: float
+    single_client_read_GBps: float
+    single_client_write_GBps: float
+    gpus_total: int
+    gpus_fed: int
+    read_per_gpu_GBps: float
+    single_node_demand_read_GBps: float
+    read_demand_source: str
+    metadata_create_ops: float
+    checkpoint: Checkpoint
+    stage_in_s: float
+    stage_in_GBps: float
+    stage_in_bottleneck: str
+    objectstore_GBps: float
+    recommended_oss_nodes: int
+    headroom_read: float
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    check: str  # check id the acceptance suite runs, e.g. storage.fio_lustre_read
+    metric: str
+    unit: str
+    expected: float
+    warn: float
+    fail: float
+    why: str
+    scope: Literal["host", "pair", "aggregate", "node"]
+    higher_is_better: bool = True
+    group: str | None = None  # inventory group the check runs on
+    requires: tuple[str, ...] = ()  # what the host must have: gpu, rdma, lustre, nvme, objectstore
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    schema: str
+    stack: str
+    description: str
+    fabric: str
+    fsname: str
+    mount_point: str
+    hosts: tuple[Host, ...]
+    groups: dict[str, tuple[str, ...]]
+    lnet: tuple[LnetNet, ...]
+    mgs_nids: tuple[tuple[str, ...], ...]
+    targets_map: tuple[LustreTarget, ...]
+    tunables: tuple[Tunable, ...]
+    layouts: tuple[Layout, ...]
+    ost_pools: dict[str, tuple[int, ...]]
+    nccl: tuple[NcclPool, ...]
+    objectstore: ObjectStorePlan
+    sizing: Sizing
+    targets: tuple[Target, ...]
+    kubernetes_version: str
+    spec_digest: str
+    warnings: tuple[str, ...] = field(default=())
+
+    def host(self, name: str) -> Host:
+        for h in self.hosts:
+            if h.name == name:
+                return h
+        raise KeyError(name)
+
+    def tunable(self, tid: str) -> Tunable:
+        for t in self.tunables:
+            if t.id == tid:
+                return t
+        raise KeyError(tid)

@@ -1,0 +1,125 @@
+"""The plan as JSON: a documented, versioned contract (docs/plan-json.md, schema kiln.plan/v1).
+
+Stable keys (tested): sizing.aggregate.read_GBps, sizing.aggregate.write_GBps, sizing.bottleneck.read,
+sizing.bottleneck.write, sizing.layers[] (name, kind, read_GBps, write_GBps, formula, factors),
+sizing.gpus_fed, sizing.checkpoint (bytes, save_s, restore_s, budget_s, meets_budget, ...),
+targets[] (check, metric, unit, expected, warn, fail, why, ...). GB/s = 10^9 bytes/s.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from kiln.plan.model import Host, Layout, Plan, Target, Tunable
+
+
+def _num(x: float) -> float | None:
+    if math.isinf(x) or math.isnan(x):
+        return None
+    return round(x, 4)
+
+
+def _host(h: Host) -> dict[str, Any]:
+    return {
+        "name": h.name,
+        "role": h.role,
+        "pool": h.pool,
+        "management_address": h.management_address,
+        "groups": list(h.groups),
+        "gpus": h.gpus,
+        "failover_partner": h.failover_partner,
+        "nics": [
+            {"role": n.role, "model": n.model, "interface": n.interface, "device": n.device, "address": n.address,
+             "nid": n.nid, "link_Gbps": n.link_Gbps}
+            for n in h.nics
+        ],
+    }
+
+
+def _tunable(t: Tunable) -> dict[str, Any]:
+    return {"id": t.id, "param": t.param, "value": t.value, "side": t.side, "apply": t.apply, "pool": t.pool,
+            "overridden": t.overridden, "reason": t.reason, "source": t.source}
+
+
+def _layout(lay: Layout) -> dict[str, Any]:
+    return {
+        "path": lay.path, "mount_path": lay.mount_path, "purpose": lay.purpose, "kind": lay.kind,
+        "setstripe": lay.setstripe, "reason": lay.reason,
+        "components": [
+            {"extent_end": c.extent_end, "stripe_count": c.stripe_count, "stripe_size": c.stripe_size,
+             "overstripe": c.overstripe, "dom": c.dom, "pool": c.pool}
+            for c in lay.components
+        ],
+    }
+
+
+def target_dict(t: Target) -> dict[str, Any]:
+    return {"check": t.check, "metric": t.metric, "unit": t.unit, "expected": t.expected, "warn": t.warn,
+            "fail": t.fail, "why": t.why, "scope": t.scope, "higher_is_better": t.higher_is_better,
+            "group": t.group, "requires": list(t.requires)}
+
+
+def plan_to_dict(plan: Plan, include_hosts: bool = True) -> dict[str, Any]:
+    s = plan.sizing
+    ck = s.checkpoint
+    os_ = plan.objectstore
+    out: dict[str, Any] = {
+        "schema": plan.schema,
+        "stack": plan.stack,
+        "description": plan.description,
+        "spec_digest": plan.spec_digest,
+        "warnings": list(plan.warnings),
+        "sizing": {
+            "bottleneck": {"read": s.read_bottleneck, "write": s.write_bottleneck},
+            "aggregate": {"read_GBps": _num(s.aggregate_read_GBps), "write_GBps": _num(s.aggregate_write_GBps)},
+            "demand": {"read_GBps": _num(s.demand_read_GBps), "read_per_gpu_GBps": _num(s.read_per_gpu_GBps),
+                       "single_node_read_GBps": _num(s.single_node_demand_read_GBps), "source": s.read_demand_source},
+            "per_client": {"read_GBps": _num(s.per_client_read_GBps), "write_GBps": _num(s.per_client_write_GBps)},
+            "single_client": {"read_GBps": _num(s.single_client_read_GBps), "write_GBps": _num(s.single_client_write_GBps)},
+            "layers": [
+                {"name": la.name, "kind": la.kind, "read_GBps": _num(la.read_GBps), "write_GBps": _num(la.write_GBps),
+                 "formula": la.formula, "factors": list(la.factors)}
+                for la in s.layers
+            ],
+            "gpus_total": s.gpus_total,
+            "gpus_fed": s.gpus_fed,
+            "headroom_read": _num(s.headroom_read),
+            "metadata": {"create_ops_per_s": _num(s.metadata_create_ops)},
+            "checkpoint": {"bytes": ck.bytes, "bytes_per_param": ck.bytes_per_param, "save_s": _num(ck.save_s),
+                           "restore_s": _num(ck.restore_s), "budget_s": _num(ck.budget_s),
+                           "required_write_GBps": _num(ck.required_write_GBps), "meets_budget": ck.meets_budget,
+                           "why": ck.why},
+            "stage_in": {"seconds": _num(s.stage_in_s), "GBps": _num(s.stage_in_GBps), "bottleneck": s.stage_in_bottleneck},
+            "objectstore_GBps": _num(s.objectstore_GBps),
+            "recommended_oss_nodes": s.recommended_oss_nodes,
+            "notes": list(s.notes),
+        },
+        "targets": [target_dict(t) for t in plan.targets],
+        "lustre": {
+            "fsname": plan.fsname,
+            "mount_point": plan.mount_point,
+            "mgs_nids": [list(n) for n in plan.mgs_nids],
+            "lnet": [{"name": n.name, "lnd": n.lnd, "multi_rail": n.multi_rail} for n in plan.lnet],
+            "targets": [
+                {"name": t.name, "kind": t.kind, "index": t.index, "host": t.host, "device": t.device,
+                 "mount_point": t.mount_point, "servicenodes": [list(x) for x in t.servicenodes],
+                 "failover_host": t.failover_host}
+                for t in plan.targets_map
+            ],
+            "layouts": [_layout(x) for x in plan.layouts],
+            "ost_pools": {k: list(v) for k, v in plan.ost_pools.items()},
+        },
+        "tunables": [_tunable(t) for t in plan.tunables],
+        "nccl": [{"pool": n.pool, "env": n.env, "hcas": list(n.hcas)} for n in plan.nccl],
+        "objectstore": {
+            "backend": os_.backend, "endpoint": os_.endpoint, "hosts": list(os_.hosts),
+            "buckets": [{"name": b.name, "purpose": b.purpose} for b in os_.buckets],
+            "raw_capacity_TB": _num(os_.raw_capacity_TB), "usable_capacity_TB": _num(os_.usable_capacity_TB),
+            "capacity_TB": os_.capacity_TB, "replication": os_.replication, "version": os_.version,
+        },
+        "groups": {g: list(v) for g, v in plan.groups.items()},
+    }
+    if include_hosts:
+        out["hosts"] = [_host(h) for h in plan.hosts]
+    return out

@@ -1,0 +1,208 @@
+"""The sizing model: every layer's read and write limit, the bottleneck, and what follows from it.
+
+All rates in GB/s (10^9 bytes/s). Nominal figures come from the hardware catalog, efficiency factors
+from kiln/knowledge/efficiency.yaml; each layer records its formula and the factors it used.
+See docs/sizing-model.md.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from kiln import knowledge
+from kiln.plan.model import Checkpoint, Layer, Sizing
+from kiln.spec.errors import SpecIssue
+from kiln.spec.models import ClusterSpec, Device
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceFigures:
+    read_GBps: float
+    write_GBps: float
+    capacity_TB: float
+    kind: str
+
+
+def device_figures(device: Device) -> DeviceFigures:
+    kb = knowledge.load()
+    if device.catalog is not None:
+        m = kb.nvme[device.catalog]
+        return DeviceFigures(m.read_GBps, m.write_GBps, m.capacity_TB, device.kind)
+    assert device.read_GBps and device.write_GBps and device.capacity_TB
+    return DeviceFigures(device.read_GBps, device.write_GBps, device.capacity_TB, device.kind)
+
+
+def lnet_factor(spec: ClusterSpec) -> tuple[float, tuple[str, ...]]:
+    """Share of a storage NIC's link rate that Lustre bulk I/O reaches, and the factors behind it."""
+    kb = knowledge.load()
+    if spec.fabric.kind == "tcp":
+        return kb.factor("tcp_payload") * kb.factor("lnet_tcp"), ("tcp_payload", "lnet_tcp")
+    return kb.factor("rdma_payload") * kb.factor("lnet_o2ib"), ("rdma_payload", "lnet_o2ib")
+
+
+def read_demand(spec: ClusterSpec) -> tuple[float, float, str]:
+    """(sustained GB/s per GPU, single-node GB/s per GPU, source) of the workload's read demand."""
+    rd = spec.workload.read_demand
+    if rd.profile is not None:
+        p = knowledge.load().read_profiles[rd.profile]
+        gpn = max(pool.gpu.count for pool in spec.compute.pools)
+        return p.GBps_per_gpu, p.single_node_GBps / gpn, f"profile {p.name}: {p.source}"
+    assert rd.GBps_per_gpu is not None
+    return rd.GBps_per_gpu, rd.GBps_per_gpu, "workload.read_demand.GBps_per_gpu (stack)"
+
+
+def per_oss(spec: ClusterSpec) -> tuple[float, float]:
+    """(read, write) one OSS delivers: the lesser of its NICs and its OSTs."""
+    kb = knowledge.load()
+    lu = spec.lustre
+    f, _ = lnet_factor(spec)
+    nic = lu.oss.nics.count * kb.nics[lu.oss.nics.nic].link_GBps * f
+    dev = device_figures(lu.oss.osts.device)
+    n_dev = lu.oss.osts.per_node * lu.oss.osts.devices_per_target
+    rf, wf = _ost_factors(spec)
+    return min(nic, n_dev * dev.read_GBps * rf), min(nic, n_dev * dev.write_GBps * wf)
+
+
+def _ost_factors(spec: ClusterSpec) -> tuple[float, float]:
+    kb = knowledge.load()
+    b = spec.lustre.backend
+    return kb.factor(f"ost_{b}_read"), kb.factor(f"ost_{b}_write")
+
+
+def objectstore_rates(spec: ClusterSpec) -> tuple[float, float, str]:
+    """(GET, PUT) GB/s of the object store and how that was found."""
+    os_ = spec.objectstore
+    if os_.backend == "external":
+        assert os_.throughput_GBps is not None
+        return os_.throughput_GBps, os_.throughput_GBps, "objectstore.throughput_GBps (external, as sold)"
+    kb = knowledge.load()
+    assert os_.nics is not None and os_.disks is not None
+    nic = os_.nics.count * kb.nics[os_.nics.nic].link_GBps * kb.factor("tcp_payload")
+    disk = kb.nvme[os_.disks.device]
+    s3 = kb.factor("s3_gateway")
+    get = os_.nodes * min(nic, os_.disks.count * disk.read_GBps) * s3
+    put = os_.nodes * min(nic, os_.disks.count * disk.write_GBps) * s3
+    how = "nodes × min(NICs × link × tcp_payload, disks × device rate) × s3_gateway"
+    return get, put, how
+
+
+def build_sizing(spec: ClusterSpec) -> tuple[Sizing, list[SpecIssue]]:
+    kb = knowledge.load()
+    lu = spec.lustre
+    pools = spec.compute.pools
+    issues: list[SpecIssue] = []
+    f_lnet, lnet_names = lnet_factor(spec)
+    payload = kb.factor("tcp_payload") if spec.fabric.kind == "tcp" else kb.factor("rdma_payload")
+    payload_name = "tcp_payload" if spec.fabric.kind == "tcp" else "rdma_payload"
+
+    gpus = sum(p.nodes * p.gpu.count for p in pools)
+    nodes = sum(p.nodes for p in pools)
+    per_gpu, per_gpu_single, demand_src = read_demand(spec)
+    demand_read = gpus * per_gpu
+
+    # Checkpoint arithmetic first: the demand layer's write figure is the rate the budget needs.
+    bpp = spec.workload.checkpoint.bytes_per_param or kb.bytes_per_param.value
+    ck_bytes = int(spec.workload.model_params_B * 1e9 * bpp)
+    budget_s = spec.workload.checkpoint.interval_min * 60 * spec.workload.checkpoint.budget_fraction
+    required_write = ck_bytes / budget_s / 1e9
+
+    client_link = sum(p.nodes * p.storage_nics.count * kb.nics[p.storage_nics.nic].link_GBps for p in pools)
+    client = client_link * f_lnet
+    fabric = client_link * payload / spec.fabric.oversubscription
+    oss_link = lu.oss.nodes * lu.oss.nics.count * kb.nics[lu.oss.nics.nic].link_GBps
+    oss = oss_link * f_lnet
+    dev = device_figures(lu.oss.osts.device)
+    n_dev = lu.oss.nodes * lu.oss.osts.per_node * lu.oss.osts.devices_per_target
+    rf, wf = _ost_factors(spec)
+    b = lu.backend
+    layers = (
+        Layer("gpu_demand", "demand", demand_read, required_write,
+              f"{gpus} GPUs × {per_gpu:g} GB/s read; write = checkpoint bytes ÷ budget ({budget_s:g} s)"),
+        Layer("client_nics", "supply", client, client,
+              f"Σ nodes × storage NICs × link ({client_link:g} GB/s) × {f_lnet:.3f}", lnet_names),
+        Layer("fabric", "supply", fabric, fabric,
+              f"client link {client_link:g} GB/s × {payload_name} ÷ oversubscription {spec.fabric.oversubscription:g}",
+              (payload_name,)),
+        Layer("oss_nics", "supply", oss, oss,
+              f"{lu.oss.nodes} OSS × {lu.oss.nics.count} NICs × link ({oss_link:g} GB/s) × {f_lnet:.3f}", lnet_names),
+        Layer("ost_devices", "supply", n_dev * dev.read_GBps * rf, n_dev * dev.write_GBps * wf,
+              f"{n_dev} devices × ({dev.read_GBps:g} read, {dev.write_GBps:g} write) GB/s × ost_{b} factors",
+              (f"ost_{b}_read", f"ost_{b}_write")),
+    )
+    supply = [layer for layer in layers if layer.kind == "supply"]
+    rb = min(supply, key=lambda x: x.read_GBps)
+    wb = min(supply, key=lambda x: x.write_GBps)
+    agg_read, agg_write = rb.read_GBps, wb.write_GBps
+
+    node_limits = [p.storage_nics.count * kb.nics[p.storage_nics.nic].link_GBps * f_lnet for p in pools]
+    node_limit = min(node_limits)
+    per_client_read = min(node_limit, agg_read / nodes)
+    per_client_write = min(node_limit, agg_write / nodes)
+
+    md_rate = lu.mds.nodes * lu.mds.mdts.per_node * kb.mdt_create_ops_per_s[lu.mds.mdts.device.kind]
+
+    save_s = ck_bytes / (agg_write * 1e9)
+    restore_s = ck_bytes / (agg_read * 1e9)
+    meets = save_s <= budget_s
+    ck_why = (f"{spec.workload.model_params_B:g}e9 params × {bpp:g} B/param = {ck_bytes / 1e9:.1f} GB; "
+              f"save at {agg_write:.1f} GB/s ({wb.name}) takes {save_s:.1f} s against a budget of {budget_s:.1f} s "
+              f"({spec.workload.checkpoint.budget_fraction:.1%} of {spec.workload.checkpoint.interval_min:g} min)")
+    if required_write > client:
+        min_frac = ck_bytes / (client * 1e9) / (spec.workload.checkpoint.interval_min * 60)
+        issues.append(SpecIssue(
+            "workload.checkpoint.budget_fraction", spec.workload.checkpoint.budget_fraction,
+            f"no layer can meet this budget: it needs {required_write:.1f} GB/s of checkpoint writes but the GPU "
+            f"nodes' storage NICs can only send {client:.1f} GB/s, however large the Lustre fleet",
+            f"raise budget_fraction to at least {min_frac:.3f}, lengthen interval_min, or add storage NICs",
+        ))
+
+    os_get, os_put, os_how = objectstore_rates(spec)
+    stage_rate = min(os_get, agg_write)
+    stage_bn = "objectstore" if os_get <= agg_write else wb.name
+    stage_s = spec.workload.dataset_TB * 1e12 / (stage_rate * 1e9)
+
+    one_oss_r, one_oss_w = per_oss(spec)
+    headroom = kb.factor("planning_headroom")
+    need = max(demand_read * headroom / one_oss_r, required_write * headroom / one_oss_w, 1.0)
+    rec = math.ceil(need - 1e-9)
+    if lu.failover == "pairs":
+        rec += rec % 2
+    gpus_fed = math.floor(agg_read / per_gpu + 1e-9) if per_gpu > 0 else gpus
+
+    notes = [
+        f"read: storage supplies {agg_read:.1f} GB/s ({rb.name}) against a demand of {demand_read:.1f} GB/s "
+        f"({agg_read / demand_read:.2f}×)",
+        f"object store: GET {os_get:.1f} GB/s, PUT {os_put:.1f} GB/s ({os_how})",
+        f"planner recommends ≥ {rec} OSS nodes for {headroom:g}× headroom on read demand and checkpoint writes; "
+        f"the stack has {lu.oss.nodes}",
+    ]
+    if not meets:
+        notes.append(f"checkpoint misses its budget: add OSS/OSTs (recommended {rec} OSS) or relax the budget")
+    sizing = Sizing(
+        layers=layers,
+        read_bottleneck=rb.name,
+        write_bottleneck=wb.name,
+        aggregate_read_GBps=agg_read,
+        aggregate_write_GBps=agg_write,
+        demand_read_GBps=demand_read,
+        per_client_read_GBps=per_client_read,
+        per_client_write_GBps=per_client_write,
+        single_client_read_GBps=min(node_limit, agg_read),
+        single_client_write_GBps=min(node_limit, agg_write),
+        gpus_total=gpus,
+        gpus_fed=gpus_fed,
+        read_per_gpu_GBps=per_gpu,
+        single_node_demand_read_GBps=per_gpu_single * max(p.gpu.count for p in pools),
+        read_demand_source=demand_src,
+        metadata_create_ops=md_rate,
+        checkpoint=Checkpoint(ck_bytes, bpp, save_s, restore_s, budget_s, required_write, meets, ck_why),
+        stage_in_s=stage_s,
+        stage_in_GBps=stage_rate,
+        stage_in_bottleneck=stage_bn,
+        objectstore_GBps=os_get,
+        recommended_oss_nodes=rec,
+        headroom_read=agg_read / demand_read if demand_read else math.inf,
+        notes=tuple(notes),
+    )
+    return sizing, issues

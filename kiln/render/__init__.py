@@ -1,0 +1,1 @@
+"""Plan → artifacts: inventory and group_vars, Kubernetes manifests, the plan report. Pure; callers write."""

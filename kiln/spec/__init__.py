@@ -1,0 +1,7 @@
+"""The cluster spec: models, loading from a Pulumi stack file, validation with clear errors."""
+
+from kiln.spec.errors import SpecError, SpecIssue
+from kiln.spec.loader import load_stack, parse_stack_text, stack_path, validate
+from kiln.spec.models import ClusterSpec
+
+__all__ = ["ClusterSpec", "SpecError", "SpecIssue", "load_stack", "parse_stack_text", "stack_path", "validate"]

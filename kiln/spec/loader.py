@@ -1,0 +1,159 @@
+"""Read a stack's spec from its Pulumi stack file, without Pulumi, and validate it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from kiln.spec.checks import check
+from kiln.spec.errors import SpecError, SpecIssue, missing, suggest
+from kiln.spec.models import ClusterSpec
+
+CONFIG_KEY = "kiln:cluster"
+STACKS_DIR = Path(__file__).resolve().parents[2] / "stacks"
+
+
+def stack_path(stack: str, stacks_dir: Path | None = None) -> Path:
+    """A stack name (`prod-h100` → stacks/Pulumi.prod-h100.yaml) or a path to a stack file."""
+    candidate = Path(stack)
+    if candidate.suffix in (".yaml", ".yml") or candidate.exists():
+        return candidate
+    return (stacks_dir or STACKS_DIR) / f"Pulumi.{stack}.yaml"
+
+
+def load_stack(stack: str, stacks_dir: Path | None = None) -> ClusterSpec:
+    """Load and validate the spec of a stack. Raises SpecError with every problem found."""
+    path = stack_path(stack, stacks_dir)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        known = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in (stacks_dir or STACKS_DIR).glob("Pulumi.*.yaml"))
+        raise SpecError(
+            str(path),
+            [SpecIssue("(file)", stack, "no such stack file", f"name a stack ({', '.join(known)}) or a path")],
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(str(path), [SpecIssue("(file)", str(path), f"cannot read: {exc}", "check the path")]) from None
+    return parse_stack_text(text, source=str(path))
+
+
+def parse_stack_text(text: str, source: str = "<spec>") -> ClusterSpec:
+    """Parse the text of a Pulumi stack file and validate its `kiln:cluster` object."""
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise SpecError(source, [SpecIssue("(yaml)", where, f"not valid YAML: {problem}", "fix the YAML syntax there")]) from None
+    if not isinstance(doc, dict):
+        raise SpecError(
+            source, [SpecIssue("(file)", doc, "a stack file is a mapping with a `config:` key", "see stacks/Pulumi.lab.yaml")]
+        )
+    config = doc.get("config")
+    if not isinstance(config, dict) or CONFIG_KEY not in config:
+        raise SpecError(
+            source,
+            [SpecIssue("config", missing(), f"no `{CONFIG_KEY}` object under `config:`",
+                       f"add `config: {{{CONFIG_KEY}: {{...}}}}` as in stacks/Pulumi.lab.yaml")],
+        )
+    return validate(config[CONFIG_KEY], source)
+
+
+def validate(data: Any, source: str = "<spec>") -> ClusterSpec:
+    """Validate a `kiln:cluster` object: types and ranges first, then cross-field rules."""
+    if not isinstance(data, dict):
+        raise SpecError(source, [SpecIssue(CONFIG_KEY, data, "must be a mapping", "see docs/stack-reference.md")])
+    try:
+        spec = ClusterSpec.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(source, [_issue_from_pydantic(e, data) for e in exc.errors()]) from None
+    issues = check(spec)
+    if issues:
+        raise SpecError(source, issues)
+    return spec
+
+
+def _path(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or CONFIG_KEY
+
+
+def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The pydantic model class that holds the field at `loc` (for listing known fields)."""
+    model: Any = ClusterSpec
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(part) if isinstance(model, type) and issubclass(model, BaseModel) else None
+        if field is None:
+            return None
+        model = _inner_model(field.annotation)
+        if model is None:
+            return None
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def _inner_model(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()) or ():
+        found = _inner_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _issue_from_pydantic(err: Any, data: dict[str, Any]) -> SpecIssue:
+    loc = tuple(err.get("loc", ()))
+    path = _path(loc)
+    kind = err.get("type", "")
+    value = err.get("input", missing())
+    msg = str(err.get("msg", "invalid value"))
+    ctx = err.get("ctx") or {}
+    if kind == "extra_forbidden":
+        model = _model_at(loc)
+        known = list(model.model_fields) if model else []
+        name = str(loc[-1]) if loc else ""
+        fix = f"remove `{name}`; {suggest(name, known)}" if known else f"remove `{name}`"
+        return SpecIssue(path, value, "unknown field", fix)
+    if kind == "missing":
+        model = _model_at(loc)
+        field = model.model_fields.get(str(loc[-1])) if model else None
+        desc = f" ({field.description})" if field is not None and field.description else ""
+        return SpecIssue(path, missing(), "required field is missing", f"add `{loc[-1]}`{desc}")
+    if kind == "value_error":
+        text = msg.removeprefix("Value error, ")
+        problem, _, fix = text.partition("; fix: ")
+        return SpecIssue(path, value, problem, fix or "see docs/stack-reference.md")
+    if kind == "literal_error":
+        return SpecIssue(path, value, "not an allowed value", f"use one of {ctx.get('expected', '')}")
+    if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
+        return SpecIssue(path, value, "out of range", f"use a value that is {msg.removeprefix('Input should be ')}")
+    if kind == "string_pattern_mismatch":
+        return SpecIssue(path, value, "badly formed", f"it must match {ctx.get('pattern', '')}")
+    if kind in ("too_short", "too_long"):
+        return SpecIssue(path, value, msg, "add or remove entries")
+    return SpecIssue(path, value, msg, _type_fix(kind, msg))
+
+
+def _type_fix(kind: str, msg: str) -> str:
+    if kind.startswith(("int_", "float_")):
+        return "write a number (no units, no quotes)"
+    if kind.startswith("bool"):
+        return "write true or false"
+    if kind.startswith(("dict", "model")):
+        return "write a mapping (key: value lines) here"
+    if kind.startswith("list"):
+        return "write a list (lines starting with '- ') here"
+    if kind.startswith("string"):
+        return "write a string here"
+    return f"see docs/stack-reference.md ({msg})"
