@@ -49,7 +49,7 @@ for arg in "$@"; do
         --check) check=1 ;;
         --force) force=1 ;;
         -h|--help) usage; exit 0 ;;
-        *) usage >&2; die "unknown argument: $arg" ;;
+        *) die "unknown argument: $arg (see --help)" ;;
     esac
 done
 

@@ -66,7 +66,8 @@ apt_get() {
         rc=0
         "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
             apt-get -o DPkg::Lock::Timeout=30 -q -y "$@" 2>"$errf" || rc=$?
-        cat "$errf" >&2
+        # apt repeats "Waiting for cache lock" every second while it waits
+        grep -v '^Waiting for cache lock' "$errf" >&2 || true
         if [[ $rc -eq 0 ]]; then
             rm -f "$errf"
             return 0

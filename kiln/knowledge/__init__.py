@@ -11,7 +11,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-import yaml
+from kiln import yamlio
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +89,7 @@ class Knowledge:
 
 def _read(name: str) -> dict[str, Any]:
     text = resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
-    data = yaml.safe_load(text)
+    data = yamlio.load(text)
     assert isinstance(data, dict), f"{name} must hold a mapping"
     return data
 

@@ -37,10 +37,13 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
     brw = brw_size_MiB(spec)
     for pool in spec.compute.pools:
         pool_tunables = client_tunables(spec, pool, brw_MiB=brw)
-        client_mod = max(client_mod, *(int(t.value) for t in pool_tunables if t.id == "client.mdc.max_mod_rpcs_in_flight"))
+        client_mod = max(
+            client_mod, *(int(t.value) for t in pool_tunables if t.id == "client.mdc.max_mod_rpcs_in_flight")
+        )
         tunables.extend(pool_tunables)
-    tunables = (host_tunables() + server_tunables(spec, client_mod) + tunables + lnet_tunables(spec)
-                + nccl_tunables(spec))
+    tunables = (
+        host_tunables() + server_tunables(spec, client_mod) + tunables + lnet_tunables(spec) + nccl_tunables(spec)
+    )
     tunables, issues = apply_overrides(spec, tunables)
     if not issues:
         issues += invariants(tunables, {p.name: p.ram_GiB for p in spec.compute.pools})
@@ -52,8 +55,10 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
     digest = hashlib.sha256(json.dumps(spec.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:16]
     warnings: tuple[str, ...] = ()
     if not sizing.checkpoint.meets_budget:
-        warnings += (f"checkpoint save takes {sizing.checkpoint.save_s:.1f} s, over its budget of "
-                     f"{sizing.checkpoint.budget_s:.1f} s: {sizing.notes[-1]}",)
+        warnings += (
+            f"checkpoint save takes {sizing.checkpoint.save_s:.1f} s, over its budget of "
+            f"{sizing.checkpoint.budget_s:.1f} s: {sizing.notes[-1]}",
+        )
     if sizing.gpus_fed < sizing.gpus_total:
         warnings += (f"storage feeds {sizing.gpus_fed} of {sizing.gpus_total} GPUs at the planned read rate",)
     return Plan(
@@ -79,4 +84,3 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
         spec_digest=digest,
         warnings=warnings,
     )
-

@@ -60,8 +60,10 @@ def _layout(spec: ClusterSpec, d: Directory, width: int, total_gpus: int, writer
                 LayoutComponent("EOF", last, big, pool=pool),
             )
             kind = "pfl"
-            reason = (f"PFL: small files on one OST, medium files on {mid}, large shards across {last} of {width} OSTs "
-                      f"with {big} stripes, so many readers of one shard hit many OSS.")
+            reason = (
+                f"PFL: small files on one OST, medium files on {mid}, large shards across {last} of {width} OSTs "
+                f"with {big} stripes, so many readers of one shard hit many OSS."
+            )
     elif d.purpose == "checkpoints" and spec.workload.checkpoint.sharded:
         n = d.stripe_count if d.stripe_count is not None else min(_ki("checkpoint_shard_stripes"), width)
         comps = (
@@ -69,16 +71,20 @@ def _layout(spec: ClusterSpec, d: Directory, width: int, total_gpus: int, writer
             LayoutComponent("EOF", n, big, pool=pool),
         )
         kind = "pfl"
-        reason = (f"Sharded checkpoints (one file per rank): each shard on few OSTs ({n}); the ranks together "
-                  "spread the load without lock contention on one file.")
+        reason = (
+            f"Sharded checkpoints (one file per rank): each shard on few OSTs ({n}); the ranks together "
+            "spread the load without lock contention on one file."
+        )
     elif d.purpose == "checkpoints":
         size = _ks("stripe_size_checkpoint_single")
         if writers_per_file > wide:
             count = min(writers_per_file, max_stripes(spec))
             comps = (LayoutComponent("EOF", count, size, overstripe=True, pool=pool),)
             kind = "overstripe"
-            reason = (f"One checkpoint file written by {writers_per_file} ranks over {width} OSTs: overstriping "
-                      f"({count} stripes) gives each writer its own stripe and avoids lock ping-pong.")
+            reason = (
+                f"One checkpoint file written by {writers_per_file} ranks over {width} OSTs: overstriping "
+                f"({count} stripes) gives each writer its own stripe and avoids lock ping-pong."
+            )
         else:
             count = d.stripe_count if d.stripe_count is not None else -1
             comps = (LayoutComponent("EOF", count, size, pool=pool),)

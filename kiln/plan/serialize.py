@@ -30,34 +30,70 @@ def _host(h: Host) -> dict[str, Any]:
         "gpus": h.gpus,
         "failover_partner": h.failover_partner,
         "nics": [
-            {"role": n.role, "model": n.model, "interface": n.interface, "device": n.device, "address": n.address,
-             "nid": n.nid, "link_Gbps": n.link_Gbps}
+            {
+                "role": n.role,
+                "model": n.model,
+                "interface": n.interface,
+                "device": n.device,
+                "address": n.address,
+                "nid": n.nid,
+                "link_Gbps": n.link_Gbps,
+            }
             for n in h.nics
         ],
     }
 
 
 def _tunable(t: Tunable) -> dict[str, Any]:
-    return {"id": t.id, "param": t.param, "value": t.value, "side": t.side, "apply": t.apply, "pool": t.pool,
-            "overridden": t.overridden, "reason": t.reason, "source": t.source}
+    return {
+        "id": t.id,
+        "param": t.param,
+        "value": t.value,
+        "side": t.side,
+        "apply": t.apply,
+        "pool": t.pool,
+        "overridden": t.overridden,
+        "reason": t.reason,
+        "source": t.source,
+    }
 
 
 def _layout(lay: Layout) -> dict[str, Any]:
     return {
-        "path": lay.path, "mount_path": lay.mount_path, "purpose": lay.purpose, "kind": lay.kind,
-        "setstripe": lay.setstripe, "reason": lay.reason,
+        "path": lay.path,
+        "mount_path": lay.mount_path,
+        "purpose": lay.purpose,
+        "kind": lay.kind,
+        "setstripe": lay.setstripe,
+        "reason": lay.reason,
         "components": [
-            {"extent_end": c.extent_end, "stripe_count": c.stripe_count, "stripe_size": c.stripe_size,
-             "overstripe": c.overstripe, "dom": c.dom, "pool": c.pool}
+            {
+                "extent_end": c.extent_end,
+                "stripe_count": c.stripe_count,
+                "stripe_size": c.stripe_size,
+                "overstripe": c.overstripe,
+                "dom": c.dom,
+                "pool": c.pool,
+            }
             for c in lay.components
         ],
     }
 
 
 def target_dict(t: Target) -> dict[str, Any]:
-    return {"check": t.check, "metric": t.metric, "unit": t.unit, "expected": t.expected, "warn": t.warn,
-            "fail": t.fail, "why": t.why, "scope": t.scope, "higher_is_better": t.higher_is_better,
-            "group": t.group, "requires": list(t.requires)}
+    return {
+        "check": t.check,
+        "metric": t.metric,
+        "unit": t.unit,
+        "expected": t.expected,
+        "warn": t.warn,
+        "fail": t.fail,
+        "why": t.why,
+        "scope": t.scope,
+        "higher_is_better": t.higher_is_better,
+        "group": t.group,
+        "requires": list(t.requires),
+    }
 
 
 def plan_to_dict(plan: Plan, include_hosts: bool = True) -> dict[str, Any]:
@@ -73,24 +109,47 @@ def plan_to_dict(plan: Plan, include_hosts: bool = True) -> dict[str, Any]:
         "sizing": {
             "bottleneck": {"read": s.read_bottleneck, "write": s.write_bottleneck},
             "aggregate": {"read_GBps": _num(s.aggregate_read_GBps), "write_GBps": _num(s.aggregate_write_GBps)},
-            "demand": {"read_GBps": _num(s.demand_read_GBps), "read_per_gpu_GBps": _num(s.read_per_gpu_GBps),
-                       "single_node_read_GBps": _num(s.single_node_demand_read_GBps), "source": s.read_demand_source},
+            "demand": {
+                "read_GBps": _num(s.demand_read_GBps),
+                "read_per_gpu_GBps": _num(s.read_per_gpu_GBps),
+                "single_node_read_GBps": _num(s.single_node_demand_read_GBps),
+                "source": s.read_demand_source,
+            },
             "per_client": {"read_GBps": _num(s.per_client_read_GBps), "write_GBps": _num(s.per_client_write_GBps)},
-            "single_client": {"read_GBps": _num(s.single_client_read_GBps), "write_GBps": _num(s.single_client_write_GBps)},
+            "single_client": {
+                "read_GBps": _num(s.single_client_read_GBps),
+                "write_GBps": _num(s.single_client_write_GBps),
+            },
             "layers": [
-                {"name": la.name, "kind": la.kind, "read_GBps": _num(la.read_GBps), "write_GBps": _num(la.write_GBps),
-                 "formula": la.formula, "factors": list(la.factors)}
+                {
+                    "name": la.name,
+                    "kind": la.kind,
+                    "read_GBps": _num(la.read_GBps),
+                    "write_GBps": _num(la.write_GBps),
+                    "formula": la.formula,
+                    "factors": list(la.factors),
+                }
                 for la in s.layers
             ],
             "gpus_total": s.gpus_total,
             "gpus_fed": s.gpus_fed,
             "headroom_read": _num(s.headroom_read),
             "metadata": {"create_ops_per_s": _num(s.metadata_create_ops)},
-            "checkpoint": {"bytes": ck.bytes, "bytes_per_param": ck.bytes_per_param, "save_s": _num(ck.save_s),
-                           "restore_s": _num(ck.restore_s), "budget_s": _num(ck.budget_s),
-                           "required_write_GBps": _num(ck.required_write_GBps), "meets_budget": ck.meets_budget,
-                           "why": ck.why},
-            "stage_in": {"seconds": _num(s.stage_in_s), "GBps": _num(s.stage_in_GBps), "bottleneck": s.stage_in_bottleneck},
+            "checkpoint": {
+                "bytes": ck.bytes,
+                "bytes_per_param": ck.bytes_per_param,
+                "save_s": _num(ck.save_s),
+                "restore_s": _num(ck.restore_s),
+                "budget_s": _num(ck.budget_s),
+                "required_write_GBps": _num(ck.required_write_GBps),
+                "meets_budget": ck.meets_budget,
+                "why": ck.why,
+            },
+            "stage_in": {
+                "seconds": _num(s.stage_in_s),
+                "GBps": _num(s.stage_in_GBps),
+                "bottleneck": s.stage_in_bottleneck,
+            },
             "objectstore_GBps": _num(s.objectstore_GBps),
             "recommended_oss_nodes": s.recommended_oss_nodes,
             "notes": list(s.notes),
@@ -102,9 +161,16 @@ def plan_to_dict(plan: Plan, include_hosts: bool = True) -> dict[str, Any]:
             "mgs_nids": [list(n) for n in plan.mgs_nids],
             "lnet": [{"name": n.name, "lnd": n.lnd, "multi_rail": n.multi_rail} for n in plan.lnet],
             "targets": [
-                {"name": t.name, "kind": t.kind, "index": t.index, "host": t.host, "device": t.device,
-                 "mount_point": t.mount_point, "servicenodes": [list(x) for x in t.servicenodes],
-                 "failover_host": t.failover_host}
+                {
+                    "name": t.name,
+                    "kind": t.kind,
+                    "index": t.index,
+                    "host": t.host,
+                    "device": t.device,
+                    "mount_point": t.mount_point,
+                    "servicenodes": [list(x) for x in t.servicenodes],
+                    "failover_host": t.failover_host,
+                }
                 for t in plan.targets_map
             ],
             "layouts": [_layout(x) for x in plan.layouts],
@@ -113,10 +179,15 @@ def plan_to_dict(plan: Plan, include_hosts: bool = True) -> dict[str, Any]:
         "tunables": [_tunable(t) for t in plan.tunables],
         "nccl": [{"pool": n.pool, "env": n.env, "hcas": list(n.hcas)} for n in plan.nccl],
         "objectstore": {
-            "backend": os_.backend, "endpoint": os_.endpoint, "hosts": list(os_.hosts),
+            "backend": os_.backend,
+            "endpoint": os_.endpoint,
+            "hosts": list(os_.hosts),
             "buckets": [{"name": b.name, "purpose": b.purpose} for b in os_.buckets],
-            "raw_capacity_TB": _num(os_.raw_capacity_TB), "usable_capacity_TB": _num(os_.usable_capacity_TB),
-            "capacity_TB": os_.capacity_TB, "replication": os_.replication, "version": os_.version,
+            "raw_capacity_TB": _num(os_.raw_capacity_TB),
+            "usable_capacity_TB": _num(os_.usable_capacity_TB),
+            "capacity_TB": os_.capacity_TB,
+            "replication": os_.replication,
+            "version": os_.version,
         },
         "groups": {g: list(v) for g, v in plan.groups.items()},
     }

@@ -117,18 +117,45 @@ def build_sizing(spec: ClusterSpec) -> tuple[Sizing, list[SpecIssue]]:
     rf, wf = _ost_factors(spec)
     b = lu.backend
     layers = (
-        Layer("gpu_demand", "demand", demand_read, required_write,
-              f"{gpus} GPUs × {per_gpu:g} GB/s read; write = checkpoint bytes ÷ budget ({budget_s:g} s)"),
-        Layer("client_nics", "supply", client, client,
-              f"Σ nodes × storage NICs × link ({client_link:g} GB/s) × {f_lnet:.3f}", lnet_names),
-        Layer("fabric", "supply", fabric, fabric,
-              f"client link {client_link:g} GB/s × {payload_name} ÷ oversubscription {spec.fabric.oversubscription:g}",
-              (payload_name,)),
-        Layer("oss_nics", "supply", oss, oss,
-              f"{lu.oss.nodes} OSS × {lu.oss.nics.count} NICs × link ({oss_link:g} GB/s) × {f_lnet:.3f}", lnet_names),
-        Layer("ost_devices", "supply", n_dev * dev.read_GBps * rf, n_dev * dev.write_GBps * wf,
-              f"{n_dev} devices × ({dev.read_GBps:g} read, {dev.write_GBps:g} write) GB/s × ost_{b} factors",
-              (f"ost_{b}_read", f"ost_{b}_write")),
+        Layer(
+            "gpu_demand",
+            "demand",
+            demand_read,
+            required_write,
+            f"{gpus} GPUs × {per_gpu:g} GB/s read; write = checkpoint bytes ÷ budget ({budget_s:g} s)",
+        ),
+        Layer(
+            "client_nics",
+            "supply",
+            client,
+            client,
+            f"Σ nodes × storage NICs × link ({client_link:g} GB/s) × {f_lnet:.3f}",
+            lnet_names,
+        ),
+        Layer(
+            "fabric",
+            "supply",
+            fabric,
+            fabric,
+            f"client link {client_link:g} GB/s × {payload_name} ÷ oversubscription {spec.fabric.oversubscription:g}",
+            (payload_name,),
+        ),
+        Layer(
+            "oss_nics",
+            "supply",
+            oss,
+            oss,
+            f"{lu.oss.nodes} OSS × {lu.oss.nics.count} NICs × link ({oss_link:g} GB/s) × {f_lnet:.3f}",
+            lnet_names,
+        ),
+        Layer(
+            "ost_devices",
+            "supply",
+            n_dev * dev.read_GBps * rf,
+            n_dev * dev.write_GBps * wf,
+            f"{n_dev} devices × ({dev.read_GBps:g} read, {dev.write_GBps:g} write) GB/s × ost_{b} factors",
+            (f"ost_{b}_read", f"ost_{b}_write"),
+        ),
     )
     supply = [layer for layer in layers if layer.kind == "supply"]
     rb = min(supply, key=lambda x: x.read_GBps)
@@ -145,17 +172,23 @@ def build_sizing(spec: ClusterSpec) -> tuple[Sizing, list[SpecIssue]]:
     save_s = ck_bytes / (agg_write * 1e9)
     restore_s = ck_bytes / (agg_read * 1e9)
     meets = save_s <= budget_s
-    ck_why = (f"{spec.workload.model_params_B:g}e9 params × {bpp:g} B/param = {ck_bytes / 1e9:.1f} GB; "
-              f"save at {agg_write:.1f} GB/s ({wb.name}) takes {save_s:.1f} s against a budget of {budget_s:.1f} s "
-              f"({spec.workload.checkpoint.budget_fraction:.1%} of {spec.workload.checkpoint.interval_min:g} min)")
+    ck_why = (
+        f"{spec.workload.model_params_B:g}e9 params × {bpp:g} B/param = {ck_bytes / 1e9:.1f} GB; "
+        f"save at {agg_write:.1f} GB/s ({wb.name}) takes {save_s:.1f} s against a budget of {budget_s:.1f} s "
+        f"({spec.workload.checkpoint.budget_fraction:.1%} of {spec.workload.checkpoint.interval_min:g} min)"
+    )
     if required_write > client:
         min_frac = ck_bytes / (client * 1e9) / (spec.workload.checkpoint.interval_min * 60)
-        issues.append(SpecIssue(
-            "workload.checkpoint.budget_fraction", spec.workload.checkpoint.budget_fraction,
-            f"no layer can meet this budget: it needs {required_write:.1f} GB/s of checkpoint writes but the GPU "
-            f"nodes' storage NICs can only send {client:.1f} GB/s, however large the Lustre fleet",
-            f"raise budget_fraction to at least {min_frac:.3f}, lengthen interval_min, or add storage NICs",
-        ))
+        issues.append(
+            SpecIssue(
+                "workload.checkpoint.budget_fraction",
+                spec.workload.checkpoint.budget_fraction,
+                f"no layer can meet this budget: it needs {required_write:.1f} GB/s of checkpoint writes but the GPU "
+                f"nodes' storage NICs can only send {client:.1f} GB/s, however large the Lustre fleet",
+                f"raise budget_fraction to at least {math.ceil(min_frac * 1000) / 1000:.3f}, "
+                "lengthen interval_min, or add storage NICs",
+            )
+        )
 
     os_get, os_put, os_how = objectstore_rates(spec)
     stage_rate = min(os_get, agg_write)

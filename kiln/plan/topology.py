@@ -72,7 +72,15 @@ def _nics(
     for j, (iface, dev) in enumerate(zip(_interfaces(storage, fabric, n_compute), devs, strict=True)):
         addr = storage_alloc.take()
         out.append(
-            Nic("storage", storage.nic, iface, dev, addr, f"{addr}@{nets[j % len(nets)]}", kb.nics[storage.nic].link_Gbps)
+            Nic(
+                "storage",
+                storage.nic,
+                iface,
+                dev,
+                addr,
+                f"{addr}@{nets[j % len(nets)]}",
+                kb.nics[storage.nic].link_Gbps,
+            )
         )
     return tuple(out)
 
@@ -171,7 +179,9 @@ def _service(by_name: dict[str, Host], host: Host) -> tuple[tuple[str, ...], ...
     return own
 
 
-def build_target_map(spec: ClusterSpec, hosts: tuple[Host, ...]) -> tuple[tuple[LustreTarget, ...], tuple[tuple[str, ...], ...]]:
+def build_target_map(
+    spec: ClusterSpec, hosts: tuple[Host, ...]
+) -> tuple[tuple[LustreTarget, ...], tuple[tuple[str, ...], ...]]:
     """MGT/MDT/OST index → host, device, mount point and service NIDs; and the MGS NIDs."""
     lu = spec.lustre
     fs = lu.fsname
@@ -180,8 +190,18 @@ def build_target_map(spec: ClusterSpec, hosts: tuple[Host, ...]) -> tuple[tuple[
     mgs_host = next(h for h in hosts if "kiln_lustre_mgs" in h.groups)
     mgs_service = _service(by_name, mgs_host)
     mgt_device = lu.mgs.device or "/dev/disk/by-id/kiln-mgt0"
-    out.append(LustreTarget("MGS", "mgt", 0, mgs_host.name, mgt_device, "/mnt/lustre-targets/MGS", mgs_service,
-                            mgs_host.failover_partner))
+    out.append(
+        LustreTarget(
+            "MGS",
+            "mgt",
+            0,
+            mgs_host.name,
+            mgt_device,
+            "/mnt/lustre-targets/MGS",
+            mgs_service,
+            mgs_host.failover_partner,
+        )
+    )
     for kind, role, group in (("mdt", "mds", lu.mds.mdts), ("ost", "oss", lu.oss.osts)):
         servers = [h for h in hosts if h.role == role]
         for m, host in enumerate(servers):
@@ -189,8 +209,18 @@ def build_target_map(spec: ClusterSpec, hosts: tuple[Host, ...]) -> tuple[tuple[
             paths = _target_paths(group, kind, lu.backend, fs, indexes)
             for idx, dev in zip(indexes, paths, strict=True):
                 name = f"{fs}-{kind.upper()}{idx:04x}"
-                out.append(LustreTarget(name, kind, idx, host.name, dev, f"/mnt/lustre-targets/{name}",  # type: ignore[arg-type]
-                                        _service(by_name, host), host.failover_partner))
+                out.append(
+                    LustreTarget(
+                        name,
+                        kind,
+                        idx,
+                        host.name,
+                        dev,
+                        f"/mnt/lustre-targets/{name}",  # type: ignore[arg-type]
+                        _service(by_name, host),
+                        host.failover_partner,
+                    )
+                )
     return tuple(out), mgs_service
 
 

@@ -14,8 +14,12 @@ from kiln.spec.models import ClusterSpec, ComputePool
 def _rules() -> dict[str, dict[str, Any]]:
     t = knowledge.load().tuning
     host = t["host"]
-    sysctls = {f"host.sysctl.{k}": {**v, "param": k, "side": "host", "apply": "sysctl"} for k, v in host["sysctls"].items()}
-    others = {f"host.{k}": {**v, "param": k, "side": "host", "apply": "host"} for k, v in host.items() if k != "sysctls"}
+    sysctls = {
+        f"host.sysctl.{k}": {**v, "param": k, "side": "host", "apply": "sysctl"} for k, v in host["sysctls"].items()
+    }
+    others = {
+        f"host.{k}": {**v, "param": k, "side": "host", "apply": "host"} for k, v in host.items() if k != "sysctls"
+    }
     return {**t["lustre"], **t["lnet"], **{f"nccl.{k}": v for k, v in t["nccl"].items()}, **sysctls, **others}
 
 
@@ -29,7 +33,9 @@ def _c(rule: dict[str, Any], key: str) -> Any:
 
 def _tunable(tid: str, value: int | float | str, pool: str | None = None) -> Tunable:
     rule = _rules()[tid]
-    param = rule.get("param") or (f"{rule['module']}.{rule['option']}" if "option" in rule else tid.removeprefix("nccl."))
+    param = rule.get("param") or (
+        f"{rule['module']}.{rule['option']}" if "option" in rule else tid.removeprefix("nccl.")
+    )
     side = rule.get("side") or ("nccl" if tid.startswith("nccl.") else "lnet")
     apply = rule.get("apply") or ("env" if tid.startswith("nccl.") else "module_option")
     return Tunable(tid, param, value, side, apply, " ".join(rule["reason"].split()), rule["source"], False, pool)
@@ -71,7 +77,10 @@ def client_tunables(spec: ClusterSpec, pool: ComputePool, brw_MiB: int) -> list[
     dm = r["client.osc.max_dirty_mb"]
     dirty = min(_c(dm, "rpc_multiple") * brw_MiB * rpcs, _c(dm, "cap_MiB"), int(ram_MiB * _c(dm, "ram_fraction")))
     ra = r["client.llite.max_read_ahead_mb"]
-    ra_total = min(int(ram_MiB * _c(ra, "ram_cap_fraction")), max(_c(ra, "floor_MiB"), pool.gpu.count * _c(ra, "per_gpu_stream_MiB")))
+    ra_total = min(
+        int(ram_MiB * _c(ra, "ram_cap_fraction")),
+        max(_c(ra, "floor_MiB"), pool.gpu.count * _c(ra, "per_gpu_stream_MiB")),
+    )
     ra_file_rule = r["client.llite.max_read_ahead_per_file_mb"]
     ra_file = min(_c(ra_file_rule, "cap_MiB"), int(ra_total * _c(ra_file_rule, "fraction_of_total")))
     lru = r["client.ldlm.lru_size"]
@@ -130,10 +139,15 @@ def nccl_tunables(spec: ClusterSpec) -> list[Tunable]:
         q = r["nccl.NCCL_IB_QPS_PER_CONNECTION"]
         qps = _c(q, "multi_level") if total_gpus > _c(q, "multi_level_min_gpus") else _c(q, "single")
         out.append(_tunable("nccl.NCCL_IB_QPS_PER_CONNECTION", qps, name))
-        cross = r["nccl.NCCL_CROSS_NIC"]["constants"][spec.fabric.topology.replace("-", "_")] \
-            if spec.fabric.topology != "fat-tree" else _c(r["nccl.NCCL_CROSS_NIC"], "other")
+        cross = (
+            r["nccl.NCCL_CROSS_NIC"]["constants"][spec.fabric.topology.replace("-", "_")]
+            if spec.fabric.topology != "fat-tree"
+            else _c(r["nccl.NCCL_CROSS_NIC"], "other")
+        )
         out.append(_tunable("nccl.NCCL_CROSS_NIC", cross, name))
-        out.append(_tunable("nccl.NCCL_IB_ADAPTIVE_ROUTING", _c(r["nccl.NCCL_IB_ADAPTIVE_ROUTING"], spec.fabric.kind), name))
+        out.append(
+            _tunable("nccl.NCCL_IB_ADAPTIVE_ROUTING", _c(r["nccl.NCCL_IB_ADAPTIVE_ROUTING"], spec.fabric.kind), name)
+        )
         if pool.topology_file:
             out.append(_tunable("nccl.NCCL_TOPO_FILE", pool.topology_file, name))
     return out
@@ -148,18 +162,39 @@ def apply_overrides(spec: ClusterSpec, tunables: list[Tunable]) -> tuple[list[Tu
         if key not in known:
             issues.append(SpecIssue(f"overrides.{key}", value, "unknown tuning id", suggest(key, known)))
         elif key not in present:
-            issues.append(SpecIssue(f"overrides.{key}", value, "this tunable does not apply to this stack",
-                                    "remove the override (see docs/tuning.md for when it applies)"))
+            issues.append(
+                SpecIssue(
+                    f"overrides.{key}",
+                    value,
+                    "this tunable does not apply to this stack",
+                    "remove the override (see docs/tuning.md for when it applies)",
+                )
+            )
     out: list[Tunable] = []
     for t in tunables:
         if t.id in spec.overrides:
             new = spec.overrides[t.id]
             if isinstance(t.value, int) and not isinstance(new, int):
-                issues.append(SpecIssue(f"overrides.{t.id}", new, f"{t.param} takes an integer", f"write a whole number like {t.value}"))
+                issues.append(
+                    SpecIssue(
+                        f"overrides.{t.id}", new, f"{t.param} takes an integer", f"write a whole number like {t.value}"
+                    )
+                )
                 out.append(t)
                 continue
-            out.append(Tunable(t.id, t.param, new, t.side, t.apply, f"overridden by the stack (derived: {t.value}); {t.reason}",
-                               t.source, True, t.pool))
+            out.append(
+                Tunable(
+                    t.id,
+                    t.param,
+                    new,
+                    t.side,
+                    t.apply,
+                    f"overridden by the stack (derived: {t.value}); {t.reason}",
+                    t.source,
+                    True,
+                    t.pool,
+                )
+            )
         else:
             out.append(t)
     return out, issues
@@ -176,34 +211,68 @@ def invariants(tunables: list[Tunable], ram_by_pool: dict[str, int]) -> list[Spe
         mod = by[("client.mdc.max_mod_rpcs_in_flight", pool)]
         rif = by[("client.mdc.max_rpcs_in_flight", pool)]
         if int(mod.value) >= int(rif.value):
-            issues.append(SpecIssue("overrides.client.mdc.max_mod_rpcs_in_flight", mod.value,
-                                    f"must be below mdc max_rpcs_in_flight ({rif.value})", f"use at most {int(rif.value) - 1}"))
+            issues.append(
+                SpecIssue(
+                    "overrides.client.mdc.max_mod_rpcs_in_flight",
+                    mod.value,
+                    f"must be below mdc max_rpcs_in_flight ({rif.value})",
+                    f"use at most {int(rif.value) - 1}",
+                )
+            )
         if int(mod.value) > int(per_client.value):
-            issues.append(SpecIssue("overrides.server.mdt.max_mod_rpcs_per_client", per_client.value,
-                                    f"below the clients' mdc max_mod_rpcs_in_flight ({mod.value}); their setting would fail",
-                                    f"raise it to at least {mod.value}, or lower the client value"))
+            issues.append(
+                SpecIssue(
+                    "overrides.server.mdt.max_mod_rpcs_per_client",
+                    per_client.value,
+                    f"below the clients' mdc max_mod_rpcs_in_flight ({mod.value}); their setting would fail",
+                    f"raise it to at least {mod.value}, or lower the client value",
+                )
+            )
         osc = by[("client.osc.max_rpcs_in_flight", pool)]
         lim = rules["client.osc.max_rpcs_in_flight"]["constants"]
         if not lim["min"] <= int(osc.value) <= lim["max"]:
-            issues.append(SpecIssue("overrides.client.osc.max_rpcs_in_flight", osc.value, "out of Lustre's range",
-                                    f"use {lim['min']}..{lim['max']}"))
+            issues.append(
+                SpecIssue(
+                    "overrides.client.osc.max_rpcs_in_flight",
+                    osc.value,
+                    "out of Lustre's range",
+                    f"use {lim['min']}..{lim['max']}",
+                )
+            )
         rpc = by[("client.osc.max_pages_per_rpc", pool)]
         rpc_mib = _mib(rpc.value)
         if rpc_mib is None or rpc_mib > int(brw.value):
-            issues.append(SpecIssue("overrides.client.osc.max_pages_per_rpc", rpc.value,
-                                    f"larger than the OSTs' brw_size ({brw.value} MiB) or not a size like 16M",
-                                    f"use at most {brw.value}M, or raise server.obdfilter.brw_size"))
+            issues.append(
+                SpecIssue(
+                    "overrides.client.osc.max_pages_per_rpc",
+                    rpc.value,
+                    f"larger than the OSTs' brw_size ({brw.value} MiB) or not a size like 16M",
+                    f"use at most {brw.value}M, or raise server.obdfilter.brw_size",
+                )
+            )
         dirty = by[("client.osc.max_dirty_mb", pool)]
         dm = rules["client.osc.max_dirty_mb"]["constants"]
         cap = min(dm["cap_MiB"], int(ram * 1024 * dm["ram_fraction"]))
         if int(dirty.value) > cap:
-            issues.append(SpecIssue("overrides.client.osc.max_dirty_mb", dirty.value,
-                                    "above the lesser of 2048 MiB and a quarter of RAM", f"use at most {cap}"))
+            issues.append(
+                SpecIssue(
+                    "overrides.client.osc.max_dirty_mb",
+                    dirty.value,
+                    "above the lesser of 2048 MiB and a quarter of RAM",
+                    f"use at most {cap}",
+                )
+            )
         ra = by[("client.llite.max_read_ahead_mb", pool)]
         raf = by[("client.llite.max_read_ahead_per_file_mb", pool)]
         if int(raf.value) > int(ra.value):
-            issues.append(SpecIssue("overrides.client.llite.max_read_ahead_per_file_mb", raf.value,
-                                    f"above max_read_ahead_mb ({ra.value})", f"use at most {ra.value}"))
+            issues.append(
+                SpecIssue(
+                    "overrides.client.llite.max_read_ahead_per_file_mb",
+                    raf.value,
+                    f"above max_read_ahead_mb ({ra.value})",
+                    f"use at most {ra.value}",
+                )
+            )
     return issues
 
 

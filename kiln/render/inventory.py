@@ -52,7 +52,9 @@ def _host_vars(plan: Plan, spec: ClusterSpec, h: Host) -> dict[str, Any]:
         for n in storage
     ]
     out["lnet_interfaces"] = [
-        {"net": n.nid.split("@", 1)[1], "interface": n.interface} for n in storage if n.nid and n.nid.split("@")[1] in nets
+        {"net": n.nid.split("@", 1)[1], "interface": n.interface}
+        for n in storage
+        if n.nid and n.nid.split("@")[1] in nets
     ]
     if plan.fabric == "infiniband":
         out["rdma_ipoib_interfaces"] = [
@@ -61,12 +63,22 @@ def _host_vars(plan: Plan, spec: ClusterSpec, h: Host) -> dict[str, Any]:
     out["rdma_expected_devices"] = [
         {"device": n.device, "role": n.role, "rate_gbps": n.link_Gbps} for n in h.nics if n.device
     ]
+    pool = next((p for p in spec.compute.pools if p.name == h.pool), None)
+    if pool is not None and pool.local_nvme is not None and pool.local_nvme.count:
+        out["kiln_local_nvme_mount"] = pool.local_nvme.mount_point
     targets = [t for t in plan.targets_map if t.host == h.name]
     if targets:
         out["lustre_server_targets"] = [
-            {"name": t.name, "kind": t.kind, "index": t.index, "device": t.device, "mount_point": t.mount_point,
-             "mgsnode": [list(x) for x in plan.mgs_nids] if t.kind != "mgt" else [],
-             "servicenode": [list(x) for x in t.servicenodes], "failover_host": t.failover_host}
+            {
+                "name": t.name,
+                "kind": t.kind,
+                "index": t.index,
+                "device": t.device,
+                "mount_point": t.mount_point,
+                "mgsnode": [list(x) for x in plan.mgs_nids] if t.kind != "mgt" else [],
+                "servicenode": [list(x) for x in t.servicenodes],
+                "failover_host": t.failover_host,
+            }
             for t in targets
         ]
     if h.failover_partner:
@@ -97,7 +109,8 @@ def render_inventory(plan: Plan, spec: ClusterSpec) -> dict[str, str]:
         "kiln_plan_digest": plan.spec_digest,
         "kiln_fabric": plan.fabric,
         "common_sysctls": [
-            {"name": t.param, "value": t.value, "namespaced": is_namespaced_sysctl(t.id), "reason": t.reason} for t in sysctls
+            {"name": t.param, "value": t.value, "namespaced": is_namespaced_sysctl(t.id), "reason": t.reason}
+            for t in sysctls
         ],
         "common_memlock": host_settings["memlock"],
         "common_transparent_hugepages": host_settings["transparent_hugepages"],
@@ -124,25 +137,41 @@ def render_inventory(plan: Plan, spec: ClusterSpec) -> dict[str, str]:
         "lustre_server_params_persistent": _params([t for t in tun if t.apply == "set_param_persistent"]),
         "lustre_server_module_params": [
             {"module": t.param.split(".")[0], "name": t.param.split(".", 1)[1], "value": t.value}
-            for t in tun if t.apply == "module_param"
+            for t in tun
+            if t.apply == "module_param"
         ],
     }
     files["group_vars/kiln_lustre_servers.yml"] = _dump(servers, plan)
 
     clients: dict[str, Any] = {
         "lustre_layout_directories": [
-            {"path": lay.mount_path, "purpose": lay.purpose, "kind": lay.kind, "setstripe": lay.setstripe,
-             "components": [
-                 {"extent_end": c.extent_end, "stripe_count": c.stripe_count, "stripe_size": c.stripe_size,
-                  "overstripe_count": c.stripe_count if c.overstripe else None, "pool": c.pool, "dom": c.dom}
-                 for c in lay.components
-             ]}
+            {
+                "path": lay.mount_path,
+                "purpose": lay.purpose,
+                "kind": lay.kind,
+                "setstripe": lay.setstripe,
+                "components": [
+                    {
+                        "extent_end": c.extent_end,
+                        "stripe_count": c.stripe_count,
+                        "stripe_size": c.stripe_size,
+                        "overstripe_count": c.stripe_count if c.overstripe else None,
+                        "pool": c.pool,
+                        "dom": c.dom,
+                    }
+                    for c in lay.components
+                ],
+            }
             for lay in plan.layouts
         ],
         "lustre_layout_pools": [{"name": k, "osts": list(v)} for k, v in plan.ost_pools.items()],
         "lustre_client_mounts": [
-            {"fsname": plan.fsname, "mgs_nids": [list(x) for x in plan.mgs_nids], "mount_point": plan.mount_point,
-             "options": ["defaults", "_netdev", "flock", "user_xattr", "noatime"]}
+            {
+                "fsname": plan.fsname,
+                "mgs_nids": [list(x) for x in plan.mgs_nids],
+                "mount_point": plan.mount_point,
+                "options": ["defaults", "_netdev", "flock", "user_xattr", "noatime"],
+            }
         ],
     }
     files["group_vars/kiln_lustre_clients.yml"] = _dump(clients, plan)

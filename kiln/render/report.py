@@ -25,4 +25,3 @@ def render_plan_report(plan: Plan, target_limit: int = 24) -> str:
     data = plan_to_dict(plan, include_hosts=False)
     tmpl = environment().get_template("plan-report.txt.j2")
     return tmpl.render(p=data, s=data["sizing"], tunables=data["tunables"], limit=target_limit)
-

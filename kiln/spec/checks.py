@@ -38,14 +38,18 @@ def _nic(path: str, group: NicGroup, fabric: str) -> Iterator[SpecIssue]:
     needed = FABRIC_NIC_SUPPORT.get(fabric)
     if needed and needed not in model.fabrics:
         yield SpecIssue(
-            f"{path}.nic", group.nic, f"this NIC does not support the {fabric} fabric",
+            f"{path}.nic",
+            group.nic,
+            f"this NIC does not support the {fabric} fabric",
             f"pick a NIC that supports {fabric} or change fabric.kind",
         )
     for field in ("devices", "interfaces"):
         names = getattr(group, field)
         if names is not None and len(names) != group.count:
             yield SpecIssue(
-                f"{path}.{field}", names, f"{len(names)} names for {group.count} NICs",
+                f"{path}.{field}",
+                names,
+                f"{len(names)} names for {group.count} NICs",
                 f"list exactly {group.count} names, or drop `{field}` to use the defaults",
             )
 
@@ -59,7 +63,9 @@ def _device(path: str, device: Device) -> Iterator[SpecIssue]:
     absent = [f for f in ("read_GBps", "write_GBps", "capacity_TB") if getattr(device, f) is None]
     if absent:
         yield SpecIssue(
-            path, device.model_dump(exclude_none=True), "a device needs a catalog name or all of its figures",
+            path,
+            device.model_dump(exclude_none=True),
+            "a device needs a catalog name or all of its figures",
             f"set `catalog:` or add {', '.join(absent)}",
         )
 
@@ -75,7 +81,10 @@ def _catalog(spec: ClusterSpec) -> Iterator[SpecIssue]:
         yield from _nic(f"{p}.storage_nics", pool.storage_nics, fabric)
         if pool.local_nvme is not None and pool.local_nvme.device not in kb.nvme:
             yield SpecIssue(
-                f"{p}.local_nvme.device", pool.local_nvme.device, "unknown NVMe model", suggest(pool.local_nvme.device, kb.nvme)
+                f"{p}.local_nvme.device",
+                pool.local_nvme.device,
+                "unknown NVMe model",
+                suggest(pool.local_nvme.device, kb.nvme),
             )
     yield from _nic("lustre.mds.nics", spec.lustre.mds.nics, fabric)
     yield from _nic("lustre.oss.nics", spec.lustre.oss.nics, fabric)
@@ -85,7 +94,9 @@ def _catalog(spec: ClusterSpec) -> Iterator[SpecIssue]:
     if os_.nics is not None:
         yield from _nic("objectstore.nics", os_.nics, fabric)
     if os_.disks is not None and os_.disks.device not in kb.nvme:
-        yield SpecIssue("objectstore.disks.device", os_.disks.device, "unknown NVMe model", suggest(os_.disks.device, kb.nvme))
+        yield SpecIssue(
+            "objectstore.disks.device", os_.disks.device, "unknown NVMe model", suggest(os_.disks.device, kb.nvme)
+        )
 
 
 def _compute(spec: ClusterSpec) -> Iterator[SpecIssue]:
@@ -95,7 +106,9 @@ def _compute(spec: ClusterSpec) -> Iterator[SpecIssue]:
         prefix = pool.hostname_prefix or pool.name
         if prefix in seen:
             yield SpecIssue(
-                f"{p}.hostname_prefix", prefix, f"same host name prefix as compute.pools[{seen[prefix]}]",
+                f"{p}.hostname_prefix",
+                prefix,
+                f"same host name prefix as compute.pools[{seen[prefix]}]",
                 "give each pool its own hostname_prefix",
             )
         seen.setdefault(prefix, i)
@@ -108,14 +121,18 @@ def _compute(spec: ClusterSpec) -> Iterator[SpecIssue]:
             for j, hca in enumerate(pool.nccl_hcas):
                 if hca not in rails:
                     yield SpecIssue(
-                        f"{p}.nccl_hcas[{j}]", hca, "not a compute-rail device of this node",
+                        f"{p}.nccl_hcas[{j}]",
+                        hca,
+                        "not a compute-rail device of this node",
                         f"use devices of compute_rails ({', '.join(rails) or 'none'}) or drop nccl_hcas",
                     )
         if pool.compute_rails.devices and pool.storage_nics.devices:
             both = set(pool.compute_rails.devices) & set(pool.storage_nics.devices)
             if both:
                 yield SpecIssue(
-                    f"{p}.storage_nics.devices", sorted(both), "the same device is listed as compute rail and storage NIC",
+                    f"{p}.storage_nics.devices",
+                    sorted(both),
+                    "the same device is listed as compute rail and storage NIC",
                     "give each NIC one role",
                 )
 
@@ -125,28 +142,40 @@ def _lustre(spec: ClusterSpec) -> Iterator[SpecIssue]:
     if lu.failover == "pairs":
         if lu.oss.nodes % 2:
             yield SpecIssue(
-                "lustre.oss.nodes", lu.oss.nodes, "failover pairs need an even number of OSS nodes",
+                "lustre.oss.nodes",
+                lu.oss.nodes,
+                "failover pairs need an even number of OSS nodes",
                 f"set lustre.oss.nodes to {lu.oss.nodes + 1} (or {lu.oss.nodes - 1}), or lustre.failover: none",
             )
         if lu.mds.nodes % 2:
             yield SpecIssue(
-                "lustre.mds.nodes", lu.mds.nodes, "failover pairs need an even number of MDS nodes",
+                "lustre.mds.nodes",
+                lu.mds.nodes,
+                "failover pairs need an even number of MDS nodes",
                 f"set lustre.mds.nodes to {lu.mds.nodes + 1}, or lustre.failover: none",
             )
     if lu.backend == "zfs" and lu.oss.osts.devices_per_target < 1:
-        yield SpecIssue("lustre.oss.osts.devices_per_target", lu.oss.osts.devices_per_target, "zfs needs vdevs", "set ≥ 1")
+        yield SpecIssue(
+            "lustre.oss.osts.devices_per_target", lu.oss.osts.devices_per_target, "zfs needs vdevs", "set ≥ 1"
+        )
     for key, group in (("mds.mdts", lu.mds.mdts), ("oss.osts", lu.oss.osts)):
         if group.paths is not None and len(group.paths) != group.per_node:
             yield SpecIssue(
-                f"lustre.{key}.paths", group.paths, f"{len(group.paths)} paths for {group.per_node} targets per node",
+                f"lustre.{key}.paths",
+                group.paths,
+                f"{len(group.paths)} paths for {group.per_node} targets per node",
                 f"list {group.per_node} paths, or drop `paths` for the defaults",
             )
     kinds = {n.name.rstrip("0123456789") for n in lu.lnet}
     if spec.fabric.kind == "tcp" and "o2ib" in kinds:
-        yield SpecIssue("lustre.lnet", [n.name for n in lu.lnet], "o2ib needs an RDMA fabric", "use tcp0 on a tcp fabric")
+        yield SpecIssue(
+            "lustre.lnet", [n.name for n in lu.lnet], "o2ib needs an RDMA fabric", "use tcp0 on a tcp fabric"
+        )
     if spec.fabric.kind != "tcp" and kinds == {"tcp"}:
         yield SpecIssue(
-            "lustre.lnet", [n.name for n in lu.lnet], "an RDMA fabric with only TCP LNet wastes RDMA",
+            "lustre.lnet",
+            [n.name for n in lu.lnet],
+            "an RDMA fabric with only TCP LNet wastes RDMA",
             "use o2ib0 (or set fabric.kind: tcp)",
         )
     names = [n.name for n in lu.lnet]
@@ -158,7 +187,9 @@ def _lustre(spec: ClusterSpec) -> Iterator[SpecIssue]:
         for j, idx in enumerate(pool.osts):
             if idx >= total_osts:
                 yield SpecIssue(
-                    f"lustre.pools[{i}].osts[{j}]", idx, f"no such OST (the spec has {total_osts}: 0..{total_osts - 1})",
+                    f"lustre.pools[{i}].osts[{j}]",
+                    idx,
+                    f"no such OST (the spec has {total_osts}: 0..{total_osts - 1})",
                     f"use OST indexes below {total_osts}",
                 )
     seen: set[str] = set()
@@ -169,10 +200,17 @@ def _lustre(spec: ClusterSpec) -> Iterator[SpecIssue]:
         seen.add(d.path)
         width = len(pools[d.pool].osts) if d.pool in pools else total_osts
         if d.pool is not None and d.pool not in pools:
-            yield SpecIssue(f"{p}.pool", d.pool, "no such OST pool", suggest(d.pool, pools) if pools else "define it in lustre.pools")
+            yield SpecIssue(
+                f"{p}.pool",
+                d.pool,
+                "no such OST pool",
+                suggest(d.pool, pools) if pools else "define it in lustre.pools",
+            )
         if d.stripe_count is not None and d.stripe_count > width:
             yield SpecIssue(
-                f"{p}.stripe_count", d.stripe_count, f"larger than the {width} OSTs it can stripe over",
+                f"{p}.stripe_count",
+                d.stripe_count,
+                f"larger than the {width} OSTs it can stripe over",
                 f"use at most {width}, or -1 for all OSTs (overstriping is derived by the plan when it pays)",
             )
         if d.stripe_count == 0:
@@ -183,21 +221,31 @@ def _objectstore(spec: ClusterSpec) -> Iterator[SpecIssue]:
     os_ = spec.objectstore
     if os_.backend == "external":
         if not os_.endpoint:
-            yield SpecIssue("objectstore.endpoint", None, "an external object store needs its endpoint", "set endpoint: https://…")
+            yield SpecIssue(
+                "objectstore.endpoint", None, "an external object store needs its endpoint", "set endpoint: https://…"
+            )
         if os_.throughput_GBps is None:
             yield SpecIssue(
-                "objectstore.throughput_GBps", None, "the sizing model needs the external store's throughput",
+                "objectstore.throughput_GBps",
+                None,
+                "the sizing model needs the external store's throughput",
                 "set throughput_GBps to the figure you are sold",
             )
     else:
         if os_.endpoint:
-            yield SpecIssue("objectstore.endpoint", os_.endpoint, "seaweedfs is deployed by kiln; it has no external endpoint",
-                            "drop endpoint, or set backend: external")
+            yield SpecIssue(
+                "objectstore.endpoint",
+                os_.endpoint,
+                "seaweedfs is deployed by kiln; it has no external endpoint",
+                "drop endpoint, or set backend: external",
+            )
         if os_.nodes < 1:
             yield SpecIssue("objectstore.nodes", os_.nodes, "seaweedfs needs at least one node", "set nodes ≥ 1")
         for field in ("nics", "disks"):
             if getattr(os_, field) is None:
-                yield SpecIssue(f"objectstore.{field}", None, f"seaweedfs nodes need `{field}`", f"add objectstore.{field}")
+                yield SpecIssue(
+                    f"objectstore.{field}", None, f"seaweedfs nodes need `{field}`", f"add objectstore.{field}"
+                )
     names = [b.name for b in os_.buckets]
     if len(set(names)) != len(names):
         yield SpecIssue("objectstore.buckets", names, "duplicate bucket", "list each bucket once")
@@ -208,11 +256,15 @@ def _workload(spec: ClusterSpec) -> Iterator[SpecIssue]:
     rd = spec.workload.read_demand
     if (rd.profile is None) == (rd.GBps_per_gpu is None):
         yield SpecIssue(
-            "workload.read_demand", rd.model_dump(exclude_none=True), "give exactly one of profile and GBps_per_gpu",
+            "workload.read_demand",
+            rd.model_dump(exclude_none=True),
+            "give exactly one of profile and GBps_per_gpu",
             f"e.g. profile: llm-text ({', '.join(sorted(kb.read_profiles))}) or GBps_per_gpu: 1.0",
         )
     elif rd.profile is not None and rd.profile not in kb.read_profiles:
-        yield SpecIssue("workload.read_demand.profile", rd.profile, "unknown read profile", suggest(rd.profile, kb.read_profiles))
+        yield SpecIssue(
+            "workload.read_demand.profile", rd.profile, "unknown read profile", suggest(rd.profile, kb.read_profiles)
+        )
 
 
 def _count_hosts(spec: ClusterSpec) -> tuple[int, int]:
@@ -232,14 +284,20 @@ def _networks(spec: ClusterSpec) -> Iterator[SpecIssue]:
     mgmt = ipaddress.ip_network(spec.networks.management)
     stor = ipaddress.ip_network(spec.networks.storage)
     if mgmt.overlaps(stor):
-        yield SpecIssue("networks.storage", str(stor), f"overlaps the management network {mgmt}", "use disjoint subnets")
+        yield SpecIssue(
+            "networks.storage", str(stor), f"overlaps the management network {mgmt}", "use disjoint subnets"
+        )
     hosts, nics = _count_hosts(spec)
     # .1 is left for the gateway; the rest are handed out in order.
     for path, net, need in (("networks.management", mgmt, hosts), ("networks.storage", stor, nics)):
         room = net.num_addresses - 3
         if need > room:
-            yield SpecIssue(path, str(net), f"{need} addresses needed, {max(room, 0)} available",
-                            f"use a larger subnet (at least /{_prefix_for(need + 3)})")
+            yield SpecIssue(
+                path,
+                str(net),
+                f"{need} addresses needed, {max(room, 0)} available",
+                f"use a larger subnet (at least /{_prefix_for(need + 3)})",
+            )
 
 
 def _prefix_for(n: int) -> int:

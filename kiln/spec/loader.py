@@ -8,6 +8,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from kiln import yamlio
 from kiln.spec.checks import check
 from kiln.spec.errors import SpecError, SpecIssue, missing, suggest
 from kiln.spec.models import ClusterSpec
@@ -43,22 +44,31 @@ def load_stack(stack: str, stacks_dir: Path | None = None) -> ClusterSpec:
 def parse_stack_text(text: str, source: str = "<spec>") -> ClusterSpec:
     """Parse the text of a Pulumi stack file and validate its `kiln:cluster` object."""
     try:
-        doc = yaml.safe_load(text)
+        doc = yamlio.load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise SpecError(source, [SpecIssue("(yaml)", where, f"not valid YAML: {problem}", "fix the YAML syntax there")]) from None
+        raise SpecError(
+            source, [SpecIssue("(yaml)", where, f"not valid YAML: {problem}", "fix the YAML syntax there")]
+        ) from None
     if not isinstance(doc, dict):
         raise SpecError(
-            source, [SpecIssue("(file)", doc, "a stack file is a mapping with a `config:` key", "see stacks/Pulumi.lab.yaml")]
+            source,
+            [SpecIssue("(file)", doc, "a stack file is a mapping with a `config:` key", "see stacks/Pulumi.lab.yaml")],
         )
     config = doc.get("config")
     if not isinstance(config, dict) or CONFIG_KEY not in config:
         raise SpecError(
             source,
-            [SpecIssue("config", missing(), f"no `{CONFIG_KEY}` object under `config:`",
-                       f"add `config: {{{CONFIG_KEY}: {{...}}}}` as in stacks/Pulumi.lab.yaml")],
+            [
+                SpecIssue(
+                    "config",
+                    missing(),
+                    f"no `{CONFIG_KEY}` object under `config:`",
+                    f"add `config: {{{CONFIG_KEY}: {{...}}}}` as in stacks/Pulumi.lab.yaml",
+                )
+            ],
         )
     return validate(config[CONFIG_KEY], source)
 

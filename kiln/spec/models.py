@@ -48,13 +48,20 @@ class Gpus(Model):
 class LocalNvme(Model):
     count: int = Field(ge=0, le=32, description="Local NVMe drives per node (scratch, stage-in cache).")
     device: str = Field(description="NVMe model from the hardware catalog.")
+    mount_point: str = Field(
+        default="/mnt/local-nvme",
+        pattern=r"^/[^\s]*$",
+        description="Where the drives (one filesystem, e.g. RAID0 as on DGX /raid) are mounted; fio tests it.",
+    )
 
 
 class ComputePool(Model):
     name: Name = Field(description="Pool name; also the Ansible group kiln_pool_<name>.")
     nodes: int = Field(ge=1, le=65536, description="Number of GPU nodes in the pool.")
-    hostname_prefix: Name | None = Field(default=None, description="Host names are <prefix><NNN>; default the pool name.")
-    gpu: Gpus
+    hostname_prefix: Name | None = Field(
+        default=None, description="Host names are <prefix><NNN>; default the pool name."
+    )
+    gpu: Gpus = Field(description="GPU model and GPUs per node.")
     compute_rails: NicGroup = Field(description="NICs for GPU-to-GPU traffic (NCCL), one per rail.")
     storage_nics: NicGroup = Field(description="NICs that carry storage (LNet) traffic.")
     ram_GiB: int = Field(ge=1, le=65536, description="Host RAM per node, GiB.")
@@ -79,7 +86,10 @@ class Fabric(Model):
         default="rail-optimized", description="Compute fabric topology (NCCL_CROSS_NIC)."
     )
     oversubscription: float = Field(
-        default=1.0, ge=1.0, le=16.0, description="Storage-fabric oversubscription on the compute side (e.g. 1.33 for 4:3)."
+        default=1.0,
+        ge=1.0,
+        le=16.0,
+        description="Storage-fabric oversubscription on the compute side (e.g. 1.33 for 4:3).",
     )
     roce_gid_index: int = Field(default=3, ge=-1, le=255, description="RoCE GID index for NCCL; -1 lets NCCL choose.")
     mtu: int = Field(default=4096, ge=1280, le=9000, description="IPoIB/Ethernet MTU on the storage network.")
@@ -114,7 +124,7 @@ class TargetGroup(Model):
 
     per_node: int = Field(ge=1, le=64, description="Targets per server node.")
     devices_per_target: int = Field(default=1, ge=1, le=64, description="Drives behind one target (RAID or zpool).")
-    device: Device
+    device: Device = Field(description="The drive model behind each target.")
     paths: list[str] | None = Field(
         default=None,
         description="Block device (or zpool/dataset) per target on each node; default /dev/disk/by-id/kiln-<kind><n>.",
@@ -130,14 +140,14 @@ class Mgs(Model):
 
 class Mds(Model):
     nodes: int = Field(ge=1, le=256, description="MDS nodes.")
-    nics: NicGroup
-    mdts: TargetGroup
+    nics: NicGroup = Field(description="Storage NICs per MDS.")
+    mdts: TargetGroup = Field(description="MDTs per MDS node.")
 
 
 class Oss(Model):
     nodes: int = Field(ge=1, le=4096, description="OSS nodes.")
-    nics: NicGroup
-    osts: TargetGroup
+    nics: NicGroup = Field(description="Storage NICs per OSS.")
+    osts: TargetGroup = Field(description="OSTs per OSS node.")
 
 
 class LnetNetwork(Model):
@@ -150,7 +160,9 @@ class OstPool(Model):
 
 
 class Directory(Model):
-    path: str = Field(pattern=r"^/[^\s]*$", description="Directory under the Lustre mount point (absolute, in-filesystem).")
+    path: str = Field(
+        pattern=r"^/[^\s]*$", description="Directory under the Lustre mount point (absolute, in-filesystem)."
+    )
     purpose: Literal["datasets", "checkpoints", "smallfiles", "scratch"] = Field(
         description="What lives there; the plan derives the layout from it."
     )
@@ -161,9 +173,9 @@ class Directory(Model):
 class Lustre(Model):
     fsname: str = Field(pattern=FSNAME_RE, description="Filesystem name (1-8 characters).")
     backend: Literal["ldiskfs", "zfs"] = Field(default="ldiskfs", description="OSD backend.")
-    mgs: Mgs = Field(default_factory=Mgs)
-    mds: Mds
-    oss: Oss
+    mgs: Mgs = Field(default_factory=Mgs, description="Management server placement.")
+    mds: Mds = Field(description="Metadata servers.")
+    oss: Oss = Field(description="Object storage servers.")
     failover: Literal["none", "pairs"] = Field(default="pairs", description="HA pairs of servers.")
     lnet: list[LnetNetwork] = Field(min_length=1, description="LNet networks (multi-rail over all storage NICs).")
     mount_point: str = Field(default="/lustre", pattern=r"^/[^\s]*$", description="Client mount point.")
@@ -173,11 +185,15 @@ class Lustre(Model):
 
 class Bucket(Model):
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]{2,62}$", description="S3 bucket name.")
-    purpose: Literal["datasets", "checkpoints", "artifacts", "logs"] = Field(default="datasets")
+    purpose: Literal["datasets", "checkpoints", "artifacts", "logs"] = Field(
+        default="datasets", description="What the bucket holds."
+    )
 
 
 class ObjectStore(Model):
-    backend: Literal["seaweedfs", "external"] = Field(description="seaweedfs: deployed by kiln; external: an S3 endpoint.")
+    backend: Literal["seaweedfs", "external"] = Field(
+        description="seaweedfs: deployed by kiln; external: an S3 endpoint."
+    )
     endpoint: str | None = Field(default=None, description="external only: the S3 endpoint URL.")
     throughput_GBps: Positive | None = Field(default=None, description="external only: the throughput you are sold.")
     nodes: int = Field(default=1, ge=0, le=1024, description="seaweedfs only: object-store nodes.")
@@ -185,12 +201,14 @@ class ObjectStore(Model):
     disks: LocalNvme | None = Field(default=None, description="seaweedfs only: data disks per node.")
     capacity_TB: Positive = Field(description="Usable capacity to provide, TB.")
     replication: str = Field(default="000", pattern=r"^[0-9]{3}$", description="SeaweedFS replication code.")
-    buckets: list[Bucket] = Field(min_length=1)
+    buckets: list[Bucket] = Field(min_length=1, description="Buckets kiln creates.")
     credentials_secret: str = Field(
         default="kiln:s3SecretKey",
         description="Name of the Pulumi secret config key (or env KILN_S3_SECRET_KEY) holding the S3 secret key.",
     )
-    access_key_id: str = Field(default="kiln", pattern=r"^[A-Za-z0-9]{3,64}$", description="S3 access key id (not secret).")
+    access_key_id: str = Field(
+        default="kiln", pattern=r"^[A-Za-z0-9]{3,64}$", description="S3 access key id (not secret)."
+    )
 
 
 class Checkpoint(Model):
@@ -207,17 +225,20 @@ class ReadDemand(Model):
 
 class Workload(Model):
     model_params_B: Positive = Field(description="Model parameters, billions.")
-    checkpoint: Checkpoint
+    checkpoint: Checkpoint = Field(description="Checkpoint cadence and budget.")
     dataset_TB: Positive = Field(description="Training dataset size, TB.")
-    read_demand: ReadDemand = Field(default_factory=lambda: ReadDemand(profile="llm-text"), description="Per-GPU read demand: a named profile or GBps_per_gpu.")
+    read_demand: ReadDemand = Field(
+        default_factory=lambda: ReadDemand(profile="llm-text"),
+        description="Per-GPU read demand: a named profile or GBps_per_gpu.",
+    )
 
 
 class Kubernetes(Model):
     version: str = Field(default="1.31", pattern=r"^1\.\d{2}$", description="Kubernetes minor version (schemas).")
     gpu_node_label: str = Field(default="nvidia.com/gpu.present", description="Label selecting GPU nodes.")
-    storage_namespace: Name = Field(default="kiln-storage")
-    system_namespace: Name = Field(default="kiln-system")
-    training_namespace: Name = Field(default="training")
+    storage_namespace: Name = Field(default="kiln-storage", description="Namespace of the object store and Lustre CSI.")
+    system_namespace: Name = Field(default="kiln-system", description="Namespace of the GPU and network operators.")
+    training_namespace: Name = Field(default="training", description="Namespace of training jobs and acceptance Jobs.")
     storage_class: str = Field(default="", description="StorageClass for SeaweedFS volumes ('' = default).")
 
 
@@ -231,7 +252,7 @@ class Inventory(Model):
 
 class Acceptance(Model):
     repetitions: int = Field(default=5, ge=1, le=100, description="Measured repetitions after warm-up.")
-    warmup: int = Field(default=1, ge=0, le=10)
+    warmup: int = Field(default=1, ge=0, le=10, description="Unmeasured warm-up runs before the repetitions.")
     warn_fraction: float = Field(default=0.9, gt=0, le=1, description="Median below expected × this warns.")
     fail_fraction: float = Field(default=0.75, gt=0, le=1, description="Median below expected × this fails.")
     cv_limit: float = Field(default=0.1, gt=0, le=1, description="Coefficient of variation above this is unstable.")
@@ -243,15 +264,17 @@ class ClusterSpec(Model):
 
     name: Name = Field(description="Environment name.")
     description: str = Field(default="", description="Free text.")
-    compute: Compute
-    fabric: Fabric
-    networks: Networks
-    lustre: Lustre
-    objectstore: ObjectStore
-    workload: Workload
-    kubernetes: Kubernetes = Field(default_factory=Kubernetes)
-    inventory: Inventory = Field(default_factory=Inventory)
-    acceptance: Acceptance = Field(default_factory=Acceptance)
+    compute: Compute = Field(description="GPU nodes.")
+    fabric: Fabric = Field(description="Compute and storage fabric.")
+    networks: Networks = Field(description="IP subnets the plan hands addresses out of.")
+    lustre: Lustre = Field(description="The Lustre filesystem.")
+    objectstore: ObjectStore = Field(description="The S3 data lake.")
+    workload: Workload = Field(description="What the cluster trains: sizes the plan's demand.")
+    kubernetes: Kubernetes = Field(
+        default_factory=Kubernetes, description="The Kubernetes side (Pulumi program, kiln render)."
+    )
+    inventory: Inventory = Field(default_factory=Inventory, description="How Ansible reaches hosts.")
+    acceptance: Acceptance = Field(default_factory=Acceptance, description="How measurements are repeated and judged.")
     overrides: dict[str, int | float | str] = Field(
         default_factory=dict, description="Replace any derived tuning value by its id (see docs/tuning.md)."
     )

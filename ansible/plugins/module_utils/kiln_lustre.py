@@ -456,9 +456,7 @@ def target_param_drift(current: LustreTarget, spec: TargetSpec) -> list[dict[str
     )
     for name, have, want in pairs:
         if nid_groups_key(have) != nid_groups_key(want):
-            drift.append(
-                {"field": name, "current": format_nid_groups(have), "wanted": format_nid_groups(want)}
-            )
+            drift.append({"field": name, "current": format_nid_groups(have), "wanted": format_nid_groups(want)})
     if spec.servicenode and current.servicenode and not current.no_primnode:
         drift.append({"field": "no_primnode", "current": False, "wanted": True})
     return drift
@@ -584,14 +582,18 @@ def normalize_param_value(name: str, value: Any, page_size: int = 4096) -> str:
     return text
 
 
-def param_drift(
-    name: str, wanted: Any, entries: list[tuple[str, str]], page_size: int = 4096
-) -> list[dict[str, Any]]:
-    """Devices whose value differs from ``wanted``, as {name, device, current, wanted}."""
-    want = normalize_param_value(name, wanted, page_size)
+def param_drift(name: str, wanted: Any, entries: list[tuple[str, str]], page_size: int = 4096) -> list[dict[str, Any]]:
+    """Devices whose value differs from ``wanted``, as {name, device, current, wanted}.
+
+    Both sides are normalised with the unit of ``name``'s last part; only when that
+    part is itself a wildcard does each device's full name decide its unit.
+    """
+    leaf_is_glob = any(char in name.rsplit(".", 1)[-1] for char in "*?[")
     drift = []
     for device, current in entries:
-        if normalize_param_value(device, current, page_size) != want:
+        unit_name = device if leaf_is_glob else name
+        want = normalize_param_value(unit_name, wanted, page_size)
+        if normalize_param_value(unit_name, current, page_size) != want:
             drift.append({"name": name, "device": device, "current": current, "wanted": str(wanted)})
     return drift
 
@@ -629,9 +631,7 @@ def persistent_value(records: list[dict[str, str]], name: str) -> str | None:
 def split_conf_param_name(name: str) -> tuple[str, str]:
     """``lab-OST0000.osc.max_dirty_mb`` -> (``lab-OST0000``, ``osc.max_dirty_mb``)."""
     if "." not in name:
-        raise ValueError(
-            f"conf_param name {name!r} must look like fsname.obdtype.param or target.obdtype.param"
-        )
+        raise ValueError(f"conf_param name {name!r} must look like fsname.obdtype.param or target.obdtype.param")
     device, rest = name.split(".", 1)
     return device, rest
 
@@ -876,7 +876,8 @@ def _component_drift(position: int, have: LayoutComponent, want: LayoutComponent
         want.overstripe_count is not None or have.overstripe_count is not None
     ):
         add("overstripe_count", have.overstripe_count, want.overstripe_count)
-    count_wanted = want.overstripe_count is None and want.stripe_count is not None
+    # stripe_count 0 is lfs's "filesystem default": the read-back shows the default, so skip it.
+    count_wanted = want.overstripe_count is None and want.stripe_count not in (None, 0)
     if count_wanted and have.stripe_count != want.stripe_count:
         add("stripe_count", have.stripe_count, want.stripe_count)
     if want.stripe_size is not None and have.stripe_size != want.stripe_size:
@@ -886,21 +887,18 @@ def _component_drift(position: int, have: LayoutComponent, want: LayoutComponent
     return drift
 
 
-def layout_drift(
-    current: list[LayoutComponent] | None, wanted: list[LayoutComponent]
-) -> list[dict[str, Any]]:
+def layout_drift(current: list[LayoutComponent] | None, wanted: list[LayoutComponent]) -> list[dict[str, Any]]:
     """What differs between the directory's default layout and the wanted one.
 
     Each entry is {component, field, current, wanted}. A wanted field left
-    unset (stripe_count, stripe_size) is not compared; pool unset means "no pool".
+    unset (stripe_count, stripe_size) is not compared, nor is stripe_count 0 (the
+    filesystem default); pool unset means "no pool".
     """
     if current is None:
         return [{"component": None, "field": "layout", "current": None, "wanted": render_layout(wanted)}]
     drift: list[dict[str, Any]] = []
     if len(current) != len(wanted):
-        drift.append(
-            {"component": None, "field": "components", "current": len(current), "wanted": len(wanted)}
-        )
+        drift.append({"component": None, "field": "components", "current": len(current), "wanted": len(wanted)})
     for position in range(min(len(current), len(wanted))):
         drift.extend(_component_drift(position, current[position], wanted[position]))
     return drift

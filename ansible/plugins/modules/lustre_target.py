@@ -3,6 +3,33 @@
 
 from __future__ import annotations
 
+import os
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.kiln_lustre import (
+    BLKID_AMBIVALENT,
+    BLKID_NOTHING_FOUND,
+    LustreTarget,
+    TargetSpec,
+    blkid_signature,
+    build_mkfs_command,
+    build_tunefs_update_command,
+    coerce_nid_groups,
+    describe_target,
+    parse_blkid_export,
+    parse_tunefs_dryrun,
+    refusal_message,
+    render_target_state,
+    spec_state,
+    target_identity_mismatch,
+    target_param_drift,
+    target_state,
+    tunefs_says_not_lustre,
+    validate_target_spec,
+    zfs_vdev_paths,
+)
+
 DOCUMENTATION = r"""
 ---
 module: lustre_target
@@ -23,7 +50,9 @@ version_added: "0.1.0"
 author: kiln
 options:
   name:
-    description: Lustre's name of the target, e.g. C(lab-OST0003), C(lab-MDT0000) or C(MGS). Must agree with O(kind), O(fsname) and O(index) (the index is hexadecimal in the name).
+    description:
+      - Lustre's name of the target, e.g. C(lab-OST0003), C(lab-MDT0000) or C(MGS).
+      - Must agree with O(kind), O(fsname) and O(index) (the index is hexadecimal in the name).
     type: str
     required: true
   kind:
@@ -48,7 +77,9 @@ options:
     default: ldiskfs
     choices: [ldiskfs, zfs]
   vdevs:
-    description: For zfs, the vdev words that follow the dataset on the mkfs.lustre command line (e.g. C([mirror, /dev/sdb, /dev/sdc])). Empty when the pool exists.
+    description:
+      - For zfs, the vdev words that follow the dataset on the mkfs.lustre command line,
+        e.g. C([mirror, /dev/sdb, /dev/sdc]). Empty when the pool exists.
     type: list
     elements: str
     default: []
@@ -57,52 +88,62 @@ options:
     type: bool
     default: false
   mgsnode:
-    description: One entry per MGS node; each entry is that node's NIDs (a list, or one comma-separated string). Becomes one C(--mgsnode=) per node.
+    description:
+      - One entry per MGS node; each entry is that node's NIDs (a list, or one comma-separated string).
+      - Becomes one C(--mgsnode=) per node.
     type: list
     elements: raw
     default: []
   servicenode:
-    description: One entry per server that can serve this target (primary and failover); each entry is that node's NIDs. Becomes one C(--servicenode=) per node.
+    description:
+      - One entry per server that can serve this target (primary and failover); each entry is that
+        node's NIDs. Becomes one C(--servicenode=) per node.
     type: list
     elements: raw
     default: []
   mkfs_options:
-    description: Extra mkfs.lustre arguments, one argv word each (e.g. C(--mkfsoptions=-E lazy_itable_init=0), C(--param=sys.timeout=40)). Not compared on existing targets.
+    description:
+      - Extra mkfs.lustre arguments, one argv word each, e.g. C(--mkfsoptions=-E lazy_itable_init=0)
+        or C(--param=sys.timeout=40). Not compared on existing targets.
     type: list
     elements: str
     default: []
   reformat:
     description:
-      - Target names the operator allows to be formatted over existing content. Only an exact match with O(name) counts.
+      - Target names the operator allows to be formatted over existing content.
+        Only an exact match with O(name) counts.
       - Never causes a device that already holds the wanted target to be reformatted.
     type: list
     elements: str
     default: []
   update_params:
-    description: Rewrite drifted mgsnode/servicenode with C(tunefs.lustre --erase-params) (other stored parameters are written back with C(--param)). The target must be unmounted.
+    description:
+      - Rewrite drifted mgsnode/servicenode with C(tunefs.lustre --erase-params); other stored
+        parameters are written back with C(--param). The target must be unmounted.
     type: bool
     default: false
   mkfs_lustre:
-    description: Path of mkfs.lustre (default: found on PATH, /sbin, /usr/sbin).
+    description: Path of mkfs.lustre; by default found on PATH, /sbin or /usr/sbin.
     type: path
   tunefs_lustre:
-    description: Path of tunefs.lustre (default: found on PATH).
+    description: Path of tunefs.lustre; by default found on PATH.
     type: path
   blkid:
-    description: Path of blkid from util-linux (default: found on PATH).
+    description: Path of blkid from util-linux; by default found on PATH.
     type: path
   wipefs:
-    description: Path of wipefs from util-linux (default: found on PATH); used only for an allowed reformat.
+    description: Path of wipefs from util-linux, used only for an allowed reformat; by default found on PATH.
     type: path
   zpool:
-    description: Path of zpool, used for backend zfs without vdevs (default found on PATH).
+    description: Path of zpool, used for backend zfs without vdevs; by default found on PATH.
     type: path
   zfs:
-    description: Path of zfs, used for backend zfs (default found on PATH).
+    description: Path of zfs, used for backend zfs; by default found on PATH.
     type: path
 notes:
   - Supports check mode and diff mode.
-  - The data-safety rule is the module's, not the role's - roles pass O(reformat) from C(kiln_lustre_reformat).
+  - The data-safety rule lives in the module, not the role; roles pass O(reformat) from
+    C(kiln_lustre_reformat).
 """
 
 EXAMPLES = r"""
@@ -134,12 +175,16 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-action:
-  description: What was done or, in check mode, would be done - C(none), C(format), C(reformat) or C(update_params).
+operation:
+  description:
+    - What was done or, in check mode, would be done.
+    - One of C(none), C(format), C(reformat), C(update_params).
   returned: always
   type: str
 target:
-  description: The Lustre target the device held before the run, as parsed from tunefs.lustre --dryrun (null when none).
+  description:
+    - The Lustre target the device held before the run, as parsed from tunefs.lustre --dryrun.
+    - Null when none.
   returned: always
   type: dict
 found:
@@ -158,32 +203,6 @@ commands:
   elements: list
 """
 
-import os
-from typing import Any
-
-from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.kiln_lustre import (
-    BLKID_AMBIVALENT,
-    BLKID_NOTHING_FOUND,
-    LustreTarget,
-    TargetSpec,
-    blkid_signature,
-    build_mkfs_command,
-    build_tunefs_update_command,
-    coerce_nid_groups,
-    describe_target,
-    parse_blkid_export,
-    parse_tunefs_dryrun,
-    refusal_message,
-    render_target_state,
-    spec_state,
-    target_identity_mismatch,
-    target_param_drift,
-    target_state,
-    tunefs_says_not_lustre,
-    validate_target_spec,
-    zfs_vdev_paths,
-)
 
 ARGUMENT_SPEC: dict[str, Any] = {
     "name": {"type": "str", "required": True},
@@ -359,9 +378,7 @@ class TargetRun:
         signatures = self.probe_signatures()
         if not signatures:
             return None, []
-        summary = "; ".join(
-            sig if path == self.spec.device else f"{path}: {sig}" for path, sig in signatures.items()
-        )
+        summary = "; ".join(sig if path == self.spec.device else f"{path}: {sig}" for path, sig in signatures.items())
         wipe = [path for path in signatures if path.startswith("/")]
         return summary, wipe
 
@@ -374,7 +391,7 @@ class TargetRun:
         before = target_state(self.spec.device, current) if current else _content_state(self.spec, found)
         self.exit(
             changed=True,
-            action="reformat" if reformat else "format",
+            operation="reformat" if reformat else "format",
             target=current,
             found=found,
             drift=[],
@@ -386,15 +403,16 @@ class TargetRun:
         drift = target_param_drift(current, self.spec)
         before = target_state(self.spec.device, current)
         if not drift:
-            self.exit(changed=False, action="none", target=current, found=None, drift=[], before=before)
+            self.exit(changed=False, operation="none", target=current, found=None, drift=[], before=before)
             return
         if not self.params["update_params"]:
             fields = ", ".join(item["field"] for item in drift)
             self.module.warn(
                 f"{self.spec.name} on {self.spec.device}: stored {fields} differ from the plan; "
-                "set update_params: true to rewrite them (target must be unmounted; the MGS may need a writeconf)"
+                "set update_params: true to rewrite them "
+                "(target must be unmounted; the MGS may need a writeconf)"
             )
-            self.exit(changed=False, action="none", target=current, found=None, drift=drift, before=before)
+            self.exit(changed=False, operation="none", target=current, found=None, drift=drift, before=before)
             return
         self.run(build_tunefs_update_command(self.tool("tunefs_lustre", "tunefs.lustre"), self.spec, current))
         after = spec_state(self.spec)
@@ -406,7 +424,7 @@ class TargetRun:
             after = target_state(self.spec.device, rewritten)
         self.exit(
             changed=True,
-            action="update_params",
+            operation="update_params",
             target=current,
             found=None,
             drift=drift,
@@ -418,7 +436,7 @@ class TargetRun:
         self,
         *,
         changed: bool,
-        action: str,
+        operation: str,
         target: LustreTarget | None,
         found: str | None,
         drift: list[dict[str, Any]],
@@ -428,7 +446,7 @@ class TargetRun:
         after_state = before if after is None else after
         self.module.exit_json(
             changed=changed,
-            action=action,
+            operation=operation,
             target=_dict(target),
             found=found,
             drift=drift,

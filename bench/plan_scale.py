@@ -1,0 +1,82 @@
+"""Benchmark: `kiln plan --json` on a generated 4,096-node spec.
+
+    .venv/bin/python bench/plan_scale.py [--nodes 4096] [--runs 5]
+
+Runs `kiln plan <spec> --json` as a subprocess (what an operator runs), `--runs` times, on a spec
+generated from stacks/Pulumi.prod-h100.yaml with the node count raised, and on prod-h100 itself as
+the baseline in the same run. Prints the median wall time, the peak RSS (ru_maxrss of the child),
+and the ratio to the baseline. Targets (issue: foundation): < 2 s and < 300 MB for 4,096 nodes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def generated_spec(nodes: int, out: Path) -> Path:
+    doc = yaml.safe_load((ROOT / "stacks" / "Pulumi.prod-h100.yaml").read_text())
+    data = copy.deepcopy(doc["config"]["kiln:cluster"])
+    data["name"] = f"scale-{nodes}"
+    data["compute"]["pools"][0]["nodes"] = nodes
+    data["networks"] = {"management": "10.96.0.0/16", "storage": "10.97.0.0/16"}
+    # Keep the fleet sized as the planner recommends for this many GPUs.
+    data["lustre"]["oss"]["nodes"] = max(2, nodes // 32 + (nodes // 32) % 2)
+    path = out / f"Pulumi.scale-{nodes}.yaml"
+    path.write_text(yaml.safe_dump({"config": {"kiln:cluster": data}}))
+    return path
+
+
+def run_once(spec: Path) -> tuple[float, float, int]:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "kiln.cli", "plan", str(spec), "--json"], capture_output=True, check=True, cwd=ROOT
+    )
+    wall = time.perf_counter() - start
+    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    hosts = len(json.loads(proc.stdout)["hosts"])
+    # ru_maxrss of children is the max over all children so far: only a rise is attributable.
+    return wall, max(peak_kib, before) / 1024, hosts
+
+
+def measure(spec: Path, runs: int) -> tuple[float, float, int]:
+    walls, peaks, hosts = [], [], 0
+    for _ in range(runs):
+        w, p, hosts = run_once(spec)
+        walls.append(w)
+        peaks.append(p)
+    return statistics.median(walls), max(peaks), hosts
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--nodes", type=int, default=4096)
+    ap.add_argument("--runs", type=int, default=5)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        big = generated_spec(args.nodes, Path(tmp))
+        base_wall, base_peak, base_hosts = measure(ROOT / "stacks" / "Pulumi.prod-h100.yaml", args.runs)
+        wall, peak, hosts = measure(big, args.runs)
+    print(f"baseline prod-h100 ({base_hosts} hosts): median {base_wall:.3f} s, peak RSS {base_peak:.0f} MB")
+    print(f"generated {args.nodes}-node spec ({hosts} hosts): median {wall:.3f} s, peak RSS {peak:.0f} MB")
+    print(f"ratio to baseline: {wall / base_wall:.2f}× time")
+    ok = wall < 2.0 and peak < 300
+    print(f"targets < 2 s and < 300 MB: {'met' if ok else 'MISSED'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

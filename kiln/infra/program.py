@@ -1,0 +1,102 @@
+"""The Pulumi program: stack config `kiln:cluster` → spec → plan → the five components.
+
+`__main__.py` calls `main()`; tests call it under `pulumi.runtime.set_mocks` (a callable entry point,
+so nothing depends on module import order or caching). The program holds no sizing logic: every
+value comes from the plan, through the builder in kiln.render.manifests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+
+from kiln.infra.components import Acceptance, GpuNodeStack, KilnComponent, LustreClient, NcclConfig, ObjectStore
+from kiln.plan import build_plan
+from kiln.plan.model import Plan
+from kiln.plan.serialize import target_dict
+from kiln.render.inventory import render_inventory
+from kiln.render.manifests import (
+    ACCEPTANCE,
+    GPU_NODE_STACK,
+    LUSTRE_CLIENT,
+    NCCL_CONFIG,
+    OBJECT_STORE,
+    build_manifests,
+    credentials_config_key,
+    mgs_spec,
+    node_labels,
+    s3_endpoint,
+)
+from kiln.spec import ClusterSpec, SpecError, validate
+
+CONFIG_NAMESPACE = "kiln"
+CLUSTER_KEY = "cluster"
+
+
+def load(config: pulumi.Config | None = None) -> tuple[ClusterSpec, Plan]:
+    """The stack's spec and plan; a bad spec stops the program with the field path and the fix."""
+    cfg = config or pulumi.Config(CONFIG_NAMESPACE)
+    source = f"stack {pulumi.get_stack()} ({CONFIG_NAMESPACE}:{CLUSTER_KEY})"
+    try:
+        spec = validate(cfg.require_object(CLUSTER_KEY), source)
+        return spec, build_plan(spec, source=source)
+    except SpecError as exc:
+        raise pulumi.RunError(exc.render()) from None
+
+
+def plan_summary(plan: Plan) -> dict[str, Any]:
+    s = plan.sizing
+    return {
+        "stack": plan.stack,
+        "plan_digest": plan.spec_digest,
+        "bottleneck": {"read": s.read_bottleneck, "write": s.write_bottleneck},
+        "aggregate_GBps": {"read": round(s.aggregate_read_GBps, 3), "write": round(s.aggregate_write_GBps, 3)},
+        "gpus": {"total": s.gpus_total, "fed": s.gpus_fed},
+        "checkpoint": {"save_s": round(s.checkpoint.save_s, 2), "budget_s": round(s.checkpoint.budget_s, 2),
+                       "meets_budget": s.checkpoint.meets_budget},
+        "targets": [target_dict(t) for t in plan.targets],
+        "warnings": list(plan.warnings),
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class Program:
+    """What one run built: the components by module (gpu, nccl, ...) and the stack outputs."""
+
+    plan: Plan
+    components: dict[str, KilnComponent]
+    outputs: dict[str, Any]
+
+
+def main() -> Program:
+    """Build the stack: components from the plan, stack outputs exported (and returned, for tests)."""
+    spec, plan = load()
+    ns, key = credentials_config_key(plan)
+    secret_key = pulumi.Config(ns).require_secret(key)
+    comps = {c.kind: c.objects for c in build_manifests(plan, spec)}
+    name = plan.stack
+
+    gpu = GpuNodeStack(f"{name}-gpu", comps[GPU_NODE_STACK])
+    base: list[pulumi.Resource] = list(gpu.namespaces)
+    nccl = NcclConfig(f"{name}-nccl", comps[NCCL_CONFIG], depends_on=base)
+    lustre = LustreClient(f"{name}-lustre", comps[LUSTRE_CLIENT], depends_on=base)
+    store = ObjectStore(f"{name}-objectstore", comps[OBJECT_STORE], plan, secret_key, depends_on=base)
+    acceptance = Acceptance(f"{name}-acceptance", comps[ACCEPTANCE], depends_on=[*base, nccl, lustre, store])
+
+    outputs: dict[str, Any] = {
+        "endpoints": {
+            "s3": s3_endpoint(plan, spec),
+            "s3_hosts": plan.objectstore.endpoint,
+            "lustre_mgs": mgs_spec(plan),
+            "lustre_mount": f"{mgs_spec(plan)}:/{plan.fsname} {plan.mount_point}",
+        },
+        "inventory": render_inventory(plan, spec),
+        "plan": plan_summary(plan),
+        "node_labels": node_labels(plan),
+    }
+    for k, v in outputs.items():
+        pulumi.export(k, v)
+    built: list[KilnComponent] = [gpu, nccl, lustre, store, acceptance]
+    return Program(plan, {c.kind.module: c for c in built}, outputs)

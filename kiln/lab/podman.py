@@ -1,0 +1,153 @@
+"""A thin, typed wrapper over the podman CLI for the lab (networks, volumes, systemd containers)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+LABEL = "io.kiln.lab"
+
+
+class PodmanError(RuntimeError):
+    """A podman command failed; the message carries the command and podman's own words."""
+
+
+def _run(args: list[str], check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    podman = shutil.which("podman")
+    if podman is None:
+        raise PodmanError("podman is not installed; run scripts/host-prereqs.sh (make lab does)")
+    proc = subprocess.run([podman, *args], capture_output=True, text=True, timeout=timeout, check=False)
+    if check and proc.returncode != 0:
+        raise PodmanError(f"podman {' '.join(args)} failed ({proc.returncode}): {proc.stderr.strip() or proc.stdout.strip()}")
+    return proc
+
+
+def _json(args: list[str]) -> Any:
+    out = _run(args).stdout.strip()
+    return json.loads(out) if out else []
+
+
+@dataclass(frozen=True, slots=True)
+class Container:
+    name: str
+    state: str  # running, exited, created, ...
+    labels: dict[str, str]
+
+
+def containers(stack: str) -> list[Container]:
+    rows = _json(["ps", "-a", "--filter", f"label={LABEL}={stack}", "--format", "json"])
+    return [
+        Container(r["Names"][0] if isinstance(r["Names"], list) else r["Names"], r["State"], r.get("Labels") or {})
+        for r in rows
+    ]
+
+
+def networks(stack: str) -> list[str]:
+    rows = _json(["network", "ls", "--filter", f"label={LABEL}={stack}", "--format", "json"])
+    return [r["name"] if "name" in r else r["Name"] for r in rows]
+
+
+def volumes(stack: str) -> list[str]:
+    rows = _json(["volume", "ls", "--filter", f"label={LABEL}={stack}", "--format", "json"])
+    return [r["Name"] if "Name" in r else r["name"] for r in rows]
+
+
+def ensure_network(name: str, subnet: str, stack: str) -> bool:
+    """Create the network if absent. True when created."""
+    if _run(["network", "exists", name], check=False).returncode == 0:
+        return False
+    _run(["network", "create", "--subnet", subnet, "--label", f"{LABEL}={stack}", name])
+    return True
+
+
+def ensure_volume(name: str, stack: str) -> bool:
+    if _run(["volume", "exists", name], check=False).returncode == 0:
+        return False
+    _run(["volume", "create", "--label", f"{LABEL}={stack}", name])
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class HostSpec:
+    container: str
+    hostname: str
+    image: str
+    networks: tuple[tuple[str, str], ...]  # (network, static ip)
+    volumes: tuple[tuple[str, str], ...]  # (volume, mount point)
+    labels: dict[str, str]
+    hosts: tuple[tuple[str, str], ...] = ()  # /etc/hosts entries: every lab host by name
+
+
+# /proc/sys is read-only in a podman container, so the roles could not apply even the sysctls a
+# network namespace owns. The lab unmasks /proc/sys and masks again everything that is not the
+# container's own: whole directories of host-global settings, and every writable kernel.* file
+# except the UTS names and random/ (systemd needs random/boot_id). Net sysctls that are global
+# (net.core.rmem_max, …) are read-only inside a child network namespace, so the host is safe.
+_MASKED_DIRS = ("vm", "fs", "dev", "user", "abi", "debug", "crypto")
+_KERNEL_KEEP = ("hostname", "domainname", "random/")
+
+
+def sysctl_isolation(proc_sys: Path = Path("/proc/sys")) -> list[str]:
+    """`--security-opt` arguments that make only namespaced sysctls writable in a lab container."""
+    masks = [str(proc_sys / d) for d in _MASKED_DIRS if (proc_sys / d).exists()]
+    kernel = proc_sys / "kernel"
+    for path in sorted(kernel.rglob("*")) if kernel.exists() else []:
+        rel = path.relative_to(kernel).as_posix()
+        if path.is_file() and os.access(path, os.W_OK) and not rel.startswith(_KERNEL_KEEP):
+            masks.append(str(path))
+    return ["--security-opt", "unmask=/proc/sys", "--security-opt", "mask=" + ":".join(masks)]
+
+
+def container_state(name: str) -> str | None:
+    proc = _run(["container", "inspect", name, "--format", "{{.State.Status}}"], check=False)
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def ensure_container(h: HostSpec) -> str:
+    """Create and start a systemd container; start it if it exists but stopped. Returns what was done."""
+    state = container_state(h.container)
+    if state == "running":
+        return "running"
+    if state is not None:
+        _run(["start", h.container])
+        return "started"
+    args = ["run", "-d", "--name", h.container, "--hostname", h.hostname, "--systemd=always", *sysctl_isolation()]
+    for name, ip in h.hosts:
+        args += ["--add-host", f"{name}:{ip}"]
+    for net, ip in h.networks:
+        args += ["--network", f"{net}:ip={ip}"]
+    for vol, path in h.volumes:
+        args += ["-v", f"{vol}:{path}"]
+    for k, v in h.labels.items():
+        args += ["--label", f"{k}={v}"]
+    args += [h.image, "/sbin/init"]
+    _run(args)
+    return "created"
+
+
+def wait_for_systemd(name: str, timeout: float = 120) -> str:
+    """Wait until systemd in the container is up; returns its state (running or degraded)."""
+    deadline = time.monotonic() + timeout
+    state = ""
+    while time.monotonic() < deadline:
+        proc = _run(["exec", name, "systemctl", "is-system-running"], check=False)
+        state = proc.stdout.strip()
+        if state in ("running", "degraded"):
+            return state
+        time.sleep(1)
+    raise PodmanError(f"{name}: systemd did not come up within {timeout:.0f} s (state {state or 'unknown'})")
+
+
+def remove(kind: str, names: list[str]) -> None:
+    if names:
+        _run([kind, "rm", "-f", *names] if kind != "container" else ["rm", "-f", "-t", "5", *names])
+
+
+def image_exists(image: str) -> bool:
+    return _run(["image", "exists", image], check=False).returncode == 0

@@ -1,0 +1,36 @@
+"""`kiln render <stack> --out DIR`: the Kubernetes manifests of a stack, one multi-document YAML file per
+component, for GitOps (Flux, Argo CD) or `kubectl apply -f DIR`. Same objects the Pulumi program creates."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from kiln.render.manifests import policy_config, render_manifests
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    from kiln.cli import EXIT_OK, load, write_files  # kiln.cli loads this module; import at call time
+
+    spec, plan = load(args.stack)  # SpecError → exit 2 in kiln.cli.main, before anything is written
+    files = render_manifests(plan, spec)
+    out = Path(args.out) if args.out else Path("rendered") / plan.stack
+    write_files(out, files)
+    print(f"wrote {len(files)} files to {out}/ ({', '.join(sorted(files))})")
+    if args.policy_config:
+        path = Path(args.policy_config)
+        write_files(path.parent, {path.name: json.dumps(policy_config(plan, spec), indent=2) + "\n"})
+        print(f"wrote {path} (pulumi preview --policy-pack policy --policy-pack-config {path})")
+    return EXIT_OK
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser(
+        "render", help="write the stack's Kubernetes manifests (one YAML file per component) for GitOps"
+    )
+    p.add_argument("stack", help="stack name (prod-h100 → stacks/Pulumi.prod-h100.yaml) or a path to a stack file")
+    p.add_argument("--out", help="output directory (default rendered/<stack>)")
+    p.add_argument("--policy-config", metavar="FILE",
+                   help="also write the policy pack's config for this stack (keep it outside --out)")
+    p.set_defaults(func=cmd_render)

@@ -1,0 +1,727 @@
+"""Pure parsers for the benchmark and inspection tools the acceptance checks run.
+
+Every parser takes the tool's stdout (and stderr where the tool reports errors there) and returns a typed,
+frozen result in base units (bytes/s, bits/s, ops/s), or raises ParseError saying what was wrong: no output,
+the tool's own error text, a missing table or a non-numeric field. Units: GB/s = 10^9 bytes/s,
+MiB = 2^20 bytes. Formats and their sources are listed in docs/acceptance.md.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+MIB = 1 << 20
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\r")
+
+
+class ParseError(ValueError):
+    """Tool output could not be turned into a measurement; the message says why and shows an excerpt."""
+
+    def __init__(self, tool: str, message: str, excerpt: str = "") -> None:
+        self.tool = tool
+        self.reason = message
+        self.excerpt = excerpt.strip()[-600:]
+        text = f"{tool}: {message}"
+        if self.excerpt:
+            text += f"\n--- output (tail) ---\n{self.excerpt}"
+        super().__init__(text)
+
+
+def _strip_ansi(text: str) -> str:
+    return _ANSI.sub("", text)
+
+
+def _num(tool: str, value: Any, what: str, excerpt: str = "") -> float:
+    """A finite float, or ParseError naming the field."""
+    if isinstance(value, bool):
+        raise ParseError(tool, f"{what} is not a number: {value!r}", excerpt)
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise ParseError(tool, f"{what} is not a number: {value!r}", excerpt) from None
+    if math.isnan(x) or math.isinf(x):
+        raise ParseError(tool, f"{what} is not a finite number: {value!r}", excerpt)
+    return x
+
+
+def _require_output(tool: str, stdout: str, stderr: str) -> None:
+    if not stdout.strip():
+        err = stderr.strip()
+        raise ParseError(tool, "no output" + (f"; the tool said: {err.splitlines()[-1]}" if err else ""), err)
+
+
+def _json_object_after(tool: str, text: str, must_have: str) -> dict[str, Any]:
+    """The first top-level JSON object in `text` that has key `must_have` (tools print notes around it)."""
+    decoder = json.JSONDecoder()
+    for m in re.finditer(r"(?m)^\s*\{", text):
+        try:
+            obj, _ = decoder.raw_decode(text, m.end() - 1)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(obj, dict) and must_have in obj:
+            return obj
+    raise ParseError(tool, f"no JSON object with {must_have!r} in the output", text)
+
+
+# --------------------------------------------------------------------------------------------------- fio
+
+
+@dataclass(frozen=True, slots=True)
+class FioJob:
+    name: str
+    error: int
+    read_bytes: int
+    write_bytes: int
+    read_bw_Bps: float  # fio's own per-job figure (bw_bytes)
+    write_bw_Bps: float
+    read_runtime_ms: float
+    write_runtime_ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class FioResult:
+    version: str
+    jobs: tuple[FioJob, ...]
+
+    def aggregate_Bps(self, op: str) -> float:
+        """All jobs together: bytes moved ÷ the longest job's runtime (what fio's group_reporting reports)."""
+        if op not in ("read", "write"):
+            raise ValueError(op)
+        total = sum(j.read_bytes if op == "read" else j.write_bytes for j in self.jobs)
+        runtime = max((j.read_runtime_ms if op == "read" else j.write_runtime_ms) for j in self.jobs)
+        if total <= 0 or runtime <= 0:
+            raise ParseError("fio", f"no {op} I/O was done (bytes {total}, runtime {runtime} ms)")
+        return total / (runtime / 1000.0)
+
+    def per_job_Bps(self, op: str) -> tuple[float, ...]:
+        return tuple(j.read_bw_Bps if op == "read" else j.write_bw_Bps for j in self.jobs)
+
+
+def parse_fio(stdout: str, stderr: str = "") -> FioResult:
+    """fio --output-format=json. Notes fio prints before the JSON are skipped; a job error raises."""
+    _require_output("fio", stdout, stderr)
+    data = _json_object_after("fio", stdout, "jobs")
+    jobs_raw = data.get("jobs")
+    if not isinstance(jobs_raw, list) or not jobs_raw:
+        raise ParseError("fio", "the JSON has no jobs", stdout)
+    jobs: list[FioJob] = []
+    for j in jobs_raw:
+        name = str(j.get("jobname", "?"))
+        rd, wr = j.get("read", {}), j.get("write", {})
+        jobs.append(FioJob(
+            name=name,
+            error=int(_num("fio", j.get("error", 0), f"job {name} error")),
+            read_bytes=int(_num("fio", rd.get("io_bytes", 0), f"job {name} read.io_bytes")),
+            write_bytes=int(_num("fio", wr.get("io_bytes", 0), f"job {name} write.io_bytes")),
+            read_bw_Bps=_num("fio", rd.get("bw_bytes", 0), f"job {name} read.bw_bytes"),
+            write_bw_Bps=_num("fio", wr.get("bw_bytes", 0), f"job {name} write.bw_bytes"),
+            read_runtime_ms=_num("fio", rd.get("runtime", 0), f"job {name} read.runtime"),
+            write_runtime_ms=_num("fio", wr.get("runtime", 0), f"job {name} write.runtime"),
+        ))
+    failed = [j for j in jobs if j.error]
+    if failed:
+        notes = "\n".join(line for line in (stdout + "\n" + stderr).splitlines() if line.startswith("fio:"))
+        errs = ", ".join(f"{j.name}: errno {j.error} ({_errno_name(j.error)})" for j in failed)
+        raise ParseError("fio", f"job error: {errs}", notes)
+    return FioResult(version=str(data.get("fio version", "")), jobs=tuple(jobs))
+
+
+def _errno_name(code: int) -> str:
+    import os
+
+    try:
+        return os.strerror(code)
+    except ValueError:
+        return "unknown"
+
+
+# ------------------------------------------------------------------------------------------------ iperf3
+
+
+@dataclass(frozen=True, slots=True)
+class Iperf3Result:
+    version: str
+    received_bps: float  # end.sum_received.bits_per_second
+    sent_bps: float
+    retransmits: int
+    streams: int
+    seconds: float
+
+
+def parse_iperf3(stdout: str, stderr: str = "") -> Iperf3Result:
+    """iperf3 -J (client side)."""
+    _require_output("iperf3", stdout, stderr)
+    data = _json_object_after("iperf3", stdout, "start")
+    if data.get("error"):
+        raise ParseError("iperf3", f"the tool reported: {data['error']}")
+    end = data.get("end") or {}
+    recv, sent = end.get("sum_received"), end.get("sum_sent")
+    if not isinstance(recv, dict) or not isinstance(sent, dict):
+        raise ParseError("iperf3", "no end.sum_received/sum_sent (UDP test or an interrupted run?)", stdout[-400:])
+    start = data.get("start", {})
+    test = start.get("test_start", {})
+    return Iperf3Result(
+        version=str(start.get("version", "")),
+        received_bps=_num("iperf3", recv.get("bits_per_second"), "end.sum_received.bits_per_second"),
+        sent_bps=_num("iperf3", sent.get("bits_per_second"), "end.sum_sent.bits_per_second"),
+        retransmits=int(_num("iperf3", sent.get("retransmits", 0), "end.sum_sent.retransmits")),
+        streams=int(_num("iperf3", test.get("num_streams", len(end.get("streams", []))), "num_streams")),
+        seconds=_num("iperf3", recv.get("seconds", 0), "end.sum_received.seconds"),
+    )
+
+
+# -------------------------------------------------------------------------------------------------- warp
+
+
+@dataclass(frozen=True, slots=True)
+class WarpOp:
+    op: str  # GET, PUT, DELETE, STAT
+    bytes_per_s: float
+    ops_per_s: float
+    requests: int
+    errors: int
+    concurrency: int
+    hosts: int
+    skipped: bool
+
+
+@dataclass(frozen=True, slots=True)
+class WarpResult:
+    ops: tuple[WarpOp, ...]
+
+    def op(self, name: str) -> WarpOp:
+        for o in self.ops:
+            if o.op == name.upper() and not o.skipped:
+                return o
+        have = ", ".join(f"{o.op}{' (skipped: too few samples)' if o.skipped else ''}" for o in self.ops) or "none"
+        raise ParseError("warp", f"no measured {name.upper()} operation in the analysis (have: {have})")
+
+
+def parse_warp(stdout: str, stderr: str = "") -> WarpResult:
+    """warp <get|put> --json (MinIO warp v1.0.0's aggregate analysis; progress lines around it are skipped)."""
+    _require_output("warp", stdout, stderr)
+    text = _strip_ansi(stdout)
+    try:
+        data = _json_object_after("warp", text, "operations")
+    except ParseError:
+        try:
+            both = re.sub(r"(?m)^warp: \{", "{", text + "\n" + _strip_ansi(stderr))
+            err = _json_object_after("warp", both, "error")
+        except ParseError:
+            raise ParseError("warp", "no analysis JSON in the output (was --json given?)", text) from None
+        raise ParseError("warp", f"the tool reported: {_warp_error_message(err['error'])}") from None
+    ops: list[WarpOp] = []
+    for o in data.get("operations") or []:
+        tp = o.get("throughput") or {}
+        kind = str(o.get("type", "?"))
+        ops.append(WarpOp(
+            op=kind,
+            bytes_per_s=_num("warp", tp.get("average_bps", 0), f"{kind} throughput.average_bps"),
+            ops_per_s=_num("warp", tp.get("average_ops", 0), f"{kind} throughput.average_ops"),
+            requests=int(_num("warp", o.get("n", 0), f"{kind} n")),
+            errors=int(_num("warp", o.get("errors", 0), f"{kind} errors")),
+            concurrency=int(_num("warp", o.get("concurrency", 0), f"{kind} concurrency")),
+            hosts=int(_num("warp", o.get("hosts", 0), f"{kind} hosts")),
+            skipped=bool(o.get("skipped", False)),
+        ))
+    if not ops:
+        raise ParseError("warp", "the analysis has no operations", text)
+    for o in ops:
+        if not o.skipped and o.errors and o.requests <= o.errors:
+            first = next((x.get("first_errors") for x in data["operations"] if x.get("type") == o.op), None)
+            raise ParseError("warp", f"every {o.op} request failed ({o.errors} errors): {first}")
+    return WarpResult(tuple(ops))
+
+
+def _warp_error_message(err: Any) -> str:
+    if isinstance(err, dict):
+        cause = err.get("cause") or {}
+        if isinstance(cause, dict):
+            inner = cause.get("error")
+            if isinstance(inner, dict) and inner.get("Code"):
+                return f"{inner.get('Code')}: {inner.get('Message', '')}".strip()
+            if cause.get("message"):
+                return str(cause["message"])
+        if err.get("message"):
+            return str(err["message"])
+    return str(err)
+
+
+# ---------------------------------------------------------------------------------------------- perftest
+
+
+@dataclass(frozen=True, slots=True)
+class PerftestRow:
+    size_bytes: int
+    iterations: int
+    bw_peak_Bps: float
+    bw_avg_Bps: float
+    msg_rate_Mpps: float
+
+
+@dataclass(frozen=True, slots=True)
+class PerftestResult:
+    test: str  # "RDMA_Write BW Test"
+    device: str
+    unit: str  # as printed: Gb/sec, MB/sec or MiB/sec
+    rows: tuple[PerftestRow, ...]
+
+    @property
+    def bw_avg_Bps(self) -> float:
+        """BW average of the largest message size (the last row)."""
+        return max(self.rows, key=lambda r: r.size_bytes).bw_avg_Bps
+
+
+# perftest's print_report_bw divides by 0x100000 for MB/sec (so "MB" is MiB) and by 125000000 for Gb/sec.
+_PERFTEST_UNITS = {"Gb/sec": 125_000_000.0, "MB/sec": float(MIB), "MiB/sec": float(MIB)}
+_PERFTEST_ERRORS = (
+    "Couldn't connect", "Unable to open file descriptor", "Failed to", "Couldn't", "No IB devices found",
+    "IB device", "Unable to", "error", "Error",
+)
+
+
+def parse_perftest(stdout: str, stderr: str = "") -> PerftestResult:
+    """ib_write_bw / ib_read_bw (client side). Units from the header: --report_gbits → Gb/sec, else MB/sec."""
+    _require_output("perftest", stdout, stderr)
+    text = _strip_ansi(stdout)
+    header = re.search(r"#bytes\s+#iterations\s+BW peak\[([A-Za-z/]+)\]\s+BW average\[([A-Za-z/]+)\]", text)
+    if not header:
+        bad = [ln.strip() for ln in (text + "\n" + stderr).splitlines() if any(e in ln for e in _PERFTEST_ERRORS)]
+        if bad:
+            raise ParseError("perftest", f"the tool reported: {bad[0]}", text + stderr)
+        raise ParseError("perftest", "no '#bytes #iterations BW peak[...] BW average[...]' result table", text)
+    unit = header.group(2)
+    if unit not in _PERFTEST_UNITS:
+        raise ParseError("perftest", f"unknown bandwidth unit {unit!r}", text)
+    factor = _PERFTEST_UNITS[unit]
+    rows: list[PerftestRow] = []
+    for line in text[header.end():].splitlines()[1:]:
+        s = line.strip()
+        if not s or s.startswith("-"):
+            if rows:
+                break
+            continue
+        parts = s.split()
+        if len(parts) < 5 or not parts[0].isdigit():
+            raise ParseError("perftest", f"result row is not numeric: {s!r}", text)
+        rows.append(PerftestRow(
+            size_bytes=int(parts[0]),
+            iterations=int(_num("perftest", parts[1], "#iterations", text)),
+            bw_peak_Bps=_num("perftest", parts[2], "BW peak", text) * factor,
+            bw_avg_Bps=_num("perftest", parts[3], "BW average", text) * factor,
+            msg_rate_Mpps=_num("perftest", parts[4], "MsgRate", text),
+        ))
+    if not rows:
+        raise ParseError("perftest", "the result table has no rows", text)
+    test = re.search(r"^\s*(\S.*?(?:BW|Lat) Test)\s*$", text, re.M)
+    dev = re.search(r"Device\s*:\s*(\S+)", text)
+    return PerftestResult(test.group(1) if test else "", dev.group(1) if dev else "", unit, tuple(rows))
+
+
+# -------------------------------------------------------------------------------------------- nccl-tests
+
+
+@dataclass(frozen=True, slots=True)
+class NcclRow:
+    size_bytes: int
+    count: int
+    dtype: str
+    redop: str
+    oop_time_us: float
+    oop_algbw_GBps: float
+    oop_busbw_GBps: float
+    oop_wrong: int | None  # None when the test ran without data checks (-c 0 prints N/A)
+    ip_time_us: float
+    ip_algbw_GBps: float
+    ip_busbw_GBps: float
+    ip_wrong: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class NcclResult:
+    rows: tuple[NcclRow, ...]
+    avg_busbw_GBps: float
+    out_of_bounds: int
+    ranks: int
+
+    @property
+    def busbw_GBps(self) -> float:
+        """Bus bandwidth at the largest message size (the plateau), the better of out-of-place and in-place."""
+        big = max(self.rows, key=lambda r: r.size_bytes)
+        return max(big.oop_busbw_GBps, big.ip_busbw_GBps)
+
+
+def _wrong(tool: str, v: str, text: str) -> int | None:
+    if v.upper() == "N/A":
+        return None
+    return int(_num(tool, v, "#wrong", text))
+
+
+def parse_nccl_tests(stdout: str, stderr: str = "") -> NcclResult:
+    """nccl-tests (all_reduce_perf and friends): the size/count/type/redop/root/time/algbw/busbw/#wrong table."""
+    tool = "nccl-tests"
+    _require_output(tool, stdout, stderr)
+    text = _strip_ansi(stdout)
+    if not re.search(r"^#\s+size\s+count\s+type\s+redop\s+root\s+time\s+algbw\s+busbw\s+#wrong", text, re.M):
+        errs = [ln.strip() for ln in (text + "\n" + stderr).splitlines()
+                if re.search(r"(NCCL (WARN|failure)|Test failure|CUDA failure|error|Error)", ln)]
+        if errs:
+            raise ParseError(tool, f"the tool reported: {errs[0]}", text + stderr)
+        raise ParseError(tool, "no 'size count type redop root time algbw busbw #wrong' table", text)
+    rows: list[NcclRow] = []
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) < 13 or line.lstrip().startswith("#") or not parts[0].isdigit():
+            continue
+        p = parts
+        rows.append(NcclRow(
+            size_bytes=int(p[0]), count=int(_num(tool, p[1], "count", line)), dtype=p[2], redop=p[3],
+            oop_time_us=_num(tool, p[5], "out-of-place time", line),
+            oop_algbw_GBps=_num(tool, p[6], "out-of-place algbw", line),
+            oop_busbw_GBps=_num(tool, p[7], "out-of-place busbw", line),
+            oop_wrong=_wrong(tool, p[8], line),
+            ip_time_us=_num(tool, p[9], "in-place time", line),
+            ip_algbw_GBps=_num(tool, p[10], "in-place algbw", line),
+            ip_busbw_GBps=_num(tool, p[11], "in-place busbw", line),
+            ip_wrong=_wrong(tool, p[12], line),
+        ))
+    if not rows:
+        raise ParseError(tool, "the result table has no rows (did the run abort?)", text + stderr)
+    wrong = [r for r in rows if (r.oop_wrong or 0) or (r.ip_wrong or 0)]
+    if wrong:
+        r = wrong[0]
+        raise ParseError(tool, f"data corruption: {len(wrong)} sizes with #wrong > 0 (first at {r.size_bytes} B: "
+                               f"out-of-place {r.oop_wrong}, in-place {r.ip_wrong})")
+    oob = re.search(r"Out of bounds values\s*:\s*(\d+)", text)
+    avg = re.search(r"Avg bus bandwidth\s*:\s*(\S+)", text)
+    if not avg:
+        raise ParseError(tool, "no '# Avg bus bandwidth' line (the run did not finish)", text)
+    out_of_bounds = int(oob.group(1)) if oob else 0
+    if out_of_bounds:
+        raise ParseError(tool, f"{out_of_bounds} out-of-bounds values (data check failed)")
+    ranks = len(re.findall(r"^#\s+Rank\s+\d+", text, re.M))
+    return NcclResult(tuple(rows), _num(tool, avg.group(1), "Avg bus bandwidth", text), out_of_bounds, ranks)
+
+
+# --------------------------------------------------------------------------------------------------- IOR
+
+
+@dataclass(frozen=True, slots=True)
+class IorResult:
+    write_Bps: float | None  # max over IOR's own iterations (-i), like IOR's "Max Write"
+    read_Bps: float | None
+    tasks: int
+
+    def bw(self, op: str) -> float:
+        v = self.write_Bps if op == "write" else self.read_Bps
+        if v is None:
+            raise ParseError("ior", f"no {op} result (was -{op[0]} given?)")
+        return v
+
+
+def parse_ior(stdout: str, stderr: str = "") -> IorResult:
+    """IOR with -O summaryFormat=JSON (the summary array), or IOR's text 'Max Write: X MiB/sec' lines."""
+    _require_output("ior", stdout, stderr)
+    text = _strip_ansi(stdout)
+    err = re.search(r"^\s*(?:ior )?ERROR.*$|^.*MPI_ABORT.*$", text + "\n" + stderr, re.M)
+    if err:
+        raise ParseError("ior", f"the tool reported: {err.group(0).strip()}", text + stderr)
+    try:
+        data = _json_object_after("ior", text, "summary")
+    except ParseError:
+        data = _ior_json_lenient(text)
+    if data is not None:
+        w = r = None
+        tasks = 0
+        for s in data.get("summary") or []:
+            op = str(s.get("operation", "")).lower()
+            bw = _num("ior", s.get("bwMaxMIB"), f"summary {op} bwMaxMIB") * MIB
+            tasks = int(_num("ior", s.get("numTasks", 0), "numTasks"))
+            if op == "write":
+                w = bw
+            elif op == "read":
+                r = bw
+        if w is None and r is None:
+            raise ParseError("ior", "the JSON summary has no write or read entry", text)
+        return IorResult(w, r, tasks)
+    found: dict[str, float] = {}
+    for m in re.finditer(r"^Max (Write|Read):\s+(\S+)\s+MiB/sec", text, re.M):
+        found[m.group(1).lower()] = _num("ior", m.group(2), f"Max {m.group(1)}", text) * MIB
+    if not found:
+        raise ParseError("ior", "neither a JSON summary nor 'Max Write:/Max Read:' lines", text)
+    tasks_m = re.search(r"^\s*tasks\s*:\s*(\d+)", text, re.M)
+    return IorResult(found.get("write"), found.get("read"), int(tasks_m.group(1)) if tasks_m else 0)
+
+
+def _ior_json_lenient(text: str) -> dict[str, Any] | None:
+    """IOR 3.2/3.3 sometimes print trailing commas in JSON; retry with them removed."""
+    start = re.search(r"(?m)^\s*\{", text)
+    if not start or '"summary"' not in text:
+        return None
+    body = re.sub(r",(\s*[}\]])", r"\1", text[start.start():])
+    try:
+        obj, _ = json.JSONDecoder().raw_decode(body)
+    except json.JSONDecodeError:
+        return None
+    return obj if isinstance(obj, dict) and "summary" in obj else None
+
+
+# ------------------------------------------------------------------------------------------------ mdtest
+
+
+@dataclass(frozen=True, slots=True)
+class MdtestRate:
+    max: float
+    min: float
+    mean: float
+    stddev: float
+
+
+@dataclass(frozen=True, slots=True)
+class MdtestResult:
+    rates: dict[str, MdtestRate]  # "File creation" → ops/s
+
+    def rate(self, operation: str) -> MdtestRate:
+        try:
+            return self.rates[operation]
+        except KeyError:
+            raise ParseError("mdtest", f"no {operation!r} row in the SUMMARY rate table "
+                                       f"(have: {', '.join(self.rates) or 'none'})") from None
+
+
+def parse_mdtest(stdout: str, stderr: str = "") -> MdtestResult:
+    """mdtest's 'SUMMARY rate:' table (ops/s). mdtest ≥ 3.3 also prints a 'SUMMARY time:' table, ignored here."""
+    _require_output("mdtest", stdout, stderr)
+    text = _strip_ansi(stdout)
+    m = re.search(r"^SUMMARY(?: rate)?:.*$", text, re.M)
+    if not m:
+        errs = [ln.strip() for ln in (text + "\n" + stderr).splitlines() if re.search(r"error|abort|FAILED", ln, re.I)]
+        if errs:
+            raise ParseError("mdtest", f"the tool reported: {errs[0]}", text + stderr)
+        raise ParseError("mdtest", "no 'SUMMARY rate:' table", text)
+    rates: dict[str, MdtestRate] = {}
+    for line in text[m.end():].splitlines():
+        if line.startswith(("SUMMARY", "--")) and rates:
+            break
+        row = re.match(r"^\s+([A-Za-z][A-Za-z ]+?)\s*:\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*$", line)
+        if not row:
+            continue
+        name = row.group(1).strip()
+        vals = [_num("mdtest", row.group(i), f"{name} column {i - 1}", line) for i in range(2, 6)]
+        rates[name] = MdtestRate(*vals)
+    if not rates:
+        raise ParseError("mdtest", "the SUMMARY rate table has no rows", text)
+    return MdtestResult(rates)
+
+
+# ----------------------------------------------------------------------------------------- GPU copy bandwidth
+
+
+@dataclass(frozen=True, slots=True)
+class GpuCopyResult:
+    tool: str  # bandwidthTest or nvbandwidth
+    h2d_Bps: float | None
+    d2h_Bps: float | None
+
+
+def parse_bandwidth_test(stdout: str, stderr: str = "") -> GpuCopyResult:
+    """CUDA samples bandwidthTest: 'Host to Device Bandwidth' / 'Device to Host Bandwidth' sections."""
+    tool = "bandwidthTest"
+    _require_output(tool, stdout, stderr)
+    text = _strip_ansi(stdout)
+    if re.search(r"Result = FAIL|CUDA error|cudaGetDeviceCount returned|no CUDA-capable device", text + stderr):
+        line = next(ln for ln in (text + "\n" + stderr).splitlines()
+                    if re.search(r"FAIL|error|returned|no CUDA", ln))
+        raise ParseError(tool, f"the tool reported: {line.strip()}", text + stderr)
+    out: dict[str, float] = {}
+    for section, key in (("Host to Device Bandwidth", "h2d"), ("Device to Host Bandwidth", "d2h")):
+        m = re.search(re.escape(section) + r".*?Bandwidth\((GB|MB)/s\)\s*\n((?:\s+\S+\s+\S+\s*\n?)+)", text, re.S)
+        if not m:
+            continue
+        scale = 1e9 if m.group(1) == "GB" else 1e6
+        values = []
+        for row in m.group(2).strip().splitlines():
+            parts = row.split()
+            if len(parts) != 2:
+                break
+            values.append(_num(tool, parts[1], f"{section} bandwidth", row))
+        if values:
+            out[key] = values[-1] * scale  # the largest transfer size is printed last
+    if not out:
+        raise ParseError(tool, "no 'Host to Device' or 'Device to Host' bandwidth table", text)
+    return GpuCopyResult(tool, out.get("h2d"), out.get("d2h"))
+
+
+def parse_nvbandwidth(stdout: str, stderr: str = "") -> GpuCopyResult:
+    """nvbandwidth text output: 'SUM host_to_device_memcpy_ce 55.64' lines (GB/s, summed over GPUs)."""
+    tool = "nvbandwidth"
+    _require_output(tool, stdout, stderr)
+    text = _strip_ansi(stdout)
+    sums = {m.group(1): _num(tool, m.group(2), f"SUM {m.group(1)}", text)
+            for m in re.finditer(r"^SUM\s+(\S+)\s+(\S+)\s*$", text, re.M)}
+    if not sums:
+        errs = [ln.strip() for ln in (text + "\n" + stderr).splitlines() if re.search(r"error|ERROR|fail", ln)]
+        if errs:
+            raise ParseError(tool, f"the tool reported: {errs[0]}", text + stderr)
+        raise ParseError(tool, "no 'SUM <testcase> <GB/s>' lines", text)
+
+    def pick(*names: str) -> float | None:
+        for n in names:
+            if n in sums:
+                return sums[n] * 1e9
+        return None
+
+    return GpuCopyResult(tool, pick("host_to_device_memcpy_ce", "host_to_device_memcpy_sm"),
+                         pick("device_to_host_memcpy_ce", "device_to_host_memcpy_sm"))
+
+
+# ------------------------------------------------------------------------------ inspection (conformance) tools
+
+
+@dataclass(frozen=True, slots=True)
+class LnetNi:
+    net: str  # normalized: tcp0, o2ib0
+    nid: str  # normalized: 10.0.0.1@tcp0
+    status: str
+    interfaces: tuple[str, ...]
+
+
+def normalize_lnet_net(net: str) -> str:
+    """lnetctl prints 'tcp' for tcp0 and 'o2ib' for o2ib0; the plan writes tcp0/o2ib0."""
+    return net if re.search(r"\d$", net) else net + "0"
+
+
+def normalize_nid(nid: str) -> str:
+    addr, _, net = nid.partition("@")
+    return f"{addr}@{normalize_lnet_net(net)}" if net else nid
+
+
+def parse_lnetctl_net_show(stdout: str, stderr: str = "") -> tuple[LnetNi, ...]:
+    """`lnetctl net show` (YAML). The loopback net (lo) is left out."""
+    _require_output("lnetctl", stdout, stderr)
+    try:
+        data = yaml.safe_load(stdout)
+    except yaml.YAMLError as exc:
+        raise ParseError("lnetctl", f"output is not YAML ({exc})", stdout) from None
+    if not isinstance(data, dict) or not isinstance(data.get("net"), list):
+        raise ParseError("lnetctl", "no 'net:' list (is LNet configured? try `lnetctl net show`)", stdout)
+    out: list[LnetNi] = []
+    for net in data["net"]:
+        kind = str(net.get("net type", ""))
+        if kind == "lo":
+            continue
+        for ni in net.get("local NI(s)") or []:
+            ifaces = ni.get("interfaces") or {}
+            out.append(LnetNi(
+                net=normalize_lnet_net(kind), nid=normalize_nid(str(ni.get("nid", ""))),
+                status=str(ni.get("status", "")),
+                interfaces=tuple(str(v) for v in (ifaces.values() if isinstance(ifaces, dict) else ifaces)),
+            ))
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class LayoutComponentSeen:
+    extent_end: int | None  # None = EOF
+    stripe_count: int
+    stripe_size: int
+    pattern: str  # raid0, mdt, raid0,overstriped
+    pool: str | None
+
+
+def parse_lfs_getstripe_dir(stdout: str, stderr: str = "") -> tuple[LayoutComponentSeen, ...]:
+    """`lfs getstripe -d DIR`: a plain layout (one line) or composite (lcme_* blocks) default layout."""
+    _require_output("lfs getstripe", stdout, stderr)
+    blocks = re.split(r"(?m)^\s*lcme_id:", stdout)
+    comps: list[LayoutComponentSeen] = []
+    composite = len(blocks) > 1
+    for block in (blocks[1:] if composite else [stdout]):
+        end_m = re.search(r"lcme_extent\.e_end:\s*(\S+)", block)
+        count = re.search(r"(?:lmm_)?stripe_count:\s*(-?\d+)", block)
+        size = re.search(r"(?:lmm_)?stripe_size:\s*(\d+)", block)
+        pattern = re.search(r"(?:lmm_)?pattern:\s*(\S+)", block)
+        pool = re.search(r"(?:lmm_)?pool:\s*(\S+)", block)
+        if not count or not size:
+            if composite and pattern and pattern.group(1) == "mdt" and size:
+                comps.append(LayoutComponentSeen(_extent(end_m), 0, int(size.group(1)), "mdt", None))
+                continue
+            raise ParseError("lfs getstripe", "no stripe_count/stripe_size in the layout", block)
+        comps.append(LayoutComponentSeen(
+            extent_end=_extent(end_m) if composite else None,
+            stripe_count=int(count.group(1)), stripe_size=int(size.group(1)),
+            pattern=pattern.group(1) if pattern else "raid0", pool=pool.group(1) if pool else None,
+        ))
+    return tuple(comps)
+
+
+def _extent(m: re.Match[str] | None) -> int | None:
+    if m is None or m.group(1).upper() == "EOF":
+        return None
+    return int(m.group(1))
+
+
+def size_bytes(text: str) -> int:
+    """'64M' / '4G' / '1048576' / '16M' → bytes (binary units, as lfs and lctl use them)."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGTP]?)(?:i?B)?\s*", str(text), re.I)
+    if not m:
+        raise ValueError(f"not a size: {text!r}")
+    mult = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}[m.group(2).upper()]
+    return int(float(m.group(1)) * mult)
+
+
+def parse_ib_rate(text: str) -> float:
+    """/sys/class/infiniband/<dev>/ports/<n>/rate, e.g. '400 Gb/sec (4X NDR)' → 400.0 (Gb/s)."""
+    m = re.match(r"\s*(\d+(?:\.\d+)?)\s*Gb/sec", text)
+    if not m:
+        raise ParseError("sysfs", f"not an RDMA port rate: {text.strip()!r}")
+    return float(m.group(1))
+
+
+def parse_ib_state(text: str) -> str:
+    """/sys/class/infiniband/<dev>/ports/<n>/state, e.g. '4: ACTIVE' → 'ACTIVE'."""
+    m = re.match(r"\s*\d+:\s*(\S+)", text)
+    if not m:
+        raise ParseError("sysfs", f"not an RDMA port state: {text.strip()!r}")
+    return m.group(1)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSeen:
+    index: int
+    name: str
+    persistence: str  # Enabled / Disabled
+
+
+def parse_nvidia_smi_csv(stdout: str, stderr: str = "") -> tuple[GpuSeen, ...]:
+    """nvidia-smi --query-gpu=index,name,persistence_mode --format=csv,noheader."""
+    _require_output("nvidia-smi", stdout, stderr)
+    out: list[GpuSeen] = []
+    for line in stdout.strip().splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) != 3 or not parts[0].isdigit():
+            raise ParseError("nvidia-smi", f"unexpected line {line!r} (NVIDIA-SMI has failed?)", stdout)
+        out.append(GpuSeen(int(parts[0]), parts[1], parts[2]))
+    return tuple(out)
+
+
+def parse_env_file(text: str) -> dict[str, str]:
+    """/etc/nccl.conf: KEY=VALUE lines; '#' comments and blank lines ignored; later keys win (as NCCL reads)."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        s = line.strip()
+        if not s or s.startswith("#") or "=" not in s:
+            continue
+        k, _, v = s.partition("=")
+        out[k.strip()] = v.strip()
+    return out
+
+
+def split_tokens(values: Iterable[str]) -> list[str]:
+    return [t for v in values for t in str(v).split()]

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# test.sh - everything CI runs, in order: lint, molecule for every role, then pytest (unit, Pulumi
+# mocks, acceptance integration, the lab end to end). Called by `make test` (the README's test
+# command) after the venv, host packages, base image and Go tools are in place.
+# Every stage runs even if an earlier one failed; the exit status is non-zero if any failed.
+set -uo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+BIN="$ROOT/.venv/bin"
+failed=()
+
+stage() {
+    local name=$1; shift
+    printf '\n[test] ===== %s: %s\n' "$name" "$*"
+    local start=$SECONDS
+    if "$@"; then
+        printf '[test] %s: ok (%ss)\n' "$name" "$((SECONDS - start))"
+    else
+        printf '[test] %s: FAILED (%ss)\n' "$name" "$((SECONDS - start))"
+        failed+=("$name")
+    fi
+}
+
+stage ruff "$BIN/ruff" check kiln tests bench policy __main__.py
+stage docs "$BIN/python" -m kiln.docgen --check
+stage ansible-lint bash -c "cd ansible && '$BIN/ansible-lint' --profile production ../roles ../ansible"
+stage molecule scripts/molecule-all.sh --no-setup
+stage pytest "$BIN/pytest" -q -p no:cacheprovider tests
+
+if ((${#failed[@]})); then
+    printf '\n[test] failed stages: %s\n' "${failed[*]}"
+    exit 1
+fi
+printf '\n[test] all stages passed\n'

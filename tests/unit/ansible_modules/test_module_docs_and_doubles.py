@@ -1,0 +1,75 @@
+"""The modules' embedded documentation parses, and the doubles say what they are."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from kiln_ansible_support import DOUBLES, FIXTURES, MODULE_UTILS, MODULES
+
+ANSIBLE_DOC = Path(sys.executable).parent / "ansible-doc"
+MODULE_NAMES = ["lustre_target", "lustre_param", "lustre_layout"]
+DOUBLE_NAMES = ["mkfs.lustre", "tunefs.lustre", "blkid", "wipefs", "lctl", "lfs", "zpool", "zfs"]
+
+
+@pytest.mark.parametrize("name", MODULE_NAMES)
+def test_ansible_doc_parses_documentation_examples_and_return(name: str, tmp_path: Path) -> None:
+    env = {**os.environ, "ANSIBLE_HOME": str(tmp_path), "ANSIBLE_MODULE_UTILS": str(MODULE_UTILS)}
+    proc = subprocess.run(
+        [str(ANSIBLE_DOC), "-M", str(MODULES), "-j", name],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)[name]
+    assert doc["doc"]["module"] == name
+    assert doc["examples"].strip()
+    assert doc["return"]
+
+
+@pytest.mark.parametrize("name", MODULE_NAMES)
+def test_module_supports_check_mode_and_returns_diff(name: str) -> None:
+    source = (MODULES / f"{name}.py").read_text(encoding="utf-8")
+    tree = ast.parse(source)
+    calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)]
+    keywords = {kw.arg: kw.value for call in calls for kw in call.keywords}
+    assert isinstance(keywords.get("supports_check_mode"), ast.Constant)
+    assert keywords["supports_check_mode"].value is True
+    assert "diff" in keywords, f"{name} must pass diff= to exit_json"
+    assert "from ansible.module_utils.kiln_lustre import" in source
+
+
+def test_module_utils_is_pure() -> None:
+    source = (MODULE_UTILS / "kiln_lustre.py").read_text(encoding="utf-8")
+    tree = ast.parse(source)
+    imported = {
+        alias.name.split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in (node.names if isinstance(node, ast.Import) else [ast.alias(node.module or "")])
+    }
+    assert imported <= {"__future__", "re", "dataclasses", "typing"}
+
+
+@pytest.mark.parametrize("name", DOUBLE_NAMES)
+def test_double_declares_itself_and_is_executable(name: str) -> None:
+    path = DOUBLES / name
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert lines[0].startswith("#!")
+    assert lines[1] == "# TEST DOUBLE: records calls; not Lustre"
+    assert os.access(path, os.X_OK)
+
+
+def test_every_fixture_names_its_source() -> None:
+    fixtures = sorted(FIXTURES.glob("*.txt"))
+    assert fixtures
+    for fixture in fixtures:
+        first = fixture.read_text(encoding="utf-8").splitlines()[0]
+        assert first.startswith("# Format: "), fixture.name

@@ -1,0 +1,162 @@
+"""lustre_param run end to end through ``ansible localhost -m`` with the fake lctl."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kiln_ansible_support import Doubles, ModuleRunner
+
+RPC = "osc.*.max_pages_per_rpc"
+OSCS = [f"osc.lab-OST000{i}-osc-ffff8803c9c0f000" for i in range(4)]
+
+
+def client_params() -> dict[str, str]:
+    params = {f"{osc}.max_pages_per_rpc": "4096" for osc in OSCS}
+    params[f"{OSCS[2]}.max_pages_per_rpc"] = "256"
+    params.update({f"{osc}.max_dirty_mb": "2048" for osc in OSCS})
+    return params
+
+
+def param_args(doubles: Doubles, params: list[dict[str, Any]], **overrides: Any) -> dict[str, Any]:
+    args: dict[str, Any] = {"params": params, "lctl": doubles.tool("lctl"), "page_size": 4096}
+    args.update(overrides)
+    return args
+
+
+def sets(doubles: Doubles) -> list[list[str]]:
+    return [argv for argv in doubles.calls("lctl") if argv[0] in ("set_param", "conf_param")]
+
+
+def test_runtime_drift_on_one_device_is_set_once_and_then_settles(run_module: ModuleRunner, doubles: Doubles) -> None:
+    doubles.set_state(params=client_params())
+    args = param_args(doubles, [{"name": RPC, "value": "16M"}, {"name": "osc.*.max_dirty_mb", "value": "2G"}])
+
+    planned = run_module("lustre_param", args, check=True)
+    assert planned["changed"] is True
+    assert planned["drift"] == [
+        {"name": RPC, "device": f"{OSCS[2]}.max_pages_per_rpc", "current": "256", "wanted": "16M"}
+    ]
+    assert planned["changed_params"] == [RPC]
+    assert planned["diff"]["before"] == f"{OSCS[2]}.max_pages_per_rpc=256\n"
+    assert planned["diff"]["after"] == f"{OSCS[2]}.max_pages_per_rpc=4096 (16M)\n"
+    assert sets(doubles) == []
+
+    result = run_module("lustre_param", args)
+    assert result["changed"] is True
+    assert sets(doubles) == [["set_param", f"{RPC}=16M"]]
+    assert doubles.state()["params"][f"{OSCS[2]}.max_pages_per_rpc"] == "4096"
+
+    settled = run_module("lustre_param", args)
+    assert settled["changed"] is False
+    assert settled["drift"] == []
+    assert len(sets(doubles)) == 1
+
+
+def test_value_in_other_units_is_no_change(run_module: ModuleRunner, doubles: Doubles) -> None:
+    doubles.set_state(params=client_params())
+    result = run_module("lustre_param", param_args(doubles, [{"name": "osc.*.max_dirty_mb", "value": "2G"}]))
+    assert result["changed"] is False
+    assert result["current"]["osc.*.max_dirty_mb"][f"{OSCS[0]}.max_dirty_mb"] == "2048"
+    assert sets(doubles) == []
+
+
+def test_unknown_parameter_fails_with_lctl_message(run_module: ModuleRunner, doubles: Doubles) -> None:
+    doubles.set_state(params=client_params())
+    result = run_module("lustre_param", param_args(doubles, [{"name": "mdc.*.max_rpcs_in_flight", "value": 64}]))
+    assert result["failed"] is True
+    assert "get_param mdc.*.max_rpcs_in_flight exited 2" in result["msg"]
+    assert "No such file or directory" in result["msg"]
+
+
+def test_value_that_does_not_take_fails_after_set(run_module: ModuleRunner, doubles: Doubles) -> None:
+    doubles.set_state(params=client_params(), quirks={"ignore_set": [f"{OSCS[2]}.max_pages_per_rpc"]})
+    result = run_module("lustre_param", param_args(doubles, [{"name": RPC, "value": "16M"}]))
+    assert result["failed"] is True
+    assert f"set {RPC}=16M but it reads back as {OSCS[2]}.max_pages_per_rpc=256" in result["msg"]
+
+
+def test_persistent_reads_the_params_llog_and_sets_with_dash_p(run_module: ModuleRunner, doubles: Doubles) -> None:
+    doubles.set_state(llogs={"params": []})
+    wanted = [{"name": "osc.lab-OST*.max_pages_per_rpc", "value": "16M"}]
+    args = param_args(doubles, wanted, mode="set_param_persistent")
+
+    planned = run_module("lustre_param", args, check=True)
+    assert planned["changed"] is True
+    assert planned["drift"][0]["current"] is None
+    assert "(unset)" in planned["diff"]["before"]
+    assert sets(doubles) == []
+
+    assert run_module("lustre_param", args)["changed"] is True
+    assert sets(doubles) == [["set_param", "-P", "osc.lab-OST*.max_pages_per_rpc=16M"]]
+    assert ["--device", "MGS", "llog_print", "params"] in doubles.calls("lctl")
+
+    assert run_module("lustre_param", args)["changed"] is False
+    changed = param_args(doubles, [{"name": "osc.lab-OST*.max_pages_per_rpc", "value": "4M"}])
+    changed["mode"] = "set_param_persistent"
+    result = run_module("lustre_param", changed)
+    assert result["drift"][0]["current"] == "16M"
+    assert sets(doubles)[-1] == ["set_param", "-P", "osc.lab-OST*.max_pages_per_rpc=4M"]
+
+
+def test_persistent_equal_value_in_other_units_is_no_change(run_module: ModuleRunner, doubles: Doubles) -> None:
+    record = {"index": 2, "event": "set_param", "device": "general", "parameter": RPC, "value": "4096"}
+    doubles.set_state(llogs={"params": [record]})
+    args = param_args(doubles, [{"name": RPC, "value": "16M"}], mode="set_param_persistent")
+    assert run_module("lustre_param", args)["changed"] is False
+
+
+def test_conf_param_reads_fs_logs(run_module: ModuleRunner, doubles: Doubles) -> None:
+    doubles.set_state(llogs={"lab-client": [], "lab-MDT0000": []})
+    args = param_args(
+        doubles, [{"name": "lab-OST0000.osc.max_dirty_mb", "value": 512}], mode="conf_param", fsname="lab"
+    )
+    assert run_module("lustre_param", args)["changed"] is True
+    assert sets(doubles) == [["conf_param", "lab-OST0000.osc.max_dirty_mb=512"]]
+    assert ["--device", "MGS", "llog_print", "lab-MDT0000"] in doubles.calls("lctl")
+    assert run_module("lustre_param", args)["changed"] is False
+
+
+def test_conf_param_without_fsname_or_llogs_is_explained(run_module: ModuleRunner, doubles: Doubles) -> None:
+    args = param_args(doubles, [{"name": "lab.llite.max_read_ahead_mb", "value": 16}], mode="conf_param")
+    result = run_module("lustre_param", args)
+    assert result["failed"] is True
+    assert "needs fsname" in result["msg"]
+
+
+def sysfs(tmp_path: Path, value: str) -> Path:
+    param = tmp_path / "sys" / "module" / "mdt" / "parameters" / "max_mod_rpcs_per_client"
+    param.parent.mkdir(parents=True)
+    param.write_text(value + "\n", encoding="ascii")
+    return param
+
+
+def test_module_param_in_sysfs(run_module: ModuleRunner, doubles: Doubles, tmp_path: Path) -> None:
+    param = sysfs(tmp_path, "8")
+    args = param_args(
+        doubles,
+        [{"name": "mdt.max_mod_rpcs_per_client", "value": 64}],
+        mode="module_params",
+        sysfs_root=str(tmp_path / "sys"),
+    )
+    planned = run_module("lustre_param", args, check=True)
+    assert planned["changed"] is True
+    assert planned["commands"] == [["write", str(param), "64"]]
+    assert param.read_text(encoding="ascii") == "8\n"
+
+    assert run_module("lustre_param", args)["changed"] is True
+    assert param.read_text(encoding="ascii") == "64\n"
+    assert run_module("lustre_param", args)["changed"] is False
+    assert doubles.calls("lctl") == []
+
+
+def test_module_param_missing_module_is_explained(run_module: ModuleRunner, doubles: Doubles, tmp_path: Path) -> None:
+    args = param_args(
+        doubles,
+        [{"name": "mdt.max_mod_rpcs_per_client", "value": 64}],
+        mode="module_params",
+        sysfs_root=str(tmp_path / "sys"),
+    )
+    result = run_module("lustre_param", args)
+    assert result["failed"] is True
+    assert "is the module loaded?" in result["msg"]

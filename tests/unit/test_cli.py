@@ -1,0 +1,105 @@
+"""The kiln CLI: exit codes, the plan JSON contract, inventory files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kiln.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kiln.cli", *args], capture_output=True, text=True, cwd=ROOT, check=False
+    )
+
+
+def test_plan_prints_bottleneck_first_and_targets() -> None:
+    r = run("plan", "prod-h100")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("BOTTLENECK"))
+    assert first < 5 and "oss_nics" in lines[first + 1]
+    assert "ACCEPTANCE TARGETS" in r.stdout and "storage.ior_easy_read" in r.stdout
+
+
+def test_validate_broken_spec_exits_2_with_path_and_fix(tmp_path: Path, stack: Any) -> None:
+    data = stack("prod-h100")
+    data["lustre"]["oss"]["nodes"] = 3
+    path = tmp_path / "Pulumi.broken.yaml"
+    path.write_text(yaml.safe_dump({"config": {"kiln:cluster": data}}))
+    r = run("validate", str(path))
+    assert r.returncode == 2
+    assert "lustre.oss.nodes = 3" in r.stderr and "fix:" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_inventory_writes_nothing_on_bad_spec(tmp_path: Path, stack: Any) -> None:
+    data = stack("lab")
+    data["lustre"]["mds"]["mdts"]["per_node"] = 0
+    spec = tmp_path / "Pulumi.bad.yaml"
+    spec.write_text(yaml.safe_dump({"config": {"kiln:cluster": data}}))
+    out = tmp_path / "inv"
+    assert main(["inventory", str(spec), "--out", str(out)]) == 2
+    assert not out.exists()
+
+
+CONTRACT = {
+    ("sizing", "aggregate", "read_GBps"): float,
+    ("sizing", "aggregate", "write_GBps"): float,
+    ("sizing", "bottleneck", "read"): str,
+    ("sizing", "bottleneck", "write"): str,
+    ("sizing", "gpus_fed"): int,
+    ("sizing", "checkpoint", "bytes"): int,
+    ("sizing", "checkpoint", "save_s"): float,
+    ("sizing", "checkpoint", "restore_s"): float,
+    ("sizing", "checkpoint", "meets_budget"): bool,
+}
+
+
+@pytest.mark.parametrize("stack_name", ["lab", "dev", "prod-h100"])
+def test_plan_json_contract(stack_name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", stack_name, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["schema"] == "kiln.plan/v1"
+    for path, kind in CONTRACT.items():
+        node: Any = doc
+        for part in path:
+            node = node[part]
+        assert isinstance(node, kind), (path, node)
+    layers = doc["sizing"]["layers"]
+    assert {"name", "read_GBps", "write_GBps"} <= set(layers[0])
+    names = {la["name"] for la in layers}
+    assert {"gpu_demand", "client_nics", "fabric", "oss_nics", "ost_devices"} <= names
+    assert doc["sizing"]["bottleneck"]["read"] in names
+    for t in doc["targets"]:
+        assert {"check", "metric", "unit", "expected", "warn", "fail", "why"} <= set(t)
+
+
+def test_contract_is_documented() -> None:
+    text = (ROOT / "docs" / "plan-json.md").read_text()
+    for path in CONTRACT:
+        assert ".".join(path) in text
+    for key in ("sizing.layers[]", "targets[]", "kiln.plan/v1"):
+        assert key in text
+
+
+def test_inventory_files(tmp_path: Path) -> None:
+    assert main(["inventory", "lab", "--out", str(tmp_path)]) == 0
+    hosts = yaml.safe_load((tmp_path / "hosts.yml").read_text())
+    assert set(hosts["all"]["children"]["kiln_lustre_oss"]["hosts"]) == {"oss01", "oss02"}
+    oss = yaml.safe_load((tmp_path / "host_vars" / "oss01.yml").read_text())
+    assert [t["name"] for t in oss["lustre_server_targets"]] == ["lab-OST0000", "lab-OST0001"]
+    assert oss["ansible_host"] == "kiln-lab-oss01"
+    pool = yaml.safe_load((tmp_path / "group_vars" / "kiln_pool_gpu.yml").read_text())
+    assert pool["nccl_env"]["NCCL_IB_DISABLE"] == "1"
+    everything = "".join(p.read_text() for p in tmp_path.rglob("*.yml"))
+    assert "secret" not in everything.lower().replace("credentials_secret", "")

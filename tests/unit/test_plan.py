@@ -1,0 +1,193 @@
+"""The plan: topology, target map, tunables, layouts, NCCL, sizing, targets."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from kiln.plan import build_plan
+from kiln.spec import SpecError, load_stack, validate
+
+
+def plan_of(data: dict[str, Any]) -> Any:
+    return build_plan(validate(data, "test"), "test")
+
+
+@pytest.fixture(scope="module")
+def prod() -> Any:
+    return build_plan(load_stack("prod-h100"))
+
+
+@pytest.fixture(scope="module")
+def lab() -> Any:
+    return build_plan(load_stack("lab"))
+
+
+def test_hosts_and_groups(prod: Any) -> None:
+    assert len(prod.groups["kiln_compute"]) == 128
+    assert prod.groups["kiln_lustre_oss"] == ("oss01", "oss02", "oss03", "oss04")
+    assert prod.groups["kiln_lustre_mgs"] == ("mds01",)
+    names = [h.name for h in prod.hosts]
+    assert len(set(names)) == len(names)
+    addrs = [h.management_address for h in prod.hosts]
+    assert len(set(addrs)) == len(addrs)
+
+
+def test_nids_multi_rail(prod: Any) -> None:
+    gpu = prod.host("gpu001")
+    assert len(gpu.nids) == 2 and all(n.endswith("@o2ib0") for n in gpu.nids)
+    assert prod.lnet[0].multi_rail
+    storage = [n for n in gpu.nics if n.role == "storage"]
+    assert [n.device for n in storage] == ["mlx5_8", "mlx5_9"]
+    assert [n.interface for n in storage] == ["ib8", "ib9"]
+
+
+def test_target_map_failover(prod: Any) -> None:
+    osts = [t for t in prod.targets_map if t.kind == "ost"]
+    assert len(osts) == 4 * 8
+    assert [t.index for t in osts] == list(range(32))
+    ost = next(t for t in osts if t.name == "prod-OST000a")
+    assert ost.host == "oss02" and ost.failover_host == "oss01"
+    assert ost.servicenodes == (prod.host("oss02").nids, prod.host("oss01").nids)
+    assert prod.mgs_nids == (prod.host("mds01").nids, prod.host("mds02").nids)
+
+
+def test_mdc_and_mds_setting_agree(prod: Any) -> None:
+    client = prod.tunable("client.mdc.max_mod_rpcs_in_flight")
+    mds = prod.tunable("server.mdt.max_mod_rpcs_per_client")
+    assert int(client.value) <= int(mds.value)
+    assert int(client.value) < int(prod.tunable("client.mdc.max_rpcs_in_flight").value)
+
+
+def test_max_dirty_mb_formula(prod: Any, lab: Any) -> None:
+    # 4 × 16 MiB × 32 RPCs = 2048, at the 2048 cap; the lab's 2 GiB RAM caps it at 512.
+    assert prod.tunable("client.osc.max_dirty_mb").value == 2048
+    assert lab.tunable("client.osc.max_dirty_mb").value == 512
+
+
+def test_every_tunable_has_reason_and_source(prod: Any) -> None:
+    for t in prod.tunables:
+        assert t.reason and t.source, t.id
+
+
+def test_override_replaces_and_is_marked(stack: Any) -> None:
+    data = stack("prod-h100")
+    data["overrides"] = {"client.osc.max_rpcs_in_flight": 16}
+    t = plan_of(data).tunable("client.osc.max_rpcs_in_flight")
+    assert t.value == 16 and t.overridden
+
+
+def test_override_breaking_invariant_is_a_spec_error(stack: Any) -> None:
+    data = stack("prod-h100")
+    data["overrides"] = {"server.mdt.max_mod_rpcs_per_client": 8}
+    with pytest.raises(SpecError) as exc:
+        plan_of(data)
+    assert exc.value.issues[0].path == "overrides.server.mdt.max_mod_rpcs_per_client"
+
+
+def test_unknown_override(stack: Any) -> None:
+    data = stack("lab")
+    data["overrides"] = {"client.osc.max_rpc_in_flight": 16}
+    with pytest.raises(SpecError) as exc:
+        plan_of(data)
+    assert "client.osc.max_rpcs_in_flight" in exc.value.issues[0].fix
+
+
+def test_layouts(prod: Any) -> None:
+    by = {lay.path: lay for lay in prod.layouts}
+    assert by["/datasets"].kind == "pfl" and by["/datasets"].components[-1].stripe_count == 32
+    assert by["/home"].kind == "dom" and by["/home"].setstripe.startswith("-E 1M -L mdt")
+    assert by["/checkpoints"].kind == "pfl"
+
+
+def test_single_file_checkpoint_overstripes(stack: Any) -> None:
+    data = stack("prod-h100")
+    data["workload"]["checkpoint"]["sharded"] = False
+    lay = next(x for x in plan_of(data).layouts if x.path == "/checkpoints")
+    assert lay.kind == "overstripe" and "-C" in lay.setstripe
+
+
+def test_nccl_env(prod: Any, lab: Any, stack: Any) -> None:
+    env = prod.nccl[0].env
+    assert env["NCCL_IB_HCA"] == "=" + ",".join(f"mlx5_{i}" for i in range(8))
+    assert env["NCCL_IB_QPS_PER_CONNECTION"] == "4"  # 1024 GPUs: multi-level fabric
+    assert env["NCCL_CROSS_NIC"] == "0"  # rail-optimised
+    assert "NCCL_IB_GID_INDEX" not in env
+    assert lab.nccl[0].env["NCCL_IB_DISABLE"] == "1"
+    data = stack("dev")
+    data["fabric"]["kind"] = "roce"
+    data["fabric"]["topology"] = "single-switch"
+    env = plan_of(data).nccl[0].env
+    assert env["NCCL_IB_GID_INDEX"] == "3" and env["NCCL_CROSS_NIC"] == "1"
+    assert env["NCCL_IB_QPS_PER_CONNECTION"] == "1" and env["NCCL_IB_ADAPTIVE_ROUTING"] == "0"
+
+
+def test_sizing_names_bottleneck(prod: Any) -> None:
+    s = prod.sizing
+    supply = [la for la in s.layers if la.kind == "supply"]
+    assert s.aggregate_read_GBps == min(la.read_GBps for la in supply)
+    assert s.read_bottleneck == min(supply, key=lambda la: la.read_GBps).name
+    assert s.gpus_fed == math.floor(s.aggregate_read_GBps / s.read_per_gpu_GBps)
+
+
+def test_prod_is_sized_to_feed_its_gpus_and_checkpoint(prod: Any) -> None:
+    s = prod.sizing
+    assert s.gpus_fed >= s.gpus_total
+    assert s.checkpoint.meets_budget
+    assert s.checkpoint.bytes == 70e9 * 14
+    assert len(prod.groups["kiln_lustre_oss"]) >= s.recommended_oss_nodes
+
+
+def test_checkpoint_budget_no_layer_can_meet(stack: Any) -> None:
+    data = stack("dev")
+    data["workload"]["model_params_B"] = 5000
+    data["workload"]["checkpoint"] = {"interval_min": 10, "budget_fraction": 0.001}
+    with pytest.raises(SpecError) as exc:
+        plan_of(data)
+    issue = exc.value.issues[0]
+    assert issue.path == "workload.checkpoint.budget_fraction" and "at least" in issue.fix
+
+
+def test_missed_budget_is_a_warning_not_an_error(stack: Any) -> None:
+    data = stack("dev")
+    data["workload"]["model_params_B"] = 250
+    data["workload"]["checkpoint"] = {"interval_min": 30, "budget_fraction": 0.02}
+    plan = plan_of(data)
+    assert not plan.sizing.checkpoint.meets_budget
+    assert any("over its budget" in w for w in plan.warnings)
+
+
+def test_objectstore_capacity_checked(stack: Any) -> None:
+    data = stack("prod-h100")
+    data["objectstore"]["capacity_TB"] = 5000
+    with pytest.raises(SpecError) as exc:
+        plan_of(data)
+    assert exc.value.issues[0].path == "objectstore.capacity_TB"
+
+
+def test_targets_cover_every_check(prod: Any, lab: Any) -> None:
+    checks = {t.check for t in prod.targets}
+    for needed in (
+        "fabric.ib_write_bw",
+        "fabric.nccl_allreduce_inter",
+        "storage.fio_lustre_read",
+        "storage.ior_easy_write",
+        "storage.mdtest_create",
+        "objectstore.s3_get",
+        "network.iperf3",
+        "gpu.h2d_bw",
+        "conformance.lnet",
+    ):
+        assert needed in checks
+    for t in prod.targets:
+        if t.higher_is_better:
+            assert t.fail <= t.warn <= t.expected and t.expected > 0, t.check
+        assert t.why and t.unit
+    assert "fabric.ib_write_bw" not in {t.check for t in lab.targets}  # tcp lab: no RDMA rails
+
+
+def test_plan_is_frozen(prod: Any) -> None:
+    with pytest.raises(AttributeError):
+        prod.stack = "x"
