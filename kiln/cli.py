@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 from collections.abc import Callable, Sequence
@@ -84,30 +85,29 @@ def parser() -> argparse.ArgumentParser:
     _add_stack(p)
     p.add_argument("--out", help="output directory (default inventory/<stack>)")
     p.set_defaults(func=cmd_inventory)
-    for register in EXTRA_COMMANDS:
+    for register in _extras():
         register(sub)
     return ap
 
 
-# Adapters (render, verify, lab) register their subcommands here so the core CLI stays small.
-EXTRA_COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = []
+# Adapters (render, verify, lab) register their own subcommands so the core CLI stays small.
+ADAPTER_CLIS = ("kiln.render.cli", "kiln.verify.cli", "kiln.lab.cli")
 
 
-def _load_extras() -> None:
-    import importlib
-
-    for mod in ("kiln.render.cli", "kiln.verify.cli", "kiln.lab.cli"):
+def _extras() -> list[Callable[[argparse._SubParsersAction], None]]:  # type: ignore[type-arg]
+    out = []
+    for mod in ADAPTER_CLIS:
         try:
             module = importlib.import_module(mod)
         except ModuleNotFoundError as exc:
             if exc.name == mod:
                 continue
             raise
-        EXTRA_COMMANDS.append(module.register)
+        out.append(module.register)
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    _load_extras()
     args = parser().parse_args(argv)
     try:
         return int(args.func(args))

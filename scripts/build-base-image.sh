@@ -126,8 +126,20 @@ check_image() {
     trap "podman rm -f -t 0 '$name' >/dev/null 2>&1 || true" EXIT
     podman run -d --name "$name" --systemd=always "$IMAGE" >/dev/null \
         || die "check: podman run failed; see scripts/host-prereqs.sh for the podman settings this needs"
-    state="$(timeout 120 podman exec "$name" systemctl is-system-running --wait 2>/dev/null || true)"
-    state="${state:-timeout}"
+    # Right after start systemd's bus may not exist yet ("Failed to connect to
+    # bus"): retry until --wait returns a settled state.
+    local deadline=$((SECONDS + 120))
+    while true; do
+        state="$(timeout 120 podman exec "$name" systemctl is-system-running --wait 2>/dev/null || true)"
+        case "$state" in
+            running|degraded|maintenance|stopping) break ;;
+        esac
+        if ((SECONDS >= deadline)); then
+            state="${state:-no answer} after 120 s"
+            break
+        fi
+        sleep 1
+    done
     if [[ "$state" != "running" ]]; then
         log "check: failed units:"
         podman exec "$name" systemctl --failed --no-legend --plain >&2 || true

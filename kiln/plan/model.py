@@ -8,6 +8,9 @@ from typing import Literal
 PLAN_SCHEMA = "kiln.plan/v1"
 
 Role = Literal["compute", "mgs", "mds", "oss", "objectstore"]
+Side = Literal["client", "mds", "oss", "mgs", "lnet", "nccl", "host"]
+Scope = Literal["host", "pair", "aggregate", "node"]
+TargetKind = Literal["mgt", "mdt", "ost"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +53,7 @@ class LnetNet:
 @dataclass(frozen=True, slots=True)
 class LustreTarget:
     name: str  # lab-OST0003, lab-MDT0000, MGS
-    kind: Literal["mgt", "mdt", "ost"]
+    kind: TargetKind
     index: int
     host: str
     device: str
@@ -64,7 +67,7 @@ class Tunable:
     id: str  # stable id used by overrides, e.g. client.osc.max_rpcs_in_flight
     param: str  # lctl parameter, module option or NCCL variable
     value: int | float | str
-    side: Literal["client", "mds", "oss", "mgs", "lnet", "nccl", "host"]
+    side: Side
     apply: str  # set_param | set_param_persistent | module_param | module_option | env | sysctl | host
     reason: str
     source: str
@@ -181,7 +184,7 @@ class Target:
     warn: float
     fail: float
     why: str
-    scope: Literal["host", "pair", "aggregate", "node"]
+    scope: Scope
     higher_is_better: bool = True
     group: str | None = None  # inventory group the check runs on
     requires: tuple[str, ...] = ()  # what the host must have: gpu, rdma, lustre, nvme, objectstore

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kiln import knowledge
-from kiln.plan.model import Sizing, Target
+from kiln.plan.model import Scope, Sizing, Target
 from kiln.plan.sizing import objectstore_rates
 from kiln.spec.models import ClusterSpec
 
@@ -41,7 +41,7 @@ def _perf(
     unit: str,
     expected: float,
     why: str,
-    scope: str,
+    scope: Scope,
     group: str,
     requires: tuple[str, ...] = (),
 ) -> Target:
@@ -58,7 +58,7 @@ def _perf(
         True,
         group,
         requires,
-    )  # type: ignore[arg-type]
+    )
 
 
 def build_targets(spec: ClusterSpec, sizing: Sizing) -> tuple[Target, ...]:

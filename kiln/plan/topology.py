@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from kiln import knowledge
-from kiln.plan.model import Host, LnetNet, LustreTarget, Nic, Role
+from kiln.plan.model import Host, LnetNet, LustreTarget, Nic, Role, TargetKind
 from kiln.spec.checks import rail_devices
 from kiln.spec.models import ClusterSpec, NicGroup, TargetGroup
 
@@ -97,7 +97,7 @@ def build_hosts(spec: ClusterSpec) -> tuple[Host, ...]:
     for pool in spec.compute.pools:
         prefix = pool.hostname_prefix or pool.name
         width = max(3, len(str(pool.nodes)))
-        groups = ("kiln_compute", f"kiln_pool_{pool.name.replace('-', '_')}", "kiln_lustre_clients")
+        pool_groups = ("kiln_compute", f"kiln_pool_{pool.name.replace('-', '_')}", "kiln_lustre_clients")
         for i in range(1, pool.nodes + 1):
             hosts.append(
                 Host(
@@ -105,7 +105,7 @@ def build_hosts(spec: ClusterSpec) -> tuple[Host, ...]:
                     role="compute",
                     pool=pool.name,
                     management_address=mgmt.take(),
-                    groups=groups,
+                    groups=pool_groups,
                     nics=_nics(spec, pool.compute_rails, pool.storage_nics, stor),
                     gpus=pool.gpu.count,
                     gpu_model=pool.gpu.model,
@@ -202,7 +202,8 @@ def build_target_map(
             mgs_host.failover_partner,
         )
     )
-    for kind, role, group in (("mdt", "mds", lu.mds.mdts), ("ost", "oss", lu.oss.osts)):
+    kinds: tuple[tuple[TargetKind, str, TargetGroup], ...] = (("mdt", "mds", lu.mds.mdts), ("ost", "oss", lu.oss.osts))
+    for kind, role, group in kinds:
         servers = [h for h in hosts if h.role == role]
         for m, host in enumerate(servers):
             indexes = [m * group.per_node + t for t in range(group.per_node)]
@@ -216,7 +217,7 @@ def build_target_map(
                         idx,
                         host.name,
                         dev,
-                        f"/mnt/lustre-targets/{name}",  # type: ignore[arg-type]
+                        f"/mnt/lustre-targets/{name}",
                         _service(by_name, host),
                         host.failover_partner,
                     )

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from kiln import knowledge
-from kiln.plan.model import NcclPool, Tunable
+from kiln.plan.model import NcclPool, Side, Tunable
 from kiln.spec.checks import rail_devices
 from kiln.spec.errors import SpecIssue, suggest
 from kiln.spec.models import ClusterSpec, ComputePool
@@ -38,7 +38,7 @@ def _tunable(tid: str, value: int | float | str, pool: str | None = None) -> Tun
     )
     side = rule.get("side") or ("nccl" if tid.startswith("nccl.") else "lnet")
     apply = rule.get("apply") or ("env" if tid.startswith("nccl.") else "module_option")
-    return Tunable(tid, param, value, side, apply, " ".join(rule["reason"].split()), rule["source"], False, pool)
+    return Tunable(tid, param, value, cast(Side, side), apply, " ".join(rule["reason"].split()), rule["source"], False, pool)
 
 
 def is_flash(spec: ClusterSpec) -> bool:

@@ -82,7 +82,7 @@ class TestinfraRemote:
     __test__ = False  # not a pytest test class
 
     def __init__(self, name: str, spec: str, default_timeout: float = DEFAULT_TIMEOUT_S) -> None:
-        import testinfra
+        import testinfra  # type: ignore[import-untyped]
 
         self.name = name
         self.spec = spec

@@ -433,12 +433,14 @@ def parse_ior(stdout: str, stderr: str = "") -> IorResult:
     err = re.search(r"^\s*(?:ior )?ERROR.*$|^.*MPI_ABORT.*$", text + "\n" + stderr, re.M)
     if err:
         raise ParseError("ior", f"the tool reported: {err.group(0).strip()}", text + stderr)
+    data: dict[str, Any] | None
     try:
         data = _json_object_after("ior", text, "summary")
     except ParseError:
         data = _ior_json_lenient(text)
     if data is not None:
-        w = r = None
+        w: float | None = None
+        r: float | None = None
         tasks = 0
         for s in data.get("summary") or []:
             op = str(s.get("operation", "")).lower()

@@ -54,7 +54,7 @@ class RecordingMonitor(MockMonitor):
         super().__init__(mocks)
         self.records: list[Record] = []
 
-    def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
+    def RegisterResource(self, request: Any) -> Any:
         response = super().RegisterResource(request)
         if request.type != "pulumi:pulumi:Stack":
             self.records.append(Record(

@@ -180,7 +180,7 @@ class ParamRun:
         rc, out, err = self.module.run_command(cmd)
         if rc != 0:
             self.fail(f"{' '.join(cmd)} exited {rc}: {(err or out).strip()}")
-        return out
+        return str(out)
 
     # -- reading -----------------------------------------------------------
 

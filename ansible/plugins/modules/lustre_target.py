@@ -289,7 +289,7 @@ class TargetRun:
     def _zpool_exists(self) -> bool:
         pool = self.spec.device.split("/", 1)[0]
         rc, _, _ = self.module.run_command([self.tool("zpool", "zpool"), "list", "-H", "-o", "name", pool])
-        return rc == 0
+        return int(rc) == 0
 
     def probe_lustre(self) -> LustreTarget | None:
         cmd = [self.tool("tunefs_lustre", "tunefs.lustre"), "--dryrun", self.spec.device]
@@ -321,7 +321,7 @@ class TargetRun:
     def _zfs_dataset_exists(self) -> bool:
         cmd = [self.tool("zfs", "zfs"), "list", "-H", "-o", "name", self.spec.device]
         rc, _, _ = self.module.run_command(cmd)
-        return rc == 0
+        return int(rc) == 0
 
     def _blkid(self, path: str) -> str | None:
         cmd = [self.tool("blkid", "blkid"), "-p", "-o", "export", path]
@@ -343,7 +343,7 @@ class TargetRun:
         rc, out, err = self.module.run_command(cmd)
         if rc != 0:
             self.fail(f"{' '.join(cmd)} exited {rc}: {err or out}")
-        return out
+        return str(out)
 
     def fail(self, msg: str, **extra: Any) -> None:
         self.module.fail_json(msg=msg, commands=self.commands, **extra)

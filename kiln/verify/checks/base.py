@@ -138,7 +138,7 @@ class Sample:
     info: dict[str, Any] = field(default_factory=dict)  # extra figures (per-job bandwidth, retransmits, ...)
 
 
-class NotApplicable(Exception):  # noqa: N818 - a verdict, not an error
+class NotApplicable(Exception):
     """Raised by a check when it finds at run time that it cannot apply (reason in the message)."""
 
 
@@ -181,7 +181,7 @@ class Context:
 
     def group_hosts(self, group: str | None) -> list[str]:
         """Selected hosts of a plan group, in plan order ('all' or None: every selected host)."""
-        if group in (None, "", "all"):
+        if group is None or group in ("", "all"):
             members = [h.name for h in self.plan.hosts]
         else:
             members = list(self.plan.groups.get(group, ()))
@@ -360,6 +360,21 @@ def write_remote_file(ctx: Context, host: str, path: str, text: str) -> None:
 
 
 __all__ = [
-    "REGISTRY", "SEAWEEDFS_UNITS", "Acceptance", "Check", "CheckError", "Context", "NotApplicable", "Options",
-    "Rep", "RemoteError", "Sample", "Subject", "need_tool", "quote", "register", "ring_pairs", "write_remote_file",
+    "REGISTRY",
+    "SEAWEEDFS_UNITS",
+    "Acceptance",
+    "Check",
+    "CheckError",
+    "Context",
+    "NotApplicable",
+    "Options",
+    "RemoteError",
+    "Rep",
+    "Sample",
+    "Subject",
+    "need_tool",
+    "quote",
+    "register",
+    "ring_pairs",
+    "write_remote_file",
 ]

@@ -1,0 +1,59 @@
+"""The Python entry point of `kiln verify`: load the stack, reach the hosts, run, write the report."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from kiln.plan import build_plan
+from kiln.render.inventory import render_inventory
+from kiln.spec import load_stack
+from kiln.verify.checks.base import Acceptance, Options
+from kiln.verify.hosts import Remote, build_remotes
+from kiln.verify.inventory import Inventory, inventory_from_files, load_inventory
+from kiln.verify.report import write_report
+from kiln.verify.runner import VerifyRun, execute, select_hosts
+
+
+def credentials_from_env(options: Options) -> Options:
+    """S3 credentials from KILN_S3_ACCESS_KEY / KILN_S3_SECRET_KEY unless already set."""
+    import dataclasses
+
+    return dataclasses.replace(
+        options,
+        s3_access_key=options.s3_access_key or os.environ.get("KILN_S3_ACCESS_KEY") or None,
+        s3_secret_key=options.s3_secret_key or os.environ.get("KILN_S3_SECRET_KEY") or None,
+    )
+
+
+def run_verify(stack: str, out_dir: Path, options: Options | None = None, inventory_dir: Path | None = None,
+               progress: Callable[[str], None] | None = None,
+               remotes: dict[str, Remote] | None = None) -> VerifyRun:
+    """Verify a stack's hosts against its plan; writes report.json/.md/.html and raw/ under `out_dir`.
+
+    Without `inventory_dir` the inventory is rendered from the plan (the same files `kiln inventory` writes)
+    and kept under out_dir/inventory/. `remotes` replaces the testinfra hosts (tests, other transports).
+    """
+    opts = credentials_from_env(options or Options())
+    spec = load_stack(stack)
+    plan = build_plan(spec, source=stack)
+    inventory: Inventory
+    if inventory_dir is not None:
+        inventory = load_inventory(Path(inventory_dir))
+    else:
+        files = render_inventory(plan, spec)
+        inv_dir = out_dir / "inventory"
+        for rel, text in files.items():
+            p = inv_dir / rel
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(text, encoding="utf-8")
+        inventory = inventory_from_files(files, f"rendered from the plan ({inv_dir})", inv_dir / "hosts.yml")
+    hosts = select_hosts(plan, inventory, opts.hosts_pattern)
+    if remotes is None:
+        remotes = build_remotes(inventory, hosts, opts.backend_template, opts.command_timeout_s)
+    else:
+        remotes = {h: r for h, r in remotes.items() if h in hosts}
+    run = execute(plan, Acceptance.from_spec(spec), inventory, remotes, opts, out_dir, plan.stack, progress)
+    write_report(run)
+    return run

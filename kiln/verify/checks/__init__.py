@@ -1,0 +1,8 @@
+"""The acceptance checks, one class per plan target check id (importing this package registers them)."""
+
+from __future__ import annotations
+
+from kiln.verify.checks import conformance, fabric, gpu, network, objectstore, storage
+from kiln.verify.checks.base import REGISTRY
+
+__all__ = ["REGISTRY", "conformance", "fabric", "gpu", "network", "objectstore", "storage"]

@@ -1,0 +1,530 @@
+"""Conformance: the hosts' state read back and compared with the plan. The measured value is the number of
+mismatches (target: 0); every mismatch is reported as "<what>: planned <x>, found <y>"."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+
+from kiln.plan.model import Target, Tunable
+from kiln.plan.tuning import is_namespaced_sysctl
+from kiln.verify.checks.base import Check as _Check
+from kiln.verify.checks.base import (
+    CheckError,
+    Context,
+    NotApplicable,
+    Rep,
+    Sample,
+    Subject,
+    quote,
+    register,
+)
+from kiln.verify.parsers import (
+    ParseError,
+    normalize_lnet_net,
+    normalize_nid,
+    parse_env_file,
+    parse_ib_rate,
+    parse_ib_state,
+    parse_lfs_getstripe_dir,
+    parse_lnetctl_net_show,
+    parse_nvidia_smi_csv,
+    size_bytes,
+)
+
+RUNBOOK = "docs/runbooks/acceptance-conformance.md"
+
+
+class Conformance(_Check):
+    kind = "conformance"
+    runbook = RUNBOOK
+    parallel_hosts = True
+
+
+def same_value(planned: object, found: str, page_size: int | None = None) -> bool:
+    """Planned vs read-back value. Token-wise: equal strings, equal numbers, or a planned size ('16M') that
+    equals the found bytes, MiB or pages × page_size (lctl reports max_pages_per_rpc in pages)."""
+    p_tokens = str(planned).split()
+    f_tokens = str(found).split()
+    if p_tokens == f_tokens:
+        return True
+    if len(p_tokens) != len(f_tokens):
+        return False
+    for p, f in zip(p_tokens, f_tokens, strict=True):
+        if p == f:
+            continue
+        try:
+            if float(p) == float(f):
+                continue
+        except ValueError:
+            pass
+        try:
+            want = size_bytes(p)
+            got = int(float(f))
+        except ValueError:
+            return False
+        if got in (want, want >> 20) or (page_size and got * page_size == want):
+            continue
+        return False
+    return True
+
+
+def _fmt(v: object) -> str:
+    return repr(v) if isinstance(v, str) and (not v or " " in v) else str(v)
+
+
+# ------------------------------------------------------------------------------------------------ sysctls
+
+
+@register
+class Sysctls(Conformance):
+    id = "conformance.sysctls"
+    tools = ("sysctl",)
+
+    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+        host = subject.hosts[0]
+        tun = [t for t in ctx.plan.tunables if t.apply == "sysctl"]
+        if not tun:
+            raise NotApplicable("the plan sets no sysctls")
+        container = ctx.in_container(host)
+        script = "; ".join(
+            f"printf '%s\\t%s\\t%s\\n' {quote(t.param)} \"$(sysctl -n {quote(t.param)} 2>&1 | tr -s '\\t\\n' '  ')\" "
+            f"\"$(test -r /proc/sys/{quote(t.param.replace('.', '/'))} && echo r || echo -)\""
+            for t in tun)
+        r = ctx.must(host, script, 60, what="reading sysctls")
+        seen = {}
+        for line in r.stdout.splitlines():
+            parts = line.split("\t")
+            if len(parts) == 3:
+                seen[parts[0]] = (parts[1].strip(), parts[2] == "r")
+        s = Sample(0.0, raw={"sysctl.txt": r.stdout})
+        for t in tun:
+            found, readable = seen.get(t.param, ("", False))
+            if container and not is_namespaced_sysctl(t.id):
+                s.details.append(f"note: {t.param} not checked: not namespaced, it belongs to the container host's "
+                                 f"kernel (found {_fmt(found)}, planned {_fmt(t.value)})")
+                continue
+            if not readable:
+                s.details.append(f"{t.param}: planned {_fmt(t.value)}, not readable ({found or 'no such key'})")
+            elif not same_value(t.value, found):
+                s.details.append(f"{t.param}: planned {_fmt(t.value)}, found {_fmt(found)}")
+        s.value = float(sum(1 for d in s.details if not d.startswith("note:")))
+        s.info["checked"] = len(tun)
+        return s
+
+
+# ---------------------------------------------------------------------------------------------- nccl.conf
+
+
+@register
+class NcclConf(Conformance):
+    id = "conformance.nccl_conf"
+    tools = ("cat /etc/nccl.conf",)
+
+    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+        host = subject.hosts[0]
+        ph = ctx.plan_host(host)
+        pool = next((n for n in ctx.plan.nccl if ph and n.pool == ph.pool), None)
+        if pool is None:
+            raise NotApplicable(f"the plan has no NCCL environment for this host's pool ({ph.pool if ph else '?'})")
+        r = ctx.run(host, "cat /etc/nccl.conf", 30)
+        s = Sample(0.0, raw={"nccl.conf": r.stdout})
+        if not r.ok:
+            why = r.stderr.strip() or f"rc {r.rc}"
+            s.details = [f"{k}: planned {_fmt(v)}, not set (/etc/nccl.conf unreadable: {why})"
+                         for k, v in sorted(pool.env.items())]
+            s.value = float(len(s.details))
+            return s
+        found = parse_env_file(r.stdout)
+        for k, v in sorted(pool.env.items()):
+            if k not in found:
+                s.details.append(f"{k}: planned {_fmt(v)}, not set in /etc/nccl.conf")
+            elif found[k] != str(v):
+                s.details.append(f"{k}: planned {_fmt(v)}, found {_fmt(found[k])}")
+        for k in sorted(set(found) - set(pool.env)):
+            s.details.append(f"{k}: not in the plan, found {_fmt(found[k])} in /etc/nccl.conf")
+        s.value = float(len(s.details))
+        return s
+
+
+# ------------------------------------------------------------------------------------------------- object store
+
+
+def master_hosts(ctx: Context) -> list[str]:
+    """Where seaweedfs-master runs: the first 3 object-store hosts when there are ≥ 3, else the first one.
+    Mirrors roles/objectstore vars (objectstore_master_count); kiln's plan does not carry it yet."""
+    hosts = list(ctx.plan.objectstore.hosts)
+    return hosts[: 3 if len(hosts) >= 3 else 1]
+
+
+@register
+class ObjectstoreServices(Conformance):
+    id = "conformance.objectstore_services"
+    tools = ("systemctl",)
+
+    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+        host = subject.hosts[0]
+        units = [u for u in ctx.options.objectstore_units if u != "seaweedfs-master" or host in master_hosts(ctx)]
+        r = ctx.run(host, "; ".join(f"printf '%s %s\\n' {quote(u)} \"$(systemctl is-active {quote(u)} 2>&1)\""
+                                    for u in units), 60)
+        states = dict(line.split(" ", 1) for line in r.stdout.splitlines() if " " in line)
+        s = Sample(0.0, raw={"systemctl.txt": r.stdout})
+        for u in units:
+            st = states.get(u, "unknown").strip()
+            if st != "active":
+                s.details.append(f"{u}.service: planned active, found {st}")
+        s.value = float(len(s.details))
+        s.info["units"] = units
+        return s
+
+
+# SigV4 ListBuckets with the standard library only; runs with python3 on the object-store host.
+# Credentials come through the environment (KILN_AK/KILN_SK), never through arguments or files.
+_LIST_BUCKETS_PY = r"""
+import datetime, hashlib, hmac, os, sys, urllib.request, urllib.error, re
+ep = sys.argv[1].rstrip('/'); host = ep.split('://', 1)[1]
+ak, sk, region = os.environ['KILN_AK'], os.environ['KILN_SK'], 'us-east-1'
+t = datetime.datetime.now(datetime.timezone.utc); amz = t.strftime('%Y%m%dT%H%M%SZ'); day = amz[:8]
+ph = hashlib.sha256(b'').hexdigest()
+canon = '\n'.join(['GET', '/', '', 'host:' + host, 'x-amz-content-sha256:' + ph, 'x-amz-date:' + amz, '',
+                   'host;x-amz-content-sha256;x-amz-date', ph])
+scope = day + '/' + region + '/s3/aws4_request'
+sts = '\n'.join(['AWS4-HMAC-SHA256', amz, scope, hashlib.sha256(canon.encode()).hexdigest()])
+k = ('AWS4' + sk).encode()
+for part in (day, region, 's3', 'aws4_request'):
+    k = hmac.new(k, part.encode(), hashlib.sha256).digest()
+sig = hmac.new(k, sts.encode(), hashlib.sha256).hexdigest()
+auth = ('AWS4-HMAC-SHA256 Credential=' + ak + '/' + scope +
+        ', SignedHeaders=host;x-amz-content-sha256;x-amz-date, Signature=' + sig)
+req = urllib.request.Request(ep + '/', headers={'x-amz-date': amz, 'x-amz-content-sha256': ph, 'Authorization': auth})
+try:
+    body = urllib.request.urlopen(req, timeout=20).read().decode()
+except urllib.error.HTTPError as e:
+    print('HTTP', e.code, e.read().decode()[:400]); sys.exit(2)
+except Exception as e:
+    print('ERROR', e); sys.exit(3)
+print('\n'.join(re.findall(r'<Name>([^<]+)</Name>', body)))
+"""
+
+
+def s3_credentials(ctx: Context) -> tuple[str, str]:
+    ak = ctx.options.s3_access_key or ctx.plan.objectstore.access_key_id
+    sk = ctx.options.s3_secret_key
+    if not sk:
+        raise CheckError("no S3 secret key: export KILN_S3_SECRET_KEY (and KILN_S3_ACCESS_KEY if it is not the "
+                         f"plan's access key id {ctx.plan.objectstore.access_key_id!r})")
+    return ak, sk
+
+
+def s3_endpoints(ctx: Context) -> list[str]:
+    """S3 gateways as host:port: the option, else every object-store host's storage address, else the plan's."""
+    if ctx.options.s3_endpoint:
+        return [e.split("://", 1)[-1] for e in ctx.options.s3_endpoint.split(",")]
+    port = ctx.plan.objectstore.s3_port
+    eps = [f"{a[0]}:{port}" for h in ctx.plan.objectstore.hosts if (a := ctx.inventory.storage_addresses(h))]
+    return eps or [ctx.plan.objectstore.endpoint.split("://", 1)[-1].rstrip("/")]
+
+
+def list_buckets(ctx: Context, host: str, endpoint: str) -> tuple[list[str], str]:
+    ak, sk = s3_credentials(ctx)
+    code = base64.b64encode(_LIST_BUCKETS_PY.encode()).decode()
+    cmd = (f"KILN_AK={quote(ak)} KILN_SK={quote(sk)} python3 -c "
+           f"\"import base64,sys; exec(base64.b64decode(sys.argv[2]))\" {quote('http://' + endpoint)} {code}")
+    r = ctx.run(host, cmd, 60)
+    if r.rc == 127:
+        raise CheckError(f"{host}: python3 is needed for the S3 ListBuckets request")
+    if not r.ok:
+        raise CheckError(f"S3 ListBuckets on {endpoint} from {host} failed: {(r.stdout + r.stderr).strip()[:400]}")
+    return [b for b in r.stdout.split() if b], r.stdout
+
+
+@register
+class ObjectstoreBuckets(Conformance):
+    id = "conformance.objectstore_buckets"
+    tools = ("S3 ListBuckets (SigV4)",)
+
+    def subjects(self, ctx: Context, target: Target) -> list[Subject]:
+        hosts = ctx.group_hosts(target.group)
+        return [Subject(f"{hosts[0]} (S3 ListBuckets)", tuple(hosts))] if hosts else []
+
+    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+        host = subject.hosts[0]
+        endpoint = s3_endpoints(ctx)[0]
+        names, raw = list_buckets(ctx, host, endpoint)
+        s = Sample(0.0, raw={"list_buckets.txt": raw})
+        for b in ctx.plan.objectstore.buckets:
+            if b.name not in names:
+                s.details.append(f"bucket {b.name} ({b.purpose}): planned, not listed by {endpoint} "
+                                 f"(found: {', '.join(names) or 'none'})")
+        s.value = float(len(s.details))
+        s.info["buckets"] = names
+        return s
+
+
+# ---------------------------------------------------------------------------------------------------- RDMA
+
+
+@register
+class RdmaPorts(Conformance):
+    id = "conformance.rdma_ports"
+    tools = ("/sys/class/infiniband",)
+
+    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+        host = subject.hosts[0]
+        expected = ctx.hostvars(host).get("rdma_expected_devices")
+        if expected is None:
+            ph = ctx.plan_host(host)
+            expected = [{"device": n.device, "role": n.role, "rate_gbps": n.link_Gbps}
+                        for n in (ph.nics if ph else ()) if n.device]
+        if not expected:
+            raise NotApplicable("the plan expects no RDMA device on this host")
+        script = "; ".join(
+            f"d={quote(e['device'])}; p=/sys/class/infiniband/$d/ports/1; "
+            "printf '%s|%s|%s\\n' \"$d\" \"$(cat $p/state 2>&1)\" \"$(cat $p/rate 2>&1)\"" for e in expected)
+        r = ctx.run(host, script, 30)
+        seen = {p[0]: (p[1], p[2]) for line in r.stdout.splitlines() if len(p := line.split("|")) == 3}
+        s = Sample(0.0, raw={"ports.txt": r.stdout})
+        for e in expected:
+            dev, want = e["device"], float(e["rate_gbps"])
+            state_txt, rate_txt = seen.get(dev, ("missing", "missing"))
+            try:
+                state = parse_ib_state(state_txt)
+            except ParseError:
+                s.details.append(f"{dev} port 1: planned ACTIVE at {want:g} Gb/s, device not found "
+                                 f"({state_txt.strip()})")
+                continue
+            if state != "ACTIVE":
+                s.details.append(f"{dev} port 1 state: planned ACTIVE, found {state}")
+            try:
+                rate = parse_ib_rate(rate_txt)
+            except ParseError:
+                s.details.append(f"{dev} port 1 rate: planned {want:g} Gb/s, unreadable ({rate_txt.strip()})")
+                continue
+            if rate < want:
+                s.details.append(f"{dev} port 1 rate: planned {want:g} Gb/s, found {rate:g} Gb/s")
+        s.value = float(len(s.details))
+        return s
+
+
+# ----------------------------------------------------------------------------------------------------- GPUs
+
+
+@register
+class Gpus(Conformance):
+    id = "conformance.gpus"
+    tools = ("nvidia-smi",)
+
+    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+        host = subject.hosts[0]
+        ph = ctx.plan_host(host)
+        want = ph.gpus if ph else int(ctx.hostvars(host).get("gpu_expected_count", 0))
+        r = ctx.run(host, "nvidia-smi --query-gpu=index,name,persistence_mode --format=csv,noheader", 60)
+        if not r.ok:
+            raise CheckError(f"{host}: nvidia-smi failed (rc {r.rc}): {(r.stdout + r.stderr).strip()[:300]}")
+        gpus = parse_nvidia_smi_csv(r.stdout, r.stderr)
+        s = Sample(0.0, raw={"nvidia-smi.csv": r.stdout})
+        if len(gpus) != want:
+            s.details.append(f"GPU count: planned {want}, found {len(gpus)}")
+        for g in gpus:
+            if g.persistence != "Enabled":
+                s.details.append(f"GPU {g.index} ({g.name}) persistence mode: planned Enabled, found {g.persistence}")
+        s.value = float(len(s.details))
+        return s
+
+
+# --------------------------------------------------------------------------------------------------- Lustre
+
+
+@register
+class Lnet(Conformance):
+    id = "conformance.lnet"
+    tools = ("lnetctl net show",)
+
+    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+        host = subject.hosts[0]
+        ph = ctx.plan_host(host)
+        planned_nids = {normalize_nid(n) for n in (ph.nids if ph else ())}
+        planned_nets = {normalize_lnet_net(n.name) for n in ctx.plan.lnet}
+        r = ctx.run(host, "lnetctl net show", 60)
+        if not r.ok:
+            raise CheckError(f"{host}: lnetctl net show failed (rc {r.rc}): {(r.stdout + r.stderr).strip()[:300]}")
+        nis = parse_lnetctl_net_show(r.stdout, r.stderr)
+        s = Sample(0.0, raw={"lnetctl-net-show.yaml": r.stdout})
+        by_nid = {ni.nid: ni for ni in nis}
+        for nid in sorted(planned_nids):
+            ni = by_nid.get(nid)
+            if ni is None:
+                s.details.append(f"NID {nid}: planned, not configured (found: {', '.join(sorted(by_nid)) or 'none'})")
+            elif ni.status != "up":
+                s.details.append(f"NID {nid}: planned up, found {ni.status}")
+        for ni in nis:
+            if ni.net not in planned_nets:
+                s.details.append(f"net {ni.net} (NID {ni.nid}): not in the plan (planned nets: "
+                                 f"{', '.join(sorted(planned_nets))})")
+        s.value = float(len(s.details))
+        return s
+
+
+def lustre_hosts(ctx: Context, target: Target) -> list[str]:
+    hosts = ctx.group_hosts(target.group)
+    return hosts + [h for h in ctx.group_hosts("kiln_lustre_servers") if h not in hosts]
+
+
+def tunables_for(ctx: Context, host: str) -> list[Tunable]:
+    """The Lustre-side tunables that apply to this host: client ones for its pool on clients, OSS/MDS ones on
+    servers, LNet module options on every Lustre host."""
+    ph = ctx.plan_host(host)
+    groups = set(ctx.plan.groups)
+    member = {g for g in groups if host in ctx.plan.groups[g]}
+    out = []
+    for t in ctx.plan.tunables:
+        if (t.side == "client" and "kiln_lustre_clients" in member and (t.pool is None or (ph and ph.pool == t.pool))) \
+                or (t.side == "oss" and "kiln_lustre_oss" in member) \
+                or (t.side == "mds" and "kiln_lustre_mds" in member) \
+                or (t.side == "mgs" and "kiln_lustre_mgs" in member) \
+                or t.side == "lnet":
+            out.append(t)
+    return out
+
+
+@register
+class LustreTunables(Conformance):
+    id = "conformance.lustre_tunables"
+    tools = ("lctl get_param", "/sys/module/*/parameters")
+
+    def subjects(self, ctx: Context, target: Target) -> list[Subject]:
+        return [Subject(h, (h,)) for h in lustre_hosts(ctx, target)]
+
+    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+        host = subject.hosts[0]
+        tun = tunables_for(ctx, host)
+        if not tun:
+            raise NotApplicable("the plan sets no Lustre tunable for this host's role")
+        page = ctx.run(host, "getconf PAGESIZE", 30)
+        page_size = int(page.stdout.strip()) if page.ok and page.stdout.strip().isdigit() else 4096
+        s = Sample(0.0)
+        raw: list[str] = []
+        for t in tun:
+            if t.apply in ("module_param", "module_option"):
+                mod, _, opt = t.param.partition(".")
+                path = f"/sys/module/{mod}/parameters/{opt}"
+                r = ctx.run(host, f"cat {quote(path)}", 30)
+                raw.append(f"{path}: rc={r.rc} {r.stdout.strip()} {r.stderr.strip()}")
+                if not r.ok:
+                    s.details.append(f"{t.param}: planned {_fmt(t.value)}, not readable ({path}: module not loaded?)")
+                elif not same_value(t.value, r.stdout.strip(), page_size):
+                    s.details.append(f"{t.param}: planned {_fmt(t.value)}, found {_fmt(r.stdout.strip())}")
+                continue
+            r = ctx.run(host, f"lctl get_param {quote(t.param)}", 60)
+            raw.append(f"$ lctl get_param {t.param} (rc={r.rc})\n{r.stdout}{r.stderr}")
+            values = [line.split("=", 1) for line in r.stdout.splitlines() if "=" in line]
+            if not r.ok or not values:
+                s.details.append(f"{t.param}: planned {_fmt(t.value)}, not found by lctl get_param "
+                                 f"({(r.stderr or r.stdout).strip()[:160] or 'no such parameter'})")
+                continue
+            for name, value in values:
+                if not same_value(t.value, value.strip(), page_size):
+                    s.details.append(f"{name}: planned {_fmt(t.value)}, found {_fmt(value.strip())}")
+        s.raw["get_param.txt"] = "\n".join(raw)
+        s.value = float(len(s.details))
+        s.info["checked"] = len(tun)
+        return s
+
+
+# Mount options the kernel does not show in /proc/mounts (userspace or fstab-only).
+_USERSPACE_OPTS = {"defaults", "_netdev", "auto", "noauto", "nofail", "user", "nouser"}
+
+
+@register
+class LustreMounts(Conformance):
+    id = "conformance.lustre_mounts"
+    tools = ("findmnt",)
+
+    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+        host = subject.hosts[0]
+        mounts = ctx.hostvars(host).get("lustre_client_mounts") or [
+            {"fsname": ctx.plan.fsname, "mount_point": ctx.plan.mount_point,
+             "mgs_nids": [list(x) for x in ctx.plan.mgs_nids], "options": ["flock", "user_xattr", "noatime"]}]
+        s = Sample(0.0)
+        raw: list[str] = []
+        for m in mounts:
+            mp = m["mount_point"]
+            r = ctx.run(host, f"findmnt -J -n -o TARGET,SOURCE,FSTYPE,OPTIONS --mountpoint {quote(mp)}", 30)
+            raw.append(f"$ findmnt {mp} (rc={r.rc})\n{r.stdout}")
+            if not r.ok or not r.stdout.strip():
+                s.details.append(f"{mp}: planned a Lustre mount of {m['fsname']}, nothing mounted there")
+                continue
+            fs = (json.loads(r.stdout).get("filesystems") or [{}])[0]
+            if fs.get("fstype") != "lustre":
+                s.details.append(f"{mp}: planned fstype lustre, found {fs.get('fstype')}")
+            src = str(fs.get("source", ""))
+            if not src.endswith(f":/{m['fsname']}"):
+                s.details.append(f"{mp} source: planned <MGS NIDs>:/{m['fsname']}, found {src}")
+            want_nids = {normalize_nid(n) for group in m.get("mgs_nids", []) for n in group}
+            got_nids = {normalize_nid(n) for n in re.split(r"[:,]", src.rsplit(":/", 1)[0]) if "@" in n}
+            if want_nids and not (want_nids & got_nids):
+                s.details.append(f"{mp} MGS NIDs: planned {sorted(want_nids)}, found {sorted(got_nids)}")
+            opts = set(str(fs.get("options", "")).split(","))
+            for o in m.get("options", []):
+                if o not in _USERSPACE_OPTS and o not in opts:
+                    s.details.append(f"{mp} option {o}: planned, not in the mount options ({fs.get('options')})")
+        s.raw["findmnt.txt"] = "\n".join(raw)
+        s.value = float(len(s.details))
+        return s
+
+
+def _extent(text: str) -> int | None:
+    return None if text.upper() in ("EOF", "-1") else size_bytes(text)
+
+
+@register
+class LustreLayouts(Conformance):
+    id = "conformance.lustre_layouts"
+    tools = ("lfs getstripe -d",)
+
+    def subjects(self, ctx: Context, target: Target) -> list[Subject]:
+        hosts = ctx.group_hosts(target.group)  # directory layouts are filesystem-wide: read them from one client
+        return [Subject(hosts[0], (hosts[0],))] if hosts else []
+
+    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+        host = subject.hosts[0]
+        if not ctx.plan.layouts:
+            raise NotApplicable("the plan has no directory layouts")
+        s = Sample(0.0)
+        raw: list[str] = []
+        for lay in ctx.plan.layouts:
+            r = ctx.run(host, f"lfs getstripe -d {quote(lay.mount_path)}", 60)
+            raw.append(f"$ lfs getstripe -d {lay.mount_path} (rc={r.rc})\n{r.stdout}{r.stderr}")
+            if not r.ok:
+                s.details.append(f"{lay.mount_path}: planned layout `{lay.setstripe}`, lfs getstripe failed: "
+                                 f"{r.stderr.strip()[:160]}")
+                continue
+            try:
+                seen = parse_lfs_getstripe_dir(r.stdout, r.stderr)
+            except ParseError as exc:
+                s.details.append(f"{lay.mount_path}: planned `{lay.setstripe}`, unreadable layout ({exc.reason})")
+                continue
+            if len(seen) != len(lay.components):
+                s.details.append(f"{lay.mount_path}: planned {len(lay.components)} components (`{lay.setstripe}`), "
+                                 f"found {len(seen)}")
+                continue
+            for i, (want, got) in enumerate(zip(lay.components, seen, strict=True)):
+                where = f"{lay.mount_path} component {i}"
+                if len(lay.components) > 1 and _extent(want.extent_end) != got.extent_end:
+                    s.details.append(f"{where} end: planned {want.extent_end}, found {got.extent_end or 'EOF'}")
+                if want.dom:
+                    if got.pattern != "mdt":
+                        s.details.append(f"{where}: planned Data-on-MDT, found pattern {got.pattern}")
+                    continue
+                if got.stripe_count != want.stripe_count:
+                    s.details.append(f"{where} stripe_count: planned {want.stripe_count}, found {got.stripe_count}")
+                if got.stripe_size != size_bytes(want.stripe_size):
+                    s.details.append(f"{where} stripe_size: planned {want.stripe_size}, found {got.stripe_size}")
+                if want.overstripe and "overstriped" not in got.pattern:
+                    s.details.append(f"{where}: planned overstriping, found pattern {got.pattern}")
+                if want.pool and got.pool != want.pool:
+                    s.details.append(f"{where} pool: planned {want.pool}, found {got.pool or 'none'}")
+        s.raw["getstripe.txt"] = "\n".join(raw)
+        s.value = float(len(s.details))
+        return s

@@ -1,0 +1,98 @@
+"""Object store: MinIO warp GET and PUT with many parallel streams against every S3 gateway, from a client."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from kiln.plan.model import Target
+from kiln.verify.checks.base import Check, CheckError, Context, Rep, Sample, Subject, quote, register
+from kiln.verify.checks.conformance import s3_credentials, s3_endpoints
+from kiln.verify.parsers import parse_warp
+
+RUNBOOK = "docs/runbooks/acceptance-objectstore.md"
+REPO_WARP = Path(__file__).resolve().parents[3] / ".tools" / "bin" / "warp"
+
+
+def warp_on(ctx: Context, host: str) -> str:
+    """warp on the host: its own, else the local binary (--option warp_binary, .tools/bin/warp) pushed there."""
+    r = ctx.run(host, "command -v warp", 30)
+    if r.ok and r.stdout.strip():
+        return r.stdout.strip().splitlines()[0]
+    local = Path(ctx.options.warp_binary) if ctx.options.warp_binary else REPO_WARP
+    if not local.is_file():
+        raise CheckError(f"{host}: warp is not installed and there is no local warp to copy ({local}); "
+                         "build it with scripts/build-tools.sh warp or pass --option warp_binary=PATH")
+    dest = ctx.workdir("bin", "warp")
+    check = ctx.run(host, f"{quote(dest)} --version", 30)
+    if not (check.ok and check.stdout.strip()):
+        ctx.remote(host).put(local, dest, 0o755)
+    return dest
+
+
+class Warp(Check):
+    op = "GET"
+    runbook = RUNBOOK
+    tools = ("warp",)
+
+    def subjects(self, ctx: Context, target: Target) -> list[Subject]:
+        """warp runs on a client (the first selected compute host, or --launcher-host), not on a gateway."""
+        stores = ctx.group_hosts(target.group)
+        clients = ctx.group_hosts("kiln_compute")
+        launcher = ctx.options.launcher_host or (clients[0] if clients else (stores[0] if stores else None))
+        if launcher is None or launcher not in ctx.remotes:
+            return []
+        eps = s3_endpoints(ctx)
+        return [Subject(f"{launcher} → {len(eps)} S3 gateway{'s' if len(eps) > 1 else ''}", (launcher, *stores))]
+
+    def not_applicable(self, ctx: Context, target: Target, subject: Subject) -> str | None:
+        return None  # "objectstore": the plan deploys or names one; failure to reach it is an error, not N/A
+
+    def __init__(self) -> None:
+        self._warp: dict[str, str] = {}  # launcher → warp path there
+
+    def prepare(self, ctx: Context, target: Target, subject: Subject) -> None:
+        self._warp[subject.hosts[0]] = warp_on(ctx, subject.hosts[0])
+
+    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+        o = ctx.options
+        host = subject.hosts[0]
+        ak, sk = s3_credentials(ctx)
+        eps = s3_endpoints(ctx)
+        bench = ctx.workdir(f"warp-{self.op.lower()}-{rep.label}")
+        warp = self._warp.get(host) or warp_on(ctx, host)
+        args = [warp, self.op.lower(), "--json", "--no-color", "--host", ",".join(eps),
+                "--bucket", o.warp_bucket, "--obj.size", o.warp_obj_size, "--concurrent", str(o.warp_concurrent),
+                "--duration", f"{o.warp_duration_s}s", "--benchdata", bench]
+        if self.op == "GET":
+            args += ["--objects", str(o.warp_objects)]
+        shown = " ".join(quote(a) for a in args)
+        # credentials through the environment (warp reads WARP_ACCESS_KEY/WARP_SECRET_KEY), never as arguments
+        cmd = (f"mkdir -p {quote(o.workdir)} && WARP_ACCESS_KEY={quote(ak)} WARP_SECRET_KEY={quote(sk)} {shown}; "
+               f"rc=$?; rm -f {quote(bench)}.csv.zst; exit $rc")
+        r = ctx.run(host, cmd, o.warp_duration_s * 4 + 600)
+        res = parse_warp(r.stdout, r.stderr)
+        op = res.op(self.op)
+        errs = f"{op.errors} of {op.requests} requests failed" if op.errors else ""
+        s = Sample(op.bytes_per_s / 1e9, raw={"warp.json": _strip_progress(r.stdout), "command.txt": shown},
+                   info={"ops_per_s": op.ops_per_s, "requests": op.requests, "errors": op.errors,
+                         "concurrency": op.concurrency, "endpoints": eps, "object_size": o.warp_obj_size})
+        if errs:
+            s.details.append(errs)
+        return s
+
+
+def _strip_progress(text: str) -> str:
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\r", "", text)
+
+
+@register
+class WarpGet(Warp):
+    id = "objectstore.s3_get"
+    op = "GET"
+
+
+@register
+class WarpPut(Warp):
+    id = "objectstore.s3_put"
+    op = "PUT"

@@ -1,0 +1,172 @@
+"""Storage benchmarks: fio on local NVMe and on Lustre (one client alone), IOR easy and mdtest (all clients)."""
+
+from __future__ import annotations
+
+from kiln.plan.model import Target
+from kiln.verify.checks.base import Check, CheckError, Context, Rep, Sample, Subject, need_tool, quote, register
+from kiln.verify.checks.launch import launch_command
+from kiln.verify.fiojob import FioJobSpec, size_per_job
+from kiln.verify.parsers import parse_fio, parse_ior, parse_mdtest
+
+RUNBOOK = "docs/runbooks/acceptance-storage.md"
+GB = 1e9
+
+
+def host_ram_bytes(ctx: Context, host: str) -> int:
+    r = ctx.run(host, "awk '/^MemTotal:/ {print $2}' /proc/meminfo", 30)
+    if r.ok and r.stdout.strip().isdigit():
+        return int(r.stdout.strip()) * 1024
+    ph = ctx.plan_host(host)
+    if ph and ph.ram_GiB:
+        return ph.ram_GiB << 30
+    raise CheckError(f"{host}: cannot read MemTotal from /proc/meminfo and the plan has no RAM figure")
+
+
+class FioCheck(Check):
+    op: str = "read"
+    runbook = RUNBOOK
+    tools = ("fio",)
+
+    def directory(self, ctx: Context, host: str) -> str:
+        raise NotImplementedError
+
+    def job(self, ctx: Context, host: str) -> FioJobSpec:
+        o = ctx.options
+        size = size_per_job(ctx.acceptance.fio_size_factor, host_ram_bytes(ctx, host))
+        return FioJobSpec(self.op, self.directory(ctx, host), size, o.fio_jobs, o.fio_runtime_s, o.fio_block_size,
+                          o.fio_iodepth)
+
+    def prepare(self, ctx: Context, target: Target, subject: Subject) -> None:
+        host = subject.hosts[0]
+        need_tool(ctx, host, "fio", "install the fio package; roles/bench_tools does")
+        d = self.directory(ctx, host)
+        ctx.must(host, f"mkdir -p {quote(d)}", 60, what=f"creating {d}")
+
+    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+        host = subject.hosts[0]
+        job = self.job(ctx, host)
+        jobfile = ctx.workdir(f"{self.id}.fio")
+        timeout = job.runtime_s * 3 + 600 + job.size_per_job * job.numjobs / 50e6  # layout of read files included
+        cmd = (f"mkdir -p {quote(ctx.options.workdir)} && cat > {quote(jobfile)} <<'EOF'\n{job.text()}EOF\n"
+               f"fio --output-format=json {quote(jobfile)}")
+        r = ctx.run(host, cmd, timeout)
+        res = parse_fio(r.stdout, r.stderr)
+        if not r.ok:
+            raise CheckError(f"{host}: fio exited with rc {r.rc}: {r.stderr.strip()[-300:]}")
+        bw = res.aggregate_Bps(self.op)
+        return Sample(bw / GB, raw={"fio.json": r.stdout, "job.fio": job.text()},
+                      info={"per_job_GBps": [round(x / GB, 4) for x in res.per_job_Bps(self.op)],
+                            "numjobs": job.numjobs, "size_per_job_bytes": job.size_per_job, "fio": res.version})
+
+    def cleanup(self, ctx: Context, target: Target, subject: Subject) -> None:
+        host = subject.hosts[0]  # each check lays out its own files (fio does it unmeasured) and removes them
+        ctx.run(host, f"rm -f {quote(self.directory(ctx, host))}/kiln-fio.*", 300)
+
+
+class LocalFio(FioCheck):
+    parallel_hosts = True  # each host's own drives
+
+    def directory(self, ctx: Context, host: str) -> str:
+        return ctx.local_nvme_path(host).rstrip("/") + "/kiln-verify"
+
+
+@register
+class FioLocalWrite(LocalFio):
+    id = "storage.fio_local_write"
+    op = "write"
+
+
+@register
+class FioLocalRead(LocalFio):
+    id = "storage.fio_local_read"
+    op = "read"
+
+
+def lustre_dir(ctx: Context) -> str:
+    if ctx.options.lustre_dir:
+        return ctx.options.lustre_dir.rstrip("/")
+    scratch = next((lay.mount_path for lay in ctx.plan.layouts if lay.purpose == "scratch"), ctx.plan.mount_point)
+    return scratch.rstrip("/") + "/kiln-verify"
+
+
+class LustreFio(FioCheck):
+    parallel_hosts = False  # "one client alone": clients take turns on the shared filesystem
+
+    def directory(self, ctx: Context, host: str) -> str:
+        return f"{lustre_dir(ctx)}/{host}"
+
+
+@register
+class FioLustreWrite(LustreFio):
+    id = "storage.fio_lustre_write"
+    op = "write"
+
+
+@register
+class FioLustreRead(LustreFio):
+    id = "storage.fio_lustre_read"
+    op = "read"
+
+
+class IorEasy(Check):
+    op = "write"
+    runbook = RUNBOOK
+    tools = ("ior", "mpirun/srun")
+
+    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+        o = ctx.options
+        launcher = subject.hosts[0]
+        need_tool(ctx, launcher, o.ior_path, "build IOR (github.com/hpc/ior) with MPI on every client")
+        d = f"{lustre_dir(ctx)}/ior_easy"
+        ctx.must(launcher, f"mkdir -p {quote(d)}", 60)
+        # easy: file per process (-F), 1 MiB transfers, fsync (-e), neighbour reads (-C) against the page cache
+        flags = "-w -k" if self.op == "write" else "-r -E"
+        if self.op == "read":
+            exists = ctx.run(launcher, f"ls {quote(d)}/file.* >/dev/null 2>&1", 60)
+            if not exists.ok:  # the write check did not leave files: write them (not measured)
+                prep = launch_command(ctx, subject.hosts, o.ior_procs_per_node,
+                                      f"{o.ior_path} -a POSIX -F -e -t 1m -b {o.ior_block} -w -k -o {d}/file")
+                ctx.must(launcher, prep, o.command_timeout_s, what="IOR write pass before the read test")
+        ior = (f"{o.ior_path} -a POSIX -F -e -C -t 1m -b {o.ior_block} {flags} -i 1 -o {d}/file "
+               "-O summaryFormat=JSON")
+        cmd = launch_command(ctx, subject.hosts, o.ior_procs_per_node, ior)
+        r = ctx.run(launcher, cmd, o.command_timeout_s)
+        res = parse_ior(r.stdout, r.stderr)
+        return Sample(res.bw(self.op) / GB, raw={"ior.json": r.stdout, "command.txt": cmd},
+                      info={"tasks": res.tasks})
+
+    def cleanup(self, ctx: Context, target: Target, subject: Subject) -> None:
+        if self.op == "read":
+            ctx.run(subject.hosts[0], f"rm -rf {quote(lustre_dir(ctx))}/ior_easy", 600)
+
+
+@register
+class IorEasyWrite(IorEasy):
+    id = "storage.ior_easy_write"
+    op = "write"
+
+
+@register
+class IorEasyRead(IorEasy):
+    id = "storage.ior_easy_read"
+    op = "read"
+
+
+@register
+class MdtestCreate(Check):
+    id = "storage.mdtest_create"
+    runbook = RUNBOOK
+    tools = ("mdtest", "mpirun/srun")
+
+    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+        o = ctx.options
+        launcher = subject.hosts[0]
+        need_tool(ctx, launcher, o.mdtest_path, "mdtest is built with IOR (github.com/hpc/ior)")
+        d = f"{lustre_dir(ctx)}/mdtest"
+        ctx.must(launcher, f"mkdir -p {quote(d)}", 60)
+        md = f"{o.mdtest_path} -n {o.mdtest_files_per_proc} -F -C -T -r -u -d {d}"
+        cmd = launch_command(ctx, subject.hosts, o.ior_procs_per_node, md)
+        r = ctx.run(launcher, cmd, o.command_timeout_s)
+        res = parse_mdtest(r.stdout, r.stderr)
+        return Sample(res.rate("File creation").mean, raw={"mdtest.txt": r.stdout, "command.txt": cmd},
+                      info={"file_stat_ops": res.rates["File stat"].mean if "File stat" in res.rates else None})

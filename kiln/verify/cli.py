@@ -1,0 +1,82 @@
+"""`kiln verify <stack>`: run the acceptance suite against a stack's hosts and write the report.
+
+Exit codes: 0 every row PASS, WARN or NOT APPLICABLE; 1 any FAIL or ERROR (with --strict also any NOT
+APPLICABLE); 2 bad usage (unknown check, option or inventory).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import time
+from pathlib import Path
+
+from kiln.verify.checks.base import Options
+
+
+def _parse_kv(items: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        if "=" not in item:
+            raise ValueError(f"--option {item!r}: write KEY=VALUE")
+        k, _, v = item.partition("=")
+        out[k.strip()] = v.strip()
+    return out
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from kiln.spec import SpecError
+    from kiln.verify.api import run_verify
+    from kiln.verify.runner import ProgressPrinter
+
+    try:
+        opts = Options(strict=args.strict, only=tuple(args.only or ()), hosts_pattern=args.hosts, workers=args.n,
+                       launcher=args.launcher, launcher_host=args.launcher_host,
+                       backend_template=args.backend)
+        opts = opts.with_values(_parse_kv(args.option or []))
+        if args.quick:
+            opts = dataclasses.replace(opts, fio_runtime_s=min(opts.fio_runtime_s, 10), iperf3_seconds=5,
+                                       warp_duration_s=10, perftest_seconds=3)
+    except ValueError as exc:
+        print(f"kiln verify: {exc}", file=sys.stderr)
+        return 2
+    out = Path(args.out) if args.out else Path("reports") / f"verify-{args.stack}-{time.strftime('%Y%m%d-%H%M%S')}"
+    try:
+        run = run_verify(args.stack, out, opts, Path(args.inventory) if args.inventory else None,
+                         progress=ProgressPrinter(quiet=args.quiet))
+    except SpecError:
+        raise
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"kiln verify: {exc}", file=sys.stderr)
+        return 2
+    c = run.counts()
+    print(f"{run.stack}: PASS {c['PASS']} · WARN {c['WARN']} · FAIL {c['FAIL']} · ERROR {c['ERROR']} · "
+          f"NOT APPLICABLE {c['NOT_APPLICABLE']}{' (strict)' if opts.strict else ''}")
+    for r in run.results:
+        if r.verdict.value in ("FAIL", "ERROR"):
+            print(f"  {r.verdict.value:5} {r.check} @ {r.subject.label}: {r.message[:200]}")
+    print(f"report: {out / 'report.html'} (also report.md, report.json; raw tool output in {out / 'raw'})")
+    return run.exit_code
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("verify", help="acceptance: conformance checks and benchmarks judged against the plan's targets",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("stack", help="stack name (lab → stacks/Pulumi.lab.yaml) or a path to a stack file")
+    p.add_argument("--inventory", metavar="DIR", help="kiln inventory (kiln inventory <stack> --out DIR); default: "
+                   "rendered from the plan")
+    p.add_argument("--hosts", metavar="PATTERN", help="only these hosts: comma-separated globs of host or group names")
+    p.add_argument("--only", nargs="+", metavar="CHECK", help="only these checks: ids, prefixes (storage) or globs")
+    p.add_argument("--strict", action="store_true", help="NOT APPLICABLE counts as a failure")
+    p.add_argument("--out", metavar="DIR", help="report directory (default reports/verify-<stack>-<time>)")
+    p.add_argument("-n", type=int, default=4, metavar="N", help="hosts checked at once (default 4)")
+    p.add_argument("--launcher", choices=["mpirun", "srun"], default="mpirun", help="multi-node launcher")
+    p.add_argument("--launcher-host", metavar="HOST", help="host that launches multi-node benchmarks and warp")
+    p.add_argument("--backend", metavar="SPEC", help="testinfra host spec for every host, e.g. 'ssh://root@{host}' "
+                   "(default: from the inventory's ansible_connection)")
+    p.add_argument("--option", action="append", metavar="KEY=VALUE",
+                   help="any run option (docs/acceptance.md), e.g. fio_runtime_s=30 local_nvme_path=/scratch")
+    p.add_argument("--quick", action="store_true", help="short benchmark durations (smoke test, not for sign-off)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    p.set_defaults(func=cmd_verify)

@@ -1,0 +1,287 @@
+"""The acceptance report: report.json (schema kiln.verify.report/v1), report.md and report.html.
+
+Per row: the target (expected, warn, fail, unit, why), the measured median, min–max, CV, runs, the verdict,
+and for anything that is not a PASS the first place to look (a runbook section). Raw tool output lies beside
+the report under raw/<check>/<subject>/. docs/acceptance.md documents the format.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from kiln.plan.serialize import target_dict
+from kiln.verify.judge import Verdict, effective
+from kiln.verify.runner import Result, VerifyRun
+
+REPORT_SCHEMA = "kiln.verify.report/v1"
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("kiln")
+    except Exception:  # not installed: running from a checkout
+        return "unknown"
+
+
+_kiln_version = _version()
+REPO = Path(__file__).resolve().parents[2]
+ORDER = {Verdict.FAIL: 0, Verdict.ERROR: 1, Verdict.WARN: 2, Verdict.NOT_APPLICABLE: 3, Verdict.PASS: 4}
+
+
+def anchor(check: str) -> str:
+    """GitHub's heading anchor for '## <check id>' (dots dropped): storage.fio_local_read → storagefio_local_read."""
+    return re.sub(r"[^a-z0-9_\- ]", "", check.lower()).replace(" ", "-")
+
+
+def runbook_ref(r: Result) -> str:
+    return f"{r.runbook}#{anchor(r.check)}" if r.runbook else ""
+
+
+def _num(x: float | None) -> float | None:
+    return None if x is None else round(float(x), 6)
+
+
+def _iso(t: float) -> str:
+    return dt.datetime.fromtimestamp(t, dt.UTC).isoformat(timespec="seconds")
+
+
+def result_dict(r: Result, strict: bool) -> dict[str, Any]:
+    st = r.stats
+    return {
+        "check": r.check,
+        "kind": r.kind,
+        "subject": r.subject.label,
+        "hosts": list(r.subject.hosts),
+        "verdict": r.verdict.value,
+        "effective_verdict": effective(r.verdict, strict).value,
+        "unstable": r.unstable,
+        "message": r.message,
+        "target": target_dict(r.target),
+        "measured": None if st is None else {
+            "median": _num(st.median), "min": _num(st.min), "max": _num(st.max), "mean": _num(st.mean),
+            "stdev": _num(st.stdev), "cv": _num(st.cv), "n": st.n, "unit": r.target.unit},
+        "samples": [_num(x) for x in r.samples],
+        "warmup_samples": [_num(x) for x in r.warmup_samples],
+        "details": r.details,
+        "info": r.info,
+        "tools": list(r.tools),
+        "raw": r.raw_files,
+        "seconds": round(r.seconds, 2),
+        "runbook": runbook_ref(r),
+    }
+
+
+def report_dict(run: VerifyRun) -> dict[str, Any]:
+    a = run.acceptance
+    return {
+        "schema": REPORT_SCHEMA,
+        "kiln_version": _kiln_version,
+        "stack": run.stack,
+        "plan_schema": run.plan.schema,
+        "plan_digest": run.plan.spec_digest,
+        "started": _iso(run.started),
+        "finished": _iso(run.finished),
+        "hosts": run.hosts,
+        "inventory": run.inventory_source,
+        "acceptance": {"repetitions": a.repetitions, "warmup": a.warmup, "cv_limit": a.cv_limit,
+                       "fio_size_factor": a.fio_size_factor},
+        "options": run.options.public(),
+        "summary": {"counts": run.counts(), "exit_code": run.exit_code, "strict": run.options.strict},
+        "results": [result_dict(r, run.options.strict) for r in run.results],
+    }
+
+
+def _fmt(x: float | None) -> str:
+    if x is None:
+        return "—"
+    if x == 0:
+        return "0"
+    if abs(x) >= 1000:
+        return f"{x:,.0f}"
+    return f"{x:.3g}" if abs(x) < 10 else f"{x:.1f}"
+
+
+def _measured(r: Result) -> tuple[str, str, str, str]:
+    st = r.stats
+    if st is None:
+        return "—", "—", "—", "—"
+    rng = f"{_fmt(st.min)}–{_fmt(st.max)}" if st.n > 1 else "—"
+    cv = f"{st.cv:.1%}" if st.n > 1 else "—"
+    return _fmt(st.median), rng, cv, str(st.n)
+
+
+def _target_txt(r: Result) -> str:
+    t = r.target
+    op = "≥" if t.higher_is_better else "≤"
+    if r.kind == "conformance":
+        return f"{_fmt(t.expected)} mismatches"
+    return f"{_fmt(t.expected)} {t.unit} (warn {op} {_fmt(t.warn)}, fail {op} {_fmt(t.fail)})".replace(
+        f"warn {op}", "warn <" if t.higher_is_better else "warn >").replace(
+        f"fail {op}", "fail <" if t.higher_is_better else "fail >")
+
+
+def _verdict_txt(r: Result, strict: bool) -> str:
+    v = effective(r.verdict, strict)
+    txt = v.value.replace("_", " ")
+    if v is not r.verdict:
+        txt += " (strict: not applicable)"
+    if r.unstable:
+        txt += " · UNSTABLE"
+    return txt
+
+
+def _sorted(run: VerifyRun) -> list[Result]:
+    strict = run.options.strict
+    return sorted(run.results, key=lambda r: (ORDER[effective(r.verdict, strict)], r.check, r.subject.label))
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _runbook_link(r: Result) -> str:
+    ref = runbook_ref(r)
+    if not ref:
+        return ""
+    local = REPO / r.runbook
+    return f"[{ref}]({local.as_uri()}#{anchor(r.check)})" if local.exists() else ref
+
+
+def render_markdown(run: VerifyRun) -> str:
+    d = report_dict(run)
+    c = d["summary"]["counts"]
+    strict = run.options.strict
+    lines = [
+        f"# Acceptance report — {run.stack}",
+        "",
+        f"Plan {run.plan.schema} digest `{run.plan.spec_digest}` · kiln {d['kiln_version']} · "
+        f"{d['started']} → {d['finished']}",
+        f"Hosts ({len(run.hosts)}): {', '.join(run.hosts) or 'none'} · inventory: {run.inventory_source}",
+        f"Protocol: {run.acceptance.warmup} warm-up + {run.acceptance.repetitions} measured runs per benchmark, "
+        f"verdict on the median; CV limit {run.acceptance.cv_limit:.0%}"
+        + (" · **strict**: NOT APPLICABLE counts as FAIL" if strict else ""),
+        "",
+        f"**Result: {'ACCEPTED' if d['summary']['exit_code'] == 0 else 'NOT ACCEPTED'}** (exit code "
+        f"{d['summary']['exit_code']}) — PASS {c['PASS']} · WARN {c['WARN']} · FAIL {c['FAIL']} · "
+        f"ERROR {c['ERROR']} · NOT APPLICABLE {c['NOT_APPLICABLE']}",
+        "",
+        "| Verdict | Check | Subject | Target | Median | Min–max | CV | Runs |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in _sorted(run):
+        med, rng, cv, n = _measured(r)
+        unit = "" if r.kind == "conformance" or med == "—" else f" {r.target.unit}"
+        lines.append(f"| {_verdict_txt(r, strict)} | `{r.check}` | {_md_cell(r.subject.label)} | "
+                     f"{_md_cell(_target_txt(r))} | {med}{unit} | {rng} | {cv} | {n} |")
+    bad = [r for r in _sorted(run) if effective(r.verdict, strict) in (Verdict.FAIL, Verdict.ERROR, Verdict.WARN)]
+    if bad:
+        lines += ["", "## Where to look first", ""]
+        for r in bad:
+            lines += [f"### {_verdict_txt(r, strict)}: `{r.check}` on {r.subject.label}", "",
+                      f"- {_md_cell(r.message)}"]
+            for det in r.details[:20]:
+                lines.append(f"- {_md_cell(det)[:500]}")
+            if r.runbook:
+                lines.append(f"- Runbook: {_runbook_link(r)}")
+            if r.raw_files:
+                lines.append(f"- Raw output: {', '.join(f'`{p}`' for p in r.raw_files[:6])}"
+                             + (" …" if len(r.raw_files) > 6 else ""))
+            lines.append("")
+    na = [r for r in run.results if r.verdict is Verdict.NOT_APPLICABLE]
+    if na:
+        lines += ["", "## Not applicable (never a pass)", ""]
+        lines += [f"- `{r.check}` on {r.subject.label}: {_md_cell(r.message)}" for r in na]
+    lines += ["", "## Targets: where the numbers come from", ""]
+    seen: set[str] = set()
+    for r in run.results:
+        if r.check not in seen:
+            seen.add(r.check)
+            lines.append(f"- `{r.check}` ({r.target.metric}, {r.target.unit}, scope {r.target.scope}): "
+                         f"{_md_cell(r.target.why)}")
+    lines += ["", "## Sign-off", "",
+              "I have reviewed every FAIL, ERROR, WARN and NOT APPLICABLE row above.", "",
+              "Accepted by: ______________________  Date: ____________  Signature: ______________________", ""]
+    return "\n".join(lines)
+
+
+_CSS = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1400px;color:#222}
+table{border-collapse:collapse;width:100%;font-size:14px}th,td{border:1px solid #ccc;padding:4px 6px;text-align:left;
+vertical-align:top}th{background:#f3f3f3}.PASS{background:#e6f4e6}.WARN{background:#fff4d6}.FAIL{background:#fbdcdc}
+.ERROR{background:#f6d0e8}.NOT_APPLICABLE{background:#eeeeee}code{font-size:13px}.num{text-align:right;white-space:nowrap}
+details{margin:.3em 0}pre{white-space:pre-wrap;font-size:12px;background:#f8f8f8;padding:.5em}"""
+
+
+def render_html(run: VerifyRun) -> str:
+    d = report_dict(run)
+    c = d["summary"]["counts"]
+    strict = run.options.strict
+    e = html.escape
+    rows = []
+    for r in _sorted(run):
+        med, rng, cv, n = _measured(r)
+        v = effective(r.verdict, strict).value
+        unit = "" if r.kind == "conformance" or med == "—" else f" {r.target.unit}"
+        look = ""
+        if v in ("FAIL", "ERROR", "WARN") and r.runbook:
+            local = REPO / r.runbook
+            href = f"{local.as_uri()}#{anchor(r.check)}" if local.exists() else runbook_ref(r)
+            look = f'<br>First place to look: <a href="{e(href)}">{e(runbook_ref(r))}</a>'
+        det = ""
+        if r.details:
+            det = ("<details><summary>details</summary><pre>" + e("\n".join(r.details)[:8000]) + "</pre></details>")
+        raw = ""
+        if r.raw_files:
+            raw = "<br>raw: " + " ".join(f'<a href="{e(p)}">{e(Path(p).name)}</a>' for p in r.raw_files[:8])
+        rows.append(
+            f'<tr class="{v}"><td>{e(_verdict_txt(r, strict))}</td><td><code>{e(r.check)}</code></td>'
+            f"<td>{e(r.subject.label)}</td><td>{e(_target_txt(r))}</td><td class=num>{e(med + unit)}</td>"
+            f"<td class=num>{e(rng)}</td><td class=num>{e(cv)}</td><td class=num>{e(n)}</td>"
+            f"<td>{e(r.message)}{look}{det}{raw}</td></tr>")
+    accepted = d["summary"]["exit_code"] == 0
+    whys = "".join(f"<li><code>{e(t['check'])}</code>: {e(t['why'])}</li>"
+                   for t in {x["target"]["check"]: x["target"] for x in d["results"]}.values())
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Acceptance report — {e(run.stack)}</title>
+<style>{_CSS}</style></head><body>
+<h1>Acceptance report — {e(run.stack)}</h1>
+<p>Plan {e(run.plan.schema)} digest <code>{e(run.plan.spec_digest)}</code> · kiln {e(str(d['kiln_version']))} ·
+{e(d['started'])} → {e(d['finished'])}<br>Hosts ({len(run.hosts)}): {e(', '.join(run.hosts))} · inventory:
+{e(run.inventory_source)}<br>Protocol: {run.acceptance.warmup} warm-up + {run.acceptance.repetitions} measured runs
+per benchmark, verdict on the median, CV limit {run.acceptance.cv_limit:.0%}{' · <b>strict</b>' if strict else ''}</p>
+<p><b>Result: {'ACCEPTED' if accepted else 'NOT ACCEPTED'}</b> (exit code {d['summary']['exit_code']}) —
+PASS {c['PASS']} · WARN {c['WARN']} · FAIL {c['FAIL']} · ERROR {c['ERROR']} · NOT APPLICABLE {c['NOT_APPLICABLE']}</p>
+<table><thead><tr><th>Verdict</th><th>Check</th><th>Subject</th><th>Target</th><th>Median</th><th>Min–max</th>
+<th>CV</th><th>Runs</th><th>Finding</th></tr></thead><tbody>
+{''.join(rows)}
+</tbody></table>
+<h2>Targets: where the numbers come from</h2><ul>{whys}</ul>
+<h2>Sign-off</h2><p>I have reviewed every FAIL, ERROR, WARN and NOT APPLICABLE row above.</p>
+<p>Accepted by: ______________________ Date: ____________ Signature: ______________________</p>
+</body></html>
+"""
+
+
+def write_report(run: VerifyRun) -> list[Path]:
+    out = run.out_dir
+    out.mkdir(parents=True, exist_ok=True)
+    files = {
+        "report.json": json.dumps(report_dict(run), indent=2, ensure_ascii=False) + "\n",
+        "report.md": render_markdown(run),
+        "report.html": render_html(run),
+    }
+    paths = []
+    for name, text in files.items():
+        p = out / name
+        tmp = p.with_suffix(p.suffix + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(p)
+        paths.append(p)
+    run.report_files = paths
+    return paths

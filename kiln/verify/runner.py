@@ -1,0 +1,330 @@
+"""Running the suite: select targets and hosts, decide applicability, repeat, judge, keep the raw output.
+
+Parallelism: conformance checks, and benchmarks whose hosts share nothing (local NVMe fio, GPU copies, NCCL
+inside a node), run on up to `workers` hosts at once (threads: the work is waiting on remote commands).
+Benchmarks through a shared resource (Lustre, network pairs, the object store, multi-node launches) run one
+at a time so that each figure is the one the target describes.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from kiln.plan.model import Plan, Target
+from kiln.verify.checks import REGISTRY
+from kiln.verify.checks.base import (
+    Acceptance,
+    Check,
+    CheckError,
+    Context,
+    NotApplicable,
+    Options,
+    Rep,
+    Sample,
+    Subject,
+)
+from kiln.verify.hosts import Remote, RemoteError
+from kiln.verify.inventory import Inventory
+from kiln.verify.judge import Judgement, Stats, Verdict, effective, exit_code, judge
+from kiln.verify.parsers import ParseError
+
+
+@dataclass
+class Result:
+    target: Target
+    subject: Subject
+    verdict: Verdict
+    message: str
+    kind: str = "benchmark"
+    stats: Stats | None = None
+    unstable: bool = False
+    samples: list[float] = field(default_factory=list)
+    warmup_samples: list[float] = field(default_factory=list)
+    details: list[str] = field(default_factory=list)
+    info: dict[str, Any] = field(default_factory=dict)
+    raw_files: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    runbook: str = ""
+    tools: tuple[str, ...] = ()
+
+    @property
+    def check(self) -> str:
+        return self.target.check
+
+
+class ProgressPrinter:
+    """Thread-safe progress lines on stderr: which check, which host, repetition i/N, the value."""
+
+    def __init__(self, stream: TextIO | None = None, quiet: bool = False) -> None:
+        self.stream = stream or sys.stderr
+        self.quiet = quiet
+        self._lock = threading.Lock()
+
+    def __call__(self, msg: str) -> None:
+        if self.quiet:
+            return
+        with self._lock:
+            self.stream.write(f"[kiln verify] {msg}\n")
+            self.stream.flush()
+
+
+def select_hosts(plan: Plan, inventory: Inventory, pattern: str | None) -> list[str]:
+    """Plan hosts present in the inventory, filtered by comma-separated globs of host or group names."""
+    hosts = [h.name for h in plan.hosts if h.name in inventory.hostvars]
+    if not pattern:
+        return hosts
+    pats = [p.strip() for p in pattern.split(",") if p.strip()]
+    keep: set[str] = set()
+    for p in pats:
+        for h in hosts:
+            if fnmatch.fnmatch(h, p):
+                keep.add(h)
+        for g, members in plan.groups.items():
+            if fnmatch.fnmatch(g, p):
+                keep.update(m for m in members if m in hosts)
+    return [h for h in hosts if h in keep]
+
+
+def select_targets(plan: Plan, only: tuple[str, ...]) -> list[Target]:
+    if not only:
+        return list(plan.targets)
+
+    def hit(check: str) -> bool:
+        return any(check == o or check.startswith(o.rstrip(".") + ".") or fnmatch.fnmatch(check, o) for o in only)
+
+    chosen = [t for t in plan.targets if hit(t.check)]
+    if not chosen:
+        known = ", ".join(sorted({t.check for t in plan.targets}))
+        raise ValueError(f"--only {' '.join(only)} matches no check of this plan; checks: {known}")
+    return chosen
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:80] or "subject"
+
+
+class Runner:
+    def __init__(self, ctx: Context, out_dir: Path, secrets: tuple[str, ...] = ()) -> None:
+        self.ctx = ctx
+        self.out = out_dir
+        self.secrets = tuple(s for s in secrets if s)
+        self._count = 0
+        self._total = 0
+        self._lock = threading.Lock()
+
+    def redact(self, text: str) -> str:
+        for s in self.secrets:
+            text = text.replace(s, "***")
+        return text
+
+    # ---- planning -------------------------------------------------------------------------------------
+
+    def items(self, targets: list[Target]) -> list[tuple[Target, Check | None, list[Subject], str]]:
+        out: list[tuple[Target, Check | None, list[Subject], str]] = []
+        for t in targets:
+            check = REGISTRY.get(t.check)
+            if check is None:
+                out.append((t, None, [], f"no check implemented for {t.check}"))
+                continue
+            try:
+                subjects = check.subjects(self.ctx, t)
+            except (CheckError, RemoteError, ValueError) as exc:
+                out.append((t, check, [], f"cannot plan the runs: {exc}"))
+                continue
+            why = ""
+            if not subjects:
+                in_group = self.ctx.group_hosts(t.group)
+                if not in_group:
+                    why = f"no selected host is in group {t.group}"
+                elif t.scope == "pair":
+                    why = f"needs two hosts of {t.group}; selected: {', '.join(in_group)}"
+                else:
+                    why = f"nothing to run on the selected hosts of {t.group}"
+            out.append((t, check, subjects, why))
+        return out
+
+    # ---- running --------------------------------------------------------------------------------------
+
+    def run(self, targets: list[Target]) -> list[Result]:
+        plan = self.items(targets)
+        self._total = sum(max(1, len(s)) for _, _, s, _ in plan)
+        results: dict[tuple[int, int], Result] = {}
+
+        def record(i: int, j: int, r: Result) -> None:
+            with self._lock:
+                results[(i, j)] = r
+
+        conformance = [(i, p) for i, p in enumerate(plan) if p[1] is not None and p[1].kind == "conformance"]
+        benchmarks = [(i, p) for i, p in enumerate(plan) if not (p[1] is not None and p[1].kind == "conformance")]
+        workers = max(1, self.ctx.options.workers)
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kiln-verify") as pool:
+            def job(i: int, j: int, t: Target, c: Check, s: Subject) -> None:
+                record(i, j, self.run_one(t, c, s))
+
+            futs = []
+            for i, (t, check, subjects, why) in conformance:
+                if check is None or not subjects:
+                    record(i, 0, self._empty(t, check, why))
+                    continue
+                futs += [pool.submit(job, i, j, t, check, s) for j, s in enumerate(subjects)]
+            for f in futs:
+                f.result()
+            for i, (t, check, subjects, why) in benchmarks:
+                if check is None or not subjects:
+                    record(i, 0, self._empty(t, check, why))
+                    continue
+                if check.parallel_hosts and workers > 1:
+                    fs = [pool.submit(job, i, j, t, check, s) for j, s in enumerate(subjects)]
+                    for f in fs:
+                        f.result()
+                else:
+                    for j, s in enumerate(subjects):
+                        record(i, j, self.run_one(t, check, s))
+        return [results[k] for k in sorted(results)]
+
+    def _empty(self, t: Target, check: Check | None, why: str) -> Result:
+        self._tick(f"{t.check}: {why}")
+        verdict = Verdict.ERROR if check is None or why.startswith("cannot") else Verdict.NOT_APPLICABLE
+        msg = why if verdict is Verdict.ERROR else f"not applicable: {why}"
+        return Result(t, Subject("-", ()), verdict, msg, kind=check.kind if check else "benchmark",
+                      runbook=check.runbook if check else "", tools=check.tools if check else ())
+
+    def _tick(self, msg: str) -> int:
+        with self._lock:
+            self._count += 1
+            n = self._count
+        self.ctx.progress(f"[{n}/{self._total}] {msg}")
+        return n
+
+    def run_one(self, target: Target, check: Check, subject: Subject) -> Result:
+        start = time.monotonic()
+        res = Result(target, subject, Verdict.ERROR, "", kind=check.kind, runbook=check.runbook, tools=check.tools)
+        n = self._tick(f"{target.check} @ {subject.label}: starting")
+        try:
+            reason = check.not_applicable(self.ctx, target, subject)
+            if reason:
+                res.verdict, res.message = Verdict.NOT_APPLICABLE, f"not applicable on this host: {reason}"
+                return res
+            check.prepare(self.ctx, target, subject)
+            try:
+                self._repeat(target, check, subject, res, n)
+            finally:
+                try:
+                    check.cleanup(self.ctx, target, subject)
+                except Exception as exc:  # cleanup problems are reported, not fatal
+                    res.details.append(f"note: cleanup failed: {exc}")
+            self._judge(target, check, res)
+        except NotApplicable as exc:
+            res.verdict, res.message = Verdict.NOT_APPLICABLE, f"not applicable on this host: {exc}"
+        except ParseError as exc:
+            res.verdict, res.message = Verdict.ERROR, self.redact(f"{exc.tool} output not usable: {exc.reason}")
+            if exc.excerpt:
+                res.details.append(self.redact(f"output tail: {exc.excerpt[-400:]}"))
+        except (CheckError, RemoteError) as exc:
+            res.verdict, res.message = Verdict.ERROR, self.redact(str(exc))
+        except Exception as exc:  # an internal error must still produce a row, never a pass
+            res.verdict, res.message = Verdict.ERROR, self.redact(f"internal error: {type(exc).__name__}: {exc}")
+            res.details.append(self.redact(traceback.format_exc(limit=6)))
+        finally:
+            res.seconds = time.monotonic() - start
+            self.ctx.progress(f"[{n}/{self._total}] {target.check} @ {subject.label}: {res.verdict.value}"
+                              f" — {res.message[:160]}")
+        return res
+
+    def _repeat(self, target: Target, check: Check, subject: Subject, res: Result, n: int) -> None:
+        a = self.ctx.acceptance
+        if check.kind == "conformance":
+            reps = [Rep(1, 1, False)]
+        else:
+            reps = [Rep(i + 1, a.warmup, True) for i in range(a.warmup)]
+            reps += [Rep(i + 1, a.repetitions, False) for i in range(a.repetitions)]
+        for rep in reps:
+            where = f"[{n}/{self._total}] {target.check} @ {subject.label}: "
+            where += f"{'warm-up' if rep.warmup else 'rep'} {rep.index}/{rep.total}"
+            if check.kind != "conformance":
+                self.ctx.progress(where)
+            sample = check.measure(self.ctx, target, subject, rep)
+            self._keep_raw(target, subject, rep, sample, res)
+            if rep.warmup:
+                res.warmup_samples.append(sample.value)
+            else:
+                res.samples.append(sample.value)
+                res.details.extend(d for d in sample.details if d not in res.details)
+                for k, v in sample.info.items():
+                    res.info.setdefault(k, v)
+            if check.kind != "conformance":
+                self.ctx.progress(f"{where} = {sample.value:.4g} {target.unit}")
+
+    def _keep_raw(self, target: Target, subject: Subject, rep: Rep, sample: Sample, res: Result) -> None:
+        d = self.out / "raw" / target.check / _slug(subject.label)
+        for name, text in sample.raw.items():
+            d.mkdir(parents=True, exist_ok=True)
+            path = d / f"{rep.label}-{name}"
+            path.write_text(self.redact(text), encoding="utf-8")
+            res.raw_files.append(str(path.relative_to(self.out)))
+
+    def _judge(self, target: Target, check: Check, res: Result) -> None:
+        j: Judgement = judge(target, res.samples, self.ctx.acceptance.cv_limit)
+        res.stats, res.unstable, res.verdict = j.stats, j.unstable, j.verdict
+        if check.kind == "conformance":
+            mismatches = [d for d in res.details if not d.startswith("note:")]
+            checked = res.info.get("checked")
+            if mismatches:
+                plural = "es" if len(mismatches) > 1 else ""
+                res.message = f"{len(mismatches)} mismatch{plural}: " + "; ".join(mismatches[:5])
+                if len(mismatches) > 5:
+                    res.message += f"; … ({len(mismatches) - 5} more in the details)"
+            else:
+                res.message = "matches the plan" + (f" ({checked} items checked)" if checked else "")
+        else:
+            res.message = j.message
+        res.message = self.redact(res.message)
+        res.details = [self.redact(d) for d in res.details]
+
+
+@dataclass
+class VerifyRun:
+    stack: str
+    plan: Plan
+    acceptance: Acceptance
+    options: Options
+    results: list[Result]
+    hosts: list[str]
+    inventory_source: str
+    started: float
+    finished: float
+    out_dir: Path
+    report_files: list[Path] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return exit_code((r.verdict for r in self.results), self.options.strict)
+
+    def counts(self) -> dict[str, int]:
+        out = {v.value: 0 for v in Verdict}
+        for r in self.results:
+            out[effective(r.verdict, self.options.strict).value] += 1
+        return out
+
+
+def execute(plan: Plan, acceptance: Acceptance, inventory: Inventory, remotes: dict[str, Remote], options: Options,
+            out_dir: Path, stack: str, progress: Callable[[str], None] | None = None) -> VerifyRun:
+    """Run the selected targets on `remotes` and return the results (the report is written by the caller)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    ctx = Context(plan, acceptance, inventory, remotes, options, progress or ProgressPrinter())
+    targets = select_targets(plan, options.only)
+    started = time.time()
+    runner = Runner(ctx, out_dir, secrets=(options.s3_secret_key or "",))
+    results = runner.run(targets)
+    return VerifyRun(stack, plan, acceptance, options, results, list(remotes), inventory.source, started, time.time(),
+                     out_dir)

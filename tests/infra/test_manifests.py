@@ -1,0 +1,283 @@
+"""The manifests builder (kiln.render.manifests): plan → Kubernetes objects per component."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from typing import Any
+
+import pytest
+import yaml
+
+from kiln.plan import build_plan
+from kiln.plan.model import Plan
+from kiln.plan.serialize import target_dict
+from kiln.plan.sizing import device_figures
+from kiln.render.inventory import render_inventory
+from kiln.render.manifests import (
+    COMPONENT_KINDS,
+    CREATE_WITH_ANNOTATION,
+    SECRET_SOURCE_ANNOTATION,
+    TARGETS_CONFIGMAP,
+    Obj,
+    build_manifests,
+    helm_chart,
+    is_builtin,
+    knowledge,
+    object_role,
+    rail_resource,
+    render_manifests,
+)
+from kiln.spec import ClusterSpec, load_stack
+from tests.conftest import STACKS
+from tests.infra import k8s_schemas
+
+CUSTOM_KINDS = {"HelmRelease", "HelmRepository", "NicClusterPolicy", "NetworkAttachmentDefinition", "MPIJob"}
+
+
+def _load(stack: str) -> tuple[ClusterSpec, Plan]:
+    spec = load_stack(stack)
+    return spec, build_plan(spec, stack)
+
+
+@pytest.fixture(scope="module", params=STACKS)
+def built(request: pytest.FixtureRequest) -> tuple[ClusterSpec, Plan, dict[str, tuple[Obj, ...]]]:
+    spec, plan = _load(request.param)
+    return spec, plan, {c.kind.module: c.objects for c in build_manifests(plan, spec)}
+
+
+def _all(objs: dict[str, tuple[Obj, ...]]) -> list[Obj]:
+    return [o for group in objs.values() for o in group]
+
+
+def _kind(objs: dict[str, tuple[Obj, ...]], kind: str) -> list[Obj]:
+    return [o for o in _all(objs) if o["kind"] == kind]
+
+
+def test_five_components_in_order_with_type_tokens() -> None:
+    spec, plan = _load("dev")
+    comps = build_manifests(plan, spec)
+    assert [c.kind.token for c in comps] == ["kiln:gpu:GpuNodeStack", "kiln:nccl:NcclConfig",
+                                             "kiln:lustre:LustreClient", "kiln:objectstore:ObjectStore",
+                                             "kiln:acceptance:Acceptance"]
+    assert [c.kind for c in comps] == list(COMPONENT_KINDS)
+    assert sorted(render_manifests(plan, spec)) == sorted(k.file for k in COMPONENT_KINDS)
+
+
+def test_builtin_manifests_validate_against_the_stack_kubernetes_schemas(built: Any) -> None:
+    _spec, plan, objs = built
+    checked = 0
+    for obj in _all(objs):
+        if is_builtin(obj):
+            k8s_schemas.validate(obj, plan.kubernetes_version)
+            checked += 1
+        else:
+            assert obj["kind"] in CUSTOM_KINDS, obj["kind"]
+    assert checked >= 10
+
+
+def test_schema_version_rule() -> None:
+    shipped = ["1.29", "1.30", "1.31", "1.33"]
+    assert k8s_schemas.schema_version("1.31", shipped) == "1.31"
+    assert k8s_schemas.schema_version("1.32", shipped) == "1.31"  # nearest older
+    assert k8s_schemas.schema_version("1.40", shipped) == "1.33"  # newer than all: newest
+    with pytest.raises(ValueError, match="older than every schema"):
+        k8s_schemas.schema_version("1.20", shipped)
+    assert "1.31" in k8s_schemas.shipped_versions()  # the stacks' version ships with kubernetes-validate
+
+
+def test_custom_resources_are_well_formed(built: Any) -> None:
+    _, _, objs = built
+    for obj in _all(objs):
+        assert set(obj) >= {"apiVersion", "kind", "metadata"}
+        assert obj["metadata"]["name"]
+        if not is_builtin(obj):
+            assert isinstance(obj["spec"], dict)
+    roles = [object_role(o) for o in _all(objs)]
+    assert len(roles) == len(set(roles)), "child resource names must be unique"
+
+
+def test_one_rdma_resource_per_rail(built: Any) -> None:
+    spec, plan, objs = built
+    policies = _kind(objs, "NicClusterPolicy")
+    if plan.fabric == "tcp":
+        assert policies == [] and _kind(objs, "NetworkAttachmentDefinition") == []
+        return
+    (ncp,) = policies
+    assert ncp["metadata"]["name"] == "nic-cluster-policy"
+    config = json.loads(ncp["spec"]["rdmaSharedDevicePlugin"]["config"])["configList"]
+    compute = [n for n in plan.hosts[0].nics if n.role == "compute"]
+    assert len(config) == len(compute) == spec.compute.pools[0].compute_rails.count
+    for i, (entry, nic) in enumerate(zip(config, compute, strict=True)):
+        assert entry["resourceName"] == f"rdma_rail{i}"
+        assert entry["selectors"] == {"ifNames": [nic.interface]}
+    assert "ofedDriver" not in ncp["spec"]  # MOFED stays on the host (Lustre o2ib is built against it)
+    affinity = ncp["spec"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert affinity["nodeSelectorTerms"][0]["matchExpressions"][0]["key"] == spec.kubernetes.gpu_node_label
+
+
+def test_secondary_networks_follow_the_plan_interfaces(built: Any) -> None:
+    spec, plan, objs = built
+    nads = {o["metadata"]["name"]: json.loads(o["spec"]["config"]) for o in _kind(objs, "NetworkAttachmentDefinition")}
+    if plan.fabric == "tcp":
+        assert nads == {}
+        return
+    storage = [n for n in plan.hosts[0].nics if n.role == "storage"]
+    net = ipaddress.ip_network(spec.networks.storage)
+    used = max(ipaddress.ip_address(n.address) for h in plan.hosts for n in h.nics if n.address)
+    for nic in storage:
+        cfg = nads[f"kiln-storage-{nic.interface}"]
+        assert cfg["type"] == "ipoib" and cfg["master"] == nic.interface
+        assert cfg["ipam"]["range"] == str(net)
+        assert ipaddress.ip_address(cfg["ipam"]["range_start"]) > used  # pods never take a planned address
+    rails = [n for n in plan.hosts[0].nics if n.role == "compute"]
+    for i, nic in enumerate(rails):
+        assert nads[f"kiln-rail{i}"]["master"] == nic.interface and "ipam" not in nads[f"kiln-rail{i}"]
+
+
+def test_gpu_operator_values_follow_the_plan(built: Any) -> None:
+    _, plan, objs = built
+    releases = {o["metadata"]["name"]: o for o in _kind(objs, "HelmRelease")}
+    values = releases["gpu-operator"]["spec"]["values"]
+    rdma = plan.fabric != "tcp"
+    assert values["driver"]["rdma"]["enabled"] is rdma
+    assert values["gds"]["enabled"] is rdma
+    assert values["dcgmExporter"]["enabled"] is True
+    assert ("network-operator" in releases) is rdma
+
+
+def test_helm_releases_resolve_to_pinned_charts(built: Any) -> None:
+    _, _, objs = built
+    gpu = objs["gpu"]
+    charts = knowledge()["charts"]
+    for rel in _kind(objs, "HelmRelease"):
+        chart = helm_chart(rel, gpu)
+        pin = next(c for c in charts.values() if c["release"] == chart.release_name)
+        assert (chart.chart, chart.version) == (pin["chart"], pin["version"])
+        assert chart.repository_url == knowledge()["helm_repositories"][pin["repository"]]["url"]
+        assert chart.values == rel["spec"]["values"]
+
+
+def test_lustre_volumes_carry_the_plan_nids_capacity_and_options(built: Any) -> None:
+    spec, plan, objs = built
+    pvs = _kind(objs, "PersistentVolume")
+    pvcs = {o["metadata"]["name"]: o for o in _kind(objs, "PersistentVolumeClaim")}
+    assert len(pvs) == len(plan.layouts) + 1 == len(pvcs)
+    osts = sum(1 for t in plan.targets_map if t.kind == "ost")
+    tb = osts * spec.lustre.oss.osts.devices_per_target * device_figures(spec.lustre.oss.osts.device).capacity_TB
+    nids = ":".join(",".join(server) for server in plan.mgs_nids)
+    inv = yaml.safe_load(render_inventory(plan, spec)["group_vars/kiln_lustre_clients.yml"])
+    options = [o for o in inv["lustre_client_mounts"][0]["options"] if o not in ("defaults", "_netdev")]
+    paths = {"/"} | {lay.path for lay in plan.layouts}
+    for pv in pvs:
+        assert pv["spec"]["capacity"]["storage"] == f"{max(1, round(tb * 1000))}G"
+        csi = pv["spec"]["csi"]
+        assert csi["volumeAttributes"]["mgsNids"] == nids
+        for server in plan.mgs_nids:
+            for nid in server:
+                assert nid in csi["volumeHandle"]
+        fileset = csi["volumeAttributes"]["fileset"]
+        assert fileset in paths
+        assert csi["volumeHandle"] == f"{nids}:/{plan.fsname}{'' if fileset == '/' else fileset}"
+        assert pv["spec"]["mountOptions"] == options
+        claim = pvcs[pv["spec"]["claimRef"]["name"]]
+        assert claim["spec"]["volumeName"] == pv["metadata"]["name"]
+        assert claim["spec"]["resources"]["requests"]["storage"] == pv["spec"]["capacity"]["storage"]
+
+
+def test_nccl_configmaps_hold_the_plan_env(built: Any) -> None:
+    _, plan, objs = built
+    cms = {o["metadata"]["name"]: o["data"] for o in objs["nccl"]}
+    assert len(cms) == len(plan.nccl)
+    for pool in plan.nccl:
+        data = cms[f"kiln-nccl-{pool.pool}"]
+        assert {k: v for k, v in data.items() if k != "nccl.conf"} == pool.env
+        assert data["nccl.conf"].splitlines() == [f"{k}={v}" for k, v in pool.env.items()]
+
+
+def test_secrets_are_rendered_without_data(built: Any) -> None:
+    _spec, plan, objs = built
+    secrets = _kind(objs, "Secret")
+    assert len(secrets) == 2  # storage and training namespaces
+    for s in secrets:
+        assert "data" not in s and "stringData" not in s
+        ann = s["metadata"]["annotations"]
+        assert ann[SECRET_SOURCE_ANNOTATION] == f"pulumi-config:{plan.objectstore.credentials_secret}"
+        assert "$KILN_S3_SECRET_KEY" in ann[CREATE_WITH_ANNOTATION]
+
+
+def test_object_store_is_sized_from_the_plan(built: Any) -> None:
+    _spec, plan, objs = built
+    sts = {o["metadata"]["name"]: o for o in _kind(objs, "StatefulSet")}
+    jobs = {o["metadata"]["name"]: o for o in objs["objectstore"] if o["kind"] == "Job"}
+    script = jobs["kiln-buckets"]["spec"]["template"]["spec"]["containers"][0]["args"][0]
+    for b in plan.objectstore.buckets:
+        assert b.name in script
+    if plan.objectstore.backend == "external":
+        assert sts == {}
+        assert {o["kind"] for o in objs["objectstore"]} == {"Secret", "ConfigMap", "Job"}
+        return
+    assert set(sts) == {"seaweedfs-master", "seaweedfs-volume", "seaweedfs-filer", "seaweedfs-s3"}
+    volume = sts["seaweedfs-volume"]["spec"]
+    assert volume["replicas"] == len(plan.objectstore.hosts)
+    per_node = plan.objectstore.raw_capacity_TB / len(plan.objectstore.hosts)
+    assert volume["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] == \
+        f"{max(1, round(per_node * 1000))}G"
+    masters = sts["seaweedfs-master"]["spec"]
+    assert masters["replicas"] == (3 if len(plan.objectstore.hosts) >= 3 else 1)
+    assert f"-defaultReplication={plan.objectstore.replication}" in masters["template"]["spec"]["containers"][0]["args"]
+    for s in sts.values():
+        assert s["spec"]["template"]["spec"]["containers"][0]["image"].endswith(":" + plan.objectstore.version)
+
+
+def test_acceptance_runs_the_plan_targets(built: Any) -> None:
+    spec, plan, objs = built
+    cm = next(o for o in objs["acceptance"] if o["metadata"]["name"] == TARGETS_CONFIGMAP)
+    assert json.loads(cm["data"]["targets.json"]) == [target_dict(t) for t in plan.targets]
+    refs = [ref for o in objs["acceptance"] for ref in _configmap_key_refs(o)]
+    assert refs and all(key in cm["data"] for key in refs)
+    mpijobs = _kind(objs, "MPIJob")
+    for pool in spec.compute.pools:
+        group = f"kiln_pool_{pool.name}"
+        has_inter = any(t.check == "fabric.nccl_allreduce_inter" and t.group == group for t in plan.targets)
+        mine = [m for m in mpijobs if m["metadata"]["name"] == f"kiln-nccl-inter-{pool.name}"]
+        assert len(mine) == (1 if pool.nodes > 1 and has_inter else 0)
+        for m in mine:
+            worker = m["spec"]["mpiReplicaSpecs"]["Worker"]
+            assert worker["replicas"] == pool.nodes and m["spec"]["slotsPerWorker"] == pool.gpu.count
+    for obj in objs["acceptance"]:
+        for pod in _pods(obj):
+            for ctr in pod["containers"]:
+                limits = ctr.get("resources", {}).get("limits", {})
+                if limits.get("nvidia.com/gpu"):
+                    pool = pod["nodeSelector"]["kiln.io/pool"]
+                    rails = next(p for p in spec.compute.pools if p.name == pool).compute_rails.count
+                    want = 0 if plan.fabric == "tcp" else rails
+                    assert [k for k in limits if k.startswith("rdma/")] == [rail_resource(i) for i in range(want)]
+
+
+def _pods(obj: Obj) -> list[dict[str, Any]]:
+    if obj["kind"] == "Job":
+        return [obj["spec"]["template"]["spec"]]
+    if obj["kind"] == "MPIJob":
+        return [r["template"]["spec"] for r in obj["spec"]["mpiReplicaSpecs"].values()]
+    return []
+
+
+def _configmap_key_refs(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        if "configMapKeyRef" in value:
+            return [value["configMapKeyRef"]["key"]]
+        return [k for v in value.values() for k in _configmap_key_refs(v)]
+    if isinstance(value, list):
+        return [k for v in value for k in _configmap_key_refs(v)]
+    return []
+
+
+def test_rendered_yaml_round_trips_to_the_builder_objects() -> None:
+    spec, plan = _load("prod-h100")
+    files = render_manifests(plan, spec)
+    for comp in build_manifests(plan, spec):
+        text = files[comp.kind.file]
+        assert text.startswith(f"# {comp.kind.type_name} ({comp.kind.token}) of stack prod-h100")
+        assert list(yaml.safe_load_all(text)) == list(comp.objects)

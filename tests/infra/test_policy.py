@@ -1,0 +1,171 @@
+"""The policy pack (policy/kiln_policies.py): its checks as plain functions, and every stack passing them."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from pulumi.runtime import rpc
+from pulumi_policy import PolicyResourceOptions, ResourceValidationArgs
+
+from kiln.plan import build_plan
+from kiln.render.manifests import build_manifests, policy_config
+from kiln.spec import load_stack
+from tests.conftest import STACKS
+from tests.infra.conftest import SECRET, Run
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _load_policies() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("kiln_policies", ROOT / "policy" / "kiln_policies.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["kiln_policies"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+P = _load_policies()
+JOB = "kubernetes:batch/v1:Job"
+CM = "kubernetes:core/v1:ConfigMap"
+RAILS = {"poolLabel": "kiln.io/pool", "gpuResource": "nvidia.com/gpu", "railResourceFormat": "rdma/rdma_rail{index}",
+         "railsPerPool": {"gpu": 2, "cpu": 0}}
+
+
+def job(namespace: str = "training", privileged: bool = False, gpus: int = 0, rails: int = 0,
+        pool: str | None = "gpu") -> dict[str, Any]:
+    limits: dict[str, Any] = {}
+    if gpus:
+        limits["nvidia.com/gpu"] = gpus
+    for i in range(rails):
+        limits[f"rdma/rdma_rail{i}"] = 1
+    ctr: dict[str, Any] = {"name": "main", "image": "x", "resources": {"limits": limits}}
+    if privileged:
+        ctr["securityContext"] = {"privileged": True}
+    pod: dict[str, Any] = {"containers": [ctr]}
+    if pool:
+        pod["nodeSelector"] = {"kiln.io/pool": pool}
+    return {"metadata": {"name": "j", "namespace": namespace}, "spec": {"template": {"spec": pod}}}
+
+
+def test_privileged_containers_only_in_storage_and_system_namespaces() -> None:
+    cfg = {"allowedNamespaces": ["kiln-storage", "kiln-system"]}
+    assert P.check_privileged(JOB, job("kiln-storage", privileged=True), cfg) == []
+    assert P.check_privileged(JOB, job("training", privileged=False), cfg) == []
+    (msg,) = P.check_privileged(JOB, job("training", privileged=True), cfg)
+    assert "'training'" in msg and "kiln-storage" in msg
+    assert P.check_privileged(JOB, job("default", privileged=True), {}) != []  # defaults apply without config
+    init = job("training")
+    init["spec"]["template"]["spec"]["initContainers"] = [{"name": "i", "securityContext": {"privileged": True}}]
+    assert P.check_privileged(JOB, init, cfg) != []
+    pod = job(privileged=True)["spec"]["template"]["spec"]
+    ds = {"metadata": {"namespace": "training"}, "spec": {"template": {"spec": pod}}}
+    assert P.check_privileged("kubernetes:apps/v1:DaemonSet", ds, cfg) != []
+
+
+def test_gpu_pods_request_every_rail_of_their_pool() -> None:
+    assert P.check_gpu_rails(JOB, job(gpus=8, rails=2), RAILS) == []
+    (msg,) = P.check_gpu_rails(JOB, job(gpus=8, rails=1), RAILS)
+    assert "rdma/rdma_rail1" in msg
+    assert P.check_gpu_rails(JOB, job(gpus=0, rails=0), RAILS) == []  # not a GPU pod
+    assert P.check_gpu_rails(JOB, job(gpus=1, rails=0, pool="cpu"), RAILS) == []  # a pool without rails
+    assert "does not have" in P.check_gpu_rails(JOB, job(gpus=1, pool="nope"), RAILS)[0]
+    assert "selects no pool" in P.check_gpu_rails(JOB, job(gpus=1, pool=None), RAILS)[0]
+    # without per-stack config: any GPU pod must request at least one rail
+    assert P.check_gpu_rails(JOB, job(gpus=8, rails=1), {}) == []
+    assert P.check_gpu_rails(JOB, job(gpus=8, rails=0), {}) != []
+
+
+def test_gpu_rails_apply_to_every_mpijob_replica() -> None:
+    worker = job(gpus=8, rails=1)["spec"]["template"]
+    replicas = {"Launcher": {"template": job()["spec"]["template"]}, "Worker": {"template": worker}}
+    mpi = {"metadata": {"namespace": "training"}, "spec": {"mpiReplicaSpecs": replicas}}
+    (msg,) = P.check_gpu_rails("kubernetes:kubeflow.org/v2beta1:MPIJob", mpi, RAILS)
+    assert "Worker" in msg
+
+
+@pytest.mark.parametrize(("data", "bad"), [
+    ({"NCCL_IB_HCA": "=mlx5_0,mlx5_1", "nccl.conf": "NCCL_IB_HCA==mlx5_0\n"}, False),
+    ({"S3_ENDPOINT": "http://seaweedfs-s3.kiln-storage.svc:8333", "S3_BUCKETS": "datasets checkpoints"}, False),
+    ({"AWS_SECRET_ACCESS_KEY": "abc"}, True),
+    ({"dbPassword": "hunter2"}, True),
+    ({"apiToken": ""}, False),  # a secret-named key with no value is only a placeholder
+    ({"config.json": '{"secretKey": "abc123"}'}, True),
+    ({"env": "AWS_ACCESS_KEY_ID=AKIAABCDEFGHIJKLMNOP"}, True),
+    ({"blob": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"}, True),  # AWS's documented example secret shape
+    ({"tls.pem": "-----BEGIN RSA PRIVATE KEY-----\nMIIE..."}, True),
+    ({"path": "/var/lib/kubelet/plugins/lustre/socketdirs"}, False),
+])
+def test_configmaps_hold_no_secrets(data: dict[str, str], bad: bool) -> None:
+    props = {"metadata": {"name": "cm"}, "data": data}
+    assert bool(P.check_configmap_secrets(CM, props, {})) is bad
+    assert P.check_configmap_secrets(JOB, props, {}) == []  # only ConfigMaps
+
+
+def test_policy_objects_report_through_pulumi_policy() -> None:
+    policy = next(p for p in P.POLICIES if p.name == "kiln-privileged-namespaces")
+    reported: list[str] = []
+    args = ResourceValidationArgs(JOB, job("training", privileged=True), "urn:x", "j",
+                                  PolicyResourceOptions(False, [], False, [], None, []), None, {})
+    policy.validate(args, lambda message, urn=None: reported.append(message))
+    assert reported and "privileged" in reported[0]
+    assert {p.name for p in P.POLICIES} == set(P.CHECKS)
+
+
+def _type_token(obj: dict[str, Any]) -> str:
+    api = obj["apiVersion"] if "/" in obj["apiVersion"] else f"core/{obj['apiVersion']}"
+    return f"kubernetes:{api}:{obj['kind']}"
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_rendered_object_passes_the_policies(stack: str) -> None:
+    spec = load_stack(stack)
+    plan = build_plan(spec, stack)
+    config = policy_config(plan, spec)
+    assert set(config) == set(P.CHECKS)
+    for comp in build_manifests(plan, spec):
+        for obj in comp.objects:
+            for name, check in P.CHECKS.items():
+                assert check(_type_token(obj), obj, config[name]) == [], (stack, obj["metadata"]["name"])
+
+
+def test_every_program_resource_passes_the_policies(runs: dict[str, Run]) -> None:
+    """As the policy pack sees them in `pulumi preview`: the recorded inputs (secrets unwrapped)."""
+    for stack, run in runs.items():
+        spec = load_stack(stack)
+        config = policy_config(build_plan(spec, stack), spec)
+        for rec in run.records:
+            props = _unwrap(rec.inputs)
+            for name, check in P.CHECKS.items():
+                assert check(rec.type, props, config[name]) == [], (stack, rec.name)
+
+
+def test_the_policies_catch_a_leaked_secret_and_a_railless_gpu_pod() -> None:
+    spec = load_stack("dev")
+    plan = build_plan(spec, "dev")
+    config = policy_config(plan, spec)
+    objs = {o["metadata"]["name"]: o for c in build_manifests(plan, spec) for o in c.objects}
+    leaked = copy.deepcopy(objs["kiln-s3-endpoint"])
+    leaked["data"]["AWS_SECRET_ACCESS_KEY"] = SECRET
+    assert P.check_configmap_secrets(CM, leaked, config["kiln-no-secrets-in-configmaps"])
+    railless = copy.deepcopy(objs["kiln-nccl-intra-gpu"])
+    resources = railless["spec"]["template"]["spec"]["containers"][0]["resources"]
+    del resources["limits"]["rdma/rdma_rail3"], resources["requests"]["rdma/rdma_rail3"]
+    (msg,) = P.check_gpu_rails(JOB, railless, config["kiln-gpu-pods-request-rails"])
+    assert "rdma/rdma_rail3" in msg
+
+
+def _unwrap(value: Any) -> Any:
+    if rpc.is_rpc_secret(value):
+        return _unwrap(rpc.unwrap_rpc_secret(value))
+    if isinstance(value, dict):
+        return {k: _unwrap(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unwrap(v) for v in value]
+    return value
