@@ -47,6 +47,7 @@ plan: venv
 lint: venv
 	$(BIN)/ruff check kiln tests bench policy __main__.py
 	$(BIN)/python -m kiln.docgen --check
+	shellcheck scripts/*.sh .ci/run
 	cd ansible && ../$(BIN)/ansible-lint --profile production ../roles ../ansible
 
 unit: venv

@@ -8,6 +8,7 @@
 #   -v --verbose  stream molecule's output (default: write it to
 #                 .cache/molecule-logs/<role>.log, show its tail on failure)
 #   --no-setup    skip scripts/host-prereqs.sh and scripts/build-base-image.sh
+#   --list        print the roles that would run, and exit
 #
 # Environment: KILN_MOLECULE_TIMEOUT (seconds per role, default 1800).
 # Exit status: 0 when every role passed, 1 otherwise. The last line reads
@@ -25,11 +26,13 @@ TIMEOUT="${KILN_MOLECULE_TIMEOUT:-1800}"
 
 verbose=0
 setup=1
+list=0
 roles=()
 for arg in "$@"; do
     case "$arg" in
         -v|--verbose) verbose=1 ;;
         --no-setup) setup=0 ;;
+        --list) list=1 ;;
         -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
         -*) die "unknown option '$arg' (see --help)" ;;
         *) roles+=("${arg%/}") ;;
@@ -47,12 +50,17 @@ if ((${#roles[@]} == 0)); then
         r="${f#"$ROOT/roles/"}"
         r="${r%%/*}"
         if [[ ! -f "$ROOT/roles/$r/tasks/main.yml" ]]; then
-            log "skip $r (no tasks/main.yml: not a role)"
+            log "skip $r (no tasks/main.yml: not a role)" >&2
             continue
         fi
         roles+=("$r")
     done
     ((${#roles[@]})) || die "no roles/*/molecule/default/molecule.yml found under $ROOT"
+fi
+
+if [[ $list -eq 1 ]]; then
+    printf '%s\n' "${roles[@]}"
+    exit 0
 fi
 
 # A scenario's platform (= podman container) names must start with the role's

@@ -5,7 +5,7 @@
 # Every stage runs even if an earlier one failed; the exit status is non-zero if any failed.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$ROOT"
+cd "$ROOT" || exit 2
 BIN="$ROOT/.venv/bin"
 failed=()
 
@@ -23,6 +23,7 @@ stage() {
 
 stage ruff "$BIN/ruff" check kiln tests bench policy __main__.py
 stage docs "$BIN/python" -m kiln.docgen --check
+stage shellcheck shellcheck scripts/*.sh .ci/run
 stage ansible-lint bash -c "cd ansible && '$BIN/ansible-lint' --profile production ../roles ../ansible"
 stage molecule scripts/molecule-all.sh --no-setup
 stage pytest "$BIN/pytest" -q -p no:cacheprovider tests

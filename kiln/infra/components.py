@@ -143,7 +143,8 @@ class ObjectStore(KilnComponent):
         depends_on: Sequence[pulumi.Resource] = (),
     ) -> None:
         self._plan = plan
-        self._secret_key = pulumi.Output.secret(secret_key)
+        # Output.secret's stub types its argument as Never; the value is an Output[str].
+        self._secret_key: pulumi.Output[str] = pulumi.Output.secret(secret_key)  # type: ignore[arg-type]
         super().__init__(name, objects, opts, depends_on)
 
     def _overrides(self, obj: Obj) -> dict[str, Any] | None:

@@ -52,7 +52,9 @@ class Lab:
     def load(cls, stack: str) -> Lab:
         spec = load_stack(stack)
         if spec.inventory.connection != "podman":
-            raise LabError("load", f"stack {stack} has inventory.connection {spec.inventory.connection!r}; the lab needs podman")
+            raise LabError(
+                "load", f"stack {stack} has inventory.connection {spec.inventory.connection!r}; the lab needs podman"
+            )
         return cls(stack, spec, build_plan(spec, stack), ROOT / ".kiln" / spec.name)
 
     # -- helpers -------------------------------------------------------------------------------
@@ -76,8 +78,9 @@ class Lab:
         log = self.state / "logs" / f"{step}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         with log.open("a") as fh:
-            proc = subprocess.run([str(ROOT / "scripts" / args[0]), *args[1:]], stdout=fh, stderr=subprocess.STDOUT,
-                                  cwd=ROOT, check=False)
+            proc = subprocess.run(
+                [str(ROOT / "scripts" / args[0]), *args[1:]], stdout=fh, stderr=subprocess.STDOUT, cwd=ROOT, check=False
+            )
         if proc.returncode != 0:
             raise LabError(step, f"{args[0]} exited {proc.returncode}", log=log)
 
@@ -105,8 +108,11 @@ class Lab:
                 podman.ensure_volume(vol, self.spec.name)
                 vols.append((vol, pool.local_nvme.mount_point))
             spec = podman.HostSpec(
-                container=container_name(self.spec.name, h.name), hostname=h.name, image=IMAGE,
-                networks=tuple(nets), volumes=tuple(vols),
+                container=container_name(self.spec.name, h.name),
+                hostname=h.name,
+                image=IMAGE,
+                networks=tuple(nets),
+                volumes=tuple(vols),
                 labels={podman.LABEL: self.spec.name, "io.kiln.role": h.role},
                 hosts=tuple((o.name, o.management_address) for o in self.plan.hosts if o.name != h.name),
             )
@@ -124,7 +130,9 @@ class Lab:
             path.parent.mkdir(parents=True, exist_ok=True)
             if not path.exists() or path.read_text() != text:
                 path.write_text(text)
-        self.say("inventory", f"{len(files)} files in {self.inventory_dir.relative_to(ROOT)} (kiln inventory {self.stack})")
+        self.say(
+            "inventory", f"{len(files)} files in {self.inventory_dir.relative_to(ROOT)} (kiln inventory {self.stack})"
+        )
         if not self.secret_file.exists():
             self.secret_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             fd = os.open(self.secret_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -157,10 +165,22 @@ class Lab:
     def configure(self) -> dict[str, int]:
         log = self.state / "logs" / f"ansible-{time.strftime('%Y%m%dT%H%M%S')}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, **self.secret_env(), "ANSIBLE_CONFIG": str(ROOT / "ansible" / "ansible.cfg"),
-               "ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_NOCOLOR": "1", "PYTHONUNBUFFERED": "1"}
-        cmd = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(self.inventory_dir / "hosts.yml"),
-               str(ROOT / "ansible" / "site.yml"), "-e", f"@{self.lab_vars()}"]
+        env = {
+            **os.environ,
+            **self.secret_env(),
+            "ANSIBLE_CONFIG": str(ROOT / "ansible" / "ansible.cfg"),
+            "ANSIBLE_FORCE_COLOR": "0",
+            "ANSIBLE_NOCOLOR": "1",
+            "PYTHONUNBUFFERED": "1",
+        }
+        cmd = [
+            str(Path(sys.executable).parent / "ansible-playbook"),
+            "-i",
+            str(self.inventory_dir / "hosts.yml"),
+            str(ROOT / "ansible" / "site.yml"),
+            "-e",
+            f"@{self.lab_vars()}",
+        ]
         self.say("configure", f"ansible-playbook ansible/site.yml (log: {log.relative_to(ROOT)})")
         task = ""
         with log.open("w") as fh:
@@ -178,16 +198,29 @@ class Lab:
         recap = parse_recap(log.read_text())
         if rc != 0:
             failed = [h for h, c in recap.items() if c.get("failed") or c.get("unreachable")]
-            raise LabError("configure", f"ansible-playbook exited {rc} (last task: {task})",
-                           host=", ".join(failed) or None, log=log)
+            raise LabError(
+                "configure",
+                f"ansible-playbook exited {rc} (last task: {task})",
+                host=", ".join(failed) or None,
+                log=log,
+            )
         changed = {h: c.get("changed", 0) for h, c in recap.items()}
         self.say("configure", "recap: " + ", ".join(f"{h} changed={n}" for h, n in changed.items()))
         return changed
 
     def verify(self) -> int:
         out = self.state / "report"
-        cmd = [sys.executable, "-m", "kiln.cli", "verify", self.stack, "--inventory", str(self.inventory_dir),
-               "--out", str(out)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "kiln.cli",
+            "verify",
+            self.stack,
+            "--inventory",
+            str(self.inventory_dir),
+            "--out",
+            str(out),
+        ]
         self.say("verify", f"kiln verify {self.stack} (report in {out.relative_to(ROOT)}/)")
         env = {**os.environ, **self.secret_env()}
         proc = subprocess.run(cmd, cwd=ROOT, env=env, check=False)
@@ -244,4 +277,3 @@ def parse_recap(text: str) -> dict[str, dict[str, int]]:
         if m:
             out[m.group(1)] = {k: int(v) for k, v in (kv.split("=") for kv in m.group(2).split())}
     return out
-

@@ -24,7 +24,9 @@ def _run(args: list[str], check: bool = True, timeout: float = 300) -> subproces
         raise PodmanError("podman is not installed; run scripts/host-prereqs.sh (make lab does)")
     proc = subprocess.run([podman, *args], capture_output=True, text=True, timeout=timeout, check=False)
     if check and proc.returncode != 0:
-        raise PodmanError(f"podman {' '.join(args)} failed ({proc.returncode}): {proc.stderr.strip() or proc.stdout.strip()}")
+        raise PodmanError(
+            f"podman {' '.join(args)} failed ({proc.returncode}): {proc.stderr.strip() or proc.stdout.strip()}"
+        )
     return proc
 
 

@@ -60,6 +60,7 @@ class LustreTarget:
     mount_point: str
     servicenodes: tuple[tuple[str, ...], ...]  # one NID list per server that may mount it
     failover_host: str | None
+    vdevs: tuple[str, ...] = ()  # zfs: drives the target's pool is built from
 
 
 @dataclass(frozen=True, slots=True)

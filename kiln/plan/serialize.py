@@ -170,6 +170,7 @@ def plan_to_dict(plan: Plan, include_hosts: bool = True) -> dict[str, Any]:
                     "mount_point": t.mount_point,
                     "servicenodes": [list(x) for x in t.servicenodes],
                     "failover_host": t.failover_host,
+                    "vdevs": list(t.vdevs),
                 }
                 for t in plan.targets_map
             ],

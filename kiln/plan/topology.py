@@ -164,12 +164,20 @@ def build_groups(hosts: tuple[Host, ...]) -> dict[str, tuple[str, ...]]:
     return {g: tuple(v) for g, v in sorted(groups.items())}
 
 
-def _target_paths(group: TargetGroup, kind: str, backend: str, fsname: str, index_of: list[int]) -> list[str]:
-    if group.paths:
-        return list(group.paths)
-    if backend == "zfs":
-        return [f"{fsname}-{kind}{idx}/{kind}{idx}" for idx in index_of]
-    return [f"/dev/disk/by-id/kiln-{kind}{t}" for t in range(group.per_node)]
+def _target_devices(
+    group: TargetGroup, kind: str, backend: str, fsname: str, index_of: list[int]
+) -> list[tuple[str, tuple[str, ...]]]:
+    """(device, vdevs) per target on one server. ldiskfs: a block device; zfs: pool/dataset and the
+    drives its pool is built from (devices_per_target of them)."""
+    out = []
+    for t, idx in enumerate(index_of):
+        drives = tuple(f"/dev/disk/by-id/kiln-{kind}{t}-{d}" for d in range(group.devices_per_target))
+        if backend == "zfs":
+            dev = group.paths[t] if group.paths else f"{fsname}-{kind}{idx}/{kind}{idx}"
+            out.append((dev, drives))
+        else:
+            out.append((group.paths[t] if group.paths else f"/dev/disk/by-id/kiln-{kind}{t}", ()))
+    return out
 
 
 def _service(by_name: dict[str, Host], host: Host) -> tuple[tuple[str, ...], ...]:
@@ -189,7 +197,12 @@ def build_target_map(
     out: list[LustreTarget] = []
     mgs_host = next(h for h in hosts if "kiln_lustre_mgs" in h.groups)
     mgs_service = _service(by_name, mgs_host)
-    mgt_device = lu.mgs.device or "/dev/disk/by-id/kiln-mgt0"
+    # The MGT is small; on zfs stacks it is a dataset of its own pool on one mirrored drive pair.
+    if lu.backend == "zfs":
+        mgt_device = lu.mgs.device or f"{fs}-mgt/mgt"
+        mgt_vdevs: tuple[str, ...] = ("/dev/disk/by-id/kiln-mgt0",)
+    else:
+        mgt_device, mgt_vdevs = lu.mgs.device or "/dev/disk/by-id/kiln-mgt0", ()
     out.append(
         LustreTarget(
             "MGS",
@@ -200,6 +213,7 @@ def build_target_map(
             "/mnt/lustre-targets/MGS",
             mgs_service,
             mgs_host.failover_partner,
+            mgt_vdevs,
         )
     )
     kinds: tuple[tuple[TargetKind, str, TargetGroup], ...] = (("mdt", "mds", lu.mds.mdts), ("ost", "oss", lu.oss.osts))
@@ -207,8 +221,8 @@ def build_target_map(
         servers = [h for h in hosts if h.role == role]
         for m, host in enumerate(servers):
             indexes = [m * group.per_node + t for t in range(group.per_node)]
-            paths = _target_paths(group, kind, lu.backend, fs, indexes)
-            for idx, dev in zip(indexes, paths, strict=True):
+            devices = _target_devices(group, kind, lu.backend, fs, indexes)
+            for idx, (dev, vdevs) in zip(indexes, devices, strict=True):
                 name = f"{fs}-{kind.upper()}{idx:04x}"
                 out.append(
                     LustreTarget(
@@ -220,6 +234,7 @@ def build_target_map(
                         f"/mnt/lustre-targets/{name}",
                         _service(by_name, host),
                         host.failover_partner,
+                        vdevs,
                     )
                 )
     return tuple(out), mgs_service

@@ -38,7 +38,9 @@ def _tunable(tid: str, value: int | float | str, pool: str | None = None) -> Tun
     )
     side = rule.get("side") or ("nccl" if tid.startswith("nccl.") else "lnet")
     apply = rule.get("apply") or ("env" if tid.startswith("nccl.") else "module_option")
-    return Tunable(tid, param, value, cast(Side, side), apply, " ".join(rule["reason"].split()), rule["source"], False, pool)
+    return Tunable(
+        tid, param, value, cast(Side, side), apply, " ".join(rule["reason"].split()), rule["source"], False, pool
+    )
 
 
 def is_flash(spec: ClusterSpec) -> bool:

@@ -78,6 +78,7 @@ def _host_vars(plan: Plan, spec: ClusterSpec, h: Host) -> dict[str, Any]:
                 "mgsnode": [list(x) for x in plan.mgs_nids] if t.kind != "mgt" else [],
                 "servicenode": [list(x) for x in t.servicenodes],
                 "failover_host": t.failover_host,
+                "vdevs": list(t.vdevs),
             }
             for t in targets
         ]

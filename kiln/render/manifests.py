@@ -18,6 +18,7 @@ import ipaddress
 import json
 import re
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -305,7 +306,7 @@ def object_role(obj: Obj) -> str:
     return "-".join(parts)
 
 
-def helm_chart(release: Obj, objects: tuple[Obj, ...] | list[Obj]) -> HelmChart:
+def helm_chart(release: Obj, objects: Sequence[Obj]) -> HelmChart:
     """The chart a Flux HelmRelease installs, resolved against its HelmRepository among `objects`."""
     spec = release["spec"]
     chart = spec["chart"]["spec"]
@@ -412,12 +413,13 @@ def _nic_cluster_policy(c: _Ctx) -> Obj:
 def _storage_ipam(c: _Ctx) -> Obj:
     """Whereabouts range on the storage subnet, above every address the plan gave a host."""
     net = ipaddress.ip_network(c.spec.networks.storage)
-    used = [ipaddress.ip_address(n.address) for h in c.plan.hosts for n in h.nics if n.address]
-    start = max(used) + 1 if used else net[2]
-    end = net[-2]
+    used = [int(ipaddress.ip_address(n.address)) for h in c.plan.hosts for n in h.nics if n.address]
+    start = max(used) + 1 if used else int(net[2])
+    end = int(net[-2])
     if start > end:
         raise ValueError(f"storage subnet {net} has no addresses left for pods after the planned hosts")
-    return {"type": "whereabouts", "range": str(net), "range_start": str(start), "range_end": str(end)}
+    addr = type(net.network_address)
+    return {"type": "whereabouts", "range": str(net), "range_start": str(addr(start)), "range_end": str(addr(end))}
 
 
 def _nad(c: _Ctx, name: str, master: str, ipam: Obj | None) -> Obj:
@@ -593,8 +595,11 @@ def _s3_secret(c: _Ctx, namespace: str) -> Obj:
               f"--from-literal=AWS_ACCESS_KEY_ID={c.plan.objectstore.access_key_id} "
               "--from-literal=AWS_SECRET_ACCESS_KEY=\"$KILN_S3_SECRET_KEY\" "
               "--dry-run=client -o yaml | kubectl apply -f -")
+    # NOTE: Flux creates the data-less Secret only if it is absent and never updates it, so the data an
+    # operator puts in it is kept; Pulumi ignores the annotation.
     meta = c.meta(OBJECT_STORE, S3_SECRET_NAME, namespace,
-                  annotations={SECRET_SOURCE_ANNOTATION: f"pulumi-config:{ns_key}", CREATE_WITH_ANNOTATION: create})
+                  annotations={SECRET_SOURCE_ANNOTATION: f"pulumi-config:{ns_key}", CREATE_WITH_ANNOTATION: create,
+                               "kustomize.toolkit.fluxcd.io/ssa": "IfNotPresent"})
     return _obj("v1", "Secret", meta, type="Opaque")
 
 
@@ -633,16 +638,18 @@ def _statefulset(c: _Ctx, name: str, replicas: int, service: str, container: Obj
 _POD_ENV = [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
 
 
-def _weed(name: str, args: list[str], ports: list[tuple[str, int]], env: list[Obj] | None = None) -> Obj:
-    return {"name": name, "image": "", "command": ["weed"], "args": args, "env": [*_POD_ENV, *(env or [])],
+def _weed(name: str, image: str, args: list[str], ports: list[tuple[str, int]]) -> Obj:
+    return {"name": name, "image": image, "command": ["weed"], "args": args, "env": list(_POD_ENV),
             "ports": [{"name": n, "containerPort": p} for n, p in ports]}
 
 
 def _seaweedfs(c: _Ctx) -> list[Obj]:
+    """Master, volume, filer and S3 StatefulSets with their Services, sized from the plan's object store."""
     os_ = c.plan.objectstore
     kb = knowledge()["seaweedfs"]
     image = f"{kb['image']}:{os_.version}"
     ports = kb["ports"]
+    grpc = int(_k("seaweedfs", "grpc_offset"))
     ns = c.storage
     nodes = len(os_.hosts)
     rule = _k("seaweedfs", "masters")
@@ -651,37 +658,29 @@ def _seaweedfs(c: _Ctx) -> list[Obj]:
     meta_size = str(_k("seaweedfs", "metadata_volume"))
     per_node = quantity_GB(os_.raw_capacity_TB / nodes)
     filer = f"seaweedfs-filer.{ns}:{ports['filer']}"
-    objs: list[Obj] = []
 
-    master = _weed("master", ["master", f"-ip=$(POD_NAME).seaweedfs-master.{ns}", "-ip.bind=0.0.0.0",
-                              f"-port={ports['master']}", "-mdir=/data", f"-peers={peers}",
-                              f"-defaultReplication={os_.replication}"],
-                   [("http", ports["master"]), ("grpc", ports["master"] + 10000)])
-    objs.append(_service(c, "seaweedfs-master", {"app.kubernetes.io/name": "seaweedfs-master"},
-                         [("http", ports["master"]), ("grpc", ports["master"] + 10000)], headless=True))
-    objs.append(_statefulset(c, "seaweedfs-master", masters, "seaweedfs-master", master, meta_size))
+    def svc_ports(role: str) -> list[tuple[str, int]]:
+        return [("http", ports[role]), ("grpc", ports[role] + grpc)]
 
-    volume = _weed("volume", ["volume", "-dir=/data", "-max=0", f"-mserver={peers}", f"-port={ports['volume']}",
-                              f"-ip=$(POD_NAME).seaweedfs-volume.{ns}", "-ip.bind=0.0.0.0"],
-                   [("http", ports["volume"]), ("grpc", ports["volume"] + 10000)])
+    def sel(role: str) -> dict[str, str]:
+        return {"app.kubernetes.io/name": f"seaweedfs-{role}"}
+
+    master = _weed("master", image, ["master", f"-ip=$(POD_NAME).seaweedfs-master.{ns}", "-ip.bind=0.0.0.0",
+                                     f"-port={ports['master']}", "-mdir=/data", f"-peers={peers}",
+                                     f"-defaultReplication={os_.replication}"], svc_ports("master"))
+    volume = _weed("volume", image, ["volume", "-dir=/data", "-max=0", f"-mserver={peers}",
+                                     f"-port={ports['volume']}", f"-ip=$(POD_NAME).seaweedfs-volume.{ns}",
+                                     "-ip.bind=0.0.0.0"], svc_ports("volume"))
+    filer_c = _weed("filer", image, ["filer", f"-master={peers}", f"-ip=$(POD_NAME).seaweedfs-filer.{ns}",
+                                     "-ip.bind=0.0.0.0", f"-port={ports['filer']}", "-defaultStoreDir=/data"],
+                    svc_ports("filer"))
+    # One volume server per object-store node of the plan, on nodes labelled with that role.
     spread = {"affinity": {
         "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
             {"matchExpressions": [{"key": role_label(), "operator": "In", "values": ["objectstore"]}]}]}},
         "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-            {"labelSelector": {"matchLabels": {"app.kubernetes.io/name": "seaweedfs-volume"}},
-             "topologyKey": "kubernetes.io/hostname"}]},
+            {"labelSelector": {"matchLabels": sel("volume")}, "topologyKey": "kubernetes.io/hostname"}]},
     }}
-    objs.append(_service(c, "seaweedfs-volume", {"app.kubernetes.io/name": "seaweedfs-volume"},
-                         [("http", ports["volume"]), ("grpc", ports["volume"] + 10000)], headless=True))
-    objs.append(_statefulset(c, "seaweedfs-volume", nodes, "seaweedfs-volume", volume, per_node, spread))
-
-    filer_c = _weed("filer", ["filer", f"-master={peers}", f"-ip=$(POD_NAME).seaweedfs-filer.{ns}",
-                              "-ip.bind=0.0.0.0", f"-port={ports['filer']}", "-defaultStoreDir=/data"],
-                    [("http", ports["filer"]), ("grpc", ports["filer"] + 10000)])
-    objs.append(_service(c, "seaweedfs-filer", {"app.kubernetes.io/name": "seaweedfs-filer"},
-                         [("http", ports["filer"]), ("grpc", ports["filer"] + 10000)], headless=False))
-    objs.append(_statefulset(c, "seaweedfs-filer", 1, "seaweedfs-filer", filer_c, meta_size))
-
     # NOTE: the identity file is written at start from the Secret's env, so the secret never sits in a
     # ConfigMap or an argument; newer SeaweedFS releases also read AWS_* from the environment directly.
     s3_script = (
@@ -689,18 +688,20 @@ def _seaweedfs(c: _Ctx) -> list[Obj]:
         '"actions":["Admin","Read","Write","List","Tagging"]}]}\' "$AWS_ACCESS_KEY_ID" "$AWS_SECRET_ACCESS_KEY" '
         f"> /tmp/s3.json && exec weed s3 -filer={filer} -port={os_.s3_port} -ip.bind=0.0.0.0 -config=/tmp/s3.json"
     )
-    s3 = {"name": "s3", "image": "", "command": ["/bin/sh", "-c"], "args": [s3_script],
+    s3 = {"name": "s3", "image": image, "command": ["/bin/sh", "-c"], "args": [s3_script],
           "envFrom": [{"secretRef": {"name": S3_SECRET_NAME}}],
           "ports": [{"name": "s3", "containerPort": os_.s3_port}],
           "readinessProbe": {"tcpSocket": {"port": os_.s3_port}, "periodSeconds": 10}}
-    objs.append(_service(c, "seaweedfs-s3", {"app.kubernetes.io/name": "seaweedfs-s3"},
-                         [("s3", os_.s3_port)], headless=False))
-    objs.append(_statefulset(c, "seaweedfs-s3", nodes, "seaweedfs-s3", s3, None))
-    for o in objs:
-        if o["kind"] == "StatefulSet":
-            for ctr in o["spec"]["template"]["spec"]["containers"]:
-                ctr["image"] = image
-    return objs
+    return [
+        _service(c, "seaweedfs-master", sel("master"), svc_ports("master"), headless=True),
+        _statefulset(c, "seaweedfs-master", masters, "seaweedfs-master", master, meta_size),
+        _service(c, "seaweedfs-volume", sel("volume"), svc_ports("volume"), headless=True),
+        _statefulset(c, "seaweedfs-volume", nodes, "seaweedfs-volume", volume, per_node, spread),
+        _service(c, "seaweedfs-filer", sel("filer"), svc_ports("filer"), headless=False),
+        _statefulset(c, "seaweedfs-filer", 1, "seaweedfs-filer", filer_c, meta_size),
+        _service(c, "seaweedfs-s3", sel("s3"), [("s3", os_.s3_port)], headless=False),
+        _statefulset(c, "seaweedfs-s3", nodes, "seaweedfs-s3", s3, None),
+    ]
 
 
 def _bucket_job(c: _Ctx) -> Obj:
@@ -1007,7 +1008,7 @@ def _str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
 _Dumper.add_representer(str, _str)
 
 
-def dump_objects(objects: list[Obj] | tuple[Obj, ...]) -> str:
+def dump_objects(objects: Sequence[Obj]) -> str:
     """Multi-document YAML of Kubernetes objects (keys in builder order)."""
     return yaml.dump_all(list(objects), Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=120)
 

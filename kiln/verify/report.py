@@ -105,7 +105,7 @@ def _fmt(x: float | None) -> str:
         return "0"
     if abs(x) >= 1000:
         return f"{x:,.0f}"
-    return f"{x:.3g}" if abs(x) < 10 else f"{x:.1f}"
+    return f"{x:.4g}"
 
 
 def _measured(r: Result) -> tuple[str, str, str, str]:
@@ -119,12 +119,10 @@ def _measured(r: Result) -> tuple[str, str, str, str]:
 
 def _target_txt(r: Result) -> str:
     t = r.target
-    op = "≥" if t.higher_is_better else "≤"
     if r.kind == "conformance":
         return f"{_fmt(t.expected)} mismatches"
-    return f"{_fmt(t.expected)} {t.unit} (warn {op} {_fmt(t.warn)}, fail {op} {_fmt(t.fail)})".replace(
-        f"warn {op}", "warn <" if t.higher_is_better else "warn >").replace(
-        f"fail {op}", "fail <" if t.higher_is_better else "fail >")
+    op = "<" if t.higher_is_better else ">"
+    return f"{_fmt(t.expected)} {t.unit} (warn {op} {_fmt(t.warn)}, fail {op} {_fmt(t.fail)})"
 
 
 def _verdict_txt(r: Result, strict: bool) -> str:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import kubernetes_validate
-from kubernetes_validate import utils as kv_utils
+import kubernetes_validate  # type: ignore[import-untyped]
+from kubernetes_validate import utils as kv_utils  # type: ignore[import-untyped]
 
 
 def _minor(v: str) -> tuple[int, int]:

@@ -124,12 +124,12 @@ def test_secondary_networks_follow_the_plan_interfaces(built: Any) -> None:
         return
     storage = [n for n in plan.hosts[0].nics if n.role == "storage"]
     net = ipaddress.ip_network(spec.networks.storage)
-    used = max(ipaddress.ip_address(n.address) for h in plan.hosts for n in h.nics if n.address)
+    used = max(int(ipaddress.ip_address(n.address)) for h in plan.hosts for n in h.nics if n.address)
     for nic in storage:
         cfg = nads[f"kiln-storage-{nic.interface}"]
         assert cfg["type"] == "ipoib" and cfg["master"] == nic.interface
         assert cfg["ipam"]["range"] == str(net)
-        assert ipaddress.ip_address(cfg["ipam"]["range_start"]) > used  # pods never take a planned address
+        assert int(ipaddress.ip_address(cfg["ipam"]["range_start"])) > used  # pods never take a planned address
     rails = [n for n in plan.hosts[0].nics if n.role == "compute"]
     for i, nic in enumerate(rails):
         assert nads[f"kiln-rail{i}"]["master"] == nic.interface and "ipam" not in nads[f"kiln-rail{i}"]

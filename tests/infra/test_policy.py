@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from pulumi.runtime import rpc
-from pulumi_policy import PolicyResourceOptions, ResourceValidationArgs
+from pulumi_policy import PolicyCustomTimeouts, PolicyResourceOptions, ResourceValidationArgs
 
 from kiln.plan import build_plan
 from kiln.render.manifests import build_manifests, policy_config
@@ -111,8 +111,8 @@ def test_configmaps_hold_no_secrets(data: dict[str, str], bad: bool) -> None:
 def test_policy_objects_report_through_pulumi_policy() -> None:
     policy = next(p for p in P.POLICIES if p.name == "kiln-privileged-namespaces")
     reported: list[str] = []
-    args = ResourceValidationArgs(JOB, job("training", privileged=True), "urn:x", "j",
-                                  PolicyResourceOptions(False, [], False, [], None, []), None, {})
+    opts = PolicyResourceOptions(False, [], False, [], PolicyCustomTimeouts(0, 0, 0), [])
+    args = ResourceValidationArgs(JOB, job("training", privileged=True), "urn:x", "j", opts, None, {})
     policy.validate(args, lambda message, urn=None: reported.append(message))
     assert reported and "privileged" in reported[0]
     assert {p.name for p in P.POLICIES} == set(P.CHECKS)

@@ -381,9 +381,15 @@ def _validate_nids(spec: TargetSpec) -> list[str]:
 
 def _validate_backend_device(spec: TargetSpec) -> list[str]:
     if spec.backend == "zfs":
+        errors = []
         if "/" not in spec.device or spec.device.startswith("/"):
-            return [f"for backend zfs, device is pool/dataset, not {spec.device!r}"]
-        return []
+            errors.append(f"for backend zfs, device is pool/dataset, not {spec.device!r}")
+        relative = [vdev for vdev in zfs_vdev_paths(spec.vdevs) if not vdev.startswith("/")]
+        if relative:
+            errors.append(
+                f"vdevs must be absolute device paths (or {'/'.join(sorted(ZFS_VDEV_KEYWORDS))}): {', '.join(relative)}"
+            )
+        return errors
     if spec.vdevs:
         return ["vdevs are only for backend zfs"]
     return []
@@ -711,16 +717,22 @@ def _optional_int(raw: dict[str, Any], key: str) -> int | None:
 
 
 def layout_from_spec(raw: list[dict[str, Any]]) -> list[LayoutComponent]:
-    """The module's ``layout`` argument -> components (sizes in bytes, EOF as None)."""
+    """The module's ``layout`` argument -> components (sizes in bytes, EOF as None).
+
+    The planner's inventory repeats an overstriped component's count in ``stripe_count``;
+    an equal ``stripe_count`` is dropped so only ``overstripe_count`` remains.
+    """
     components = []
     for entry in raw:
         size = entry.get("stripe_size")
+        count = _optional_int(entry, "stripe_count")
+        over = _optional_int(entry, "overstripe_count")
         components.append(
             LayoutComponent(
                 extent_end=_parse_extent_end(entry.get("extent_end", "EOF")),
-                stripe_count=_optional_int(entry, "stripe_count"),
+                stripe_count=None if over is not None and count == over else count,
                 stripe_size=None if size in (None, "") else parse_size(size),
-                overstripe_count=_optional_int(entry, "overstripe_count"),
+                overstripe_count=over,
                 pool=entry.get("pool") or None,
                 dom=bool(entry.get("dom", False)),
             )
@@ -754,8 +766,10 @@ def validate_layout(components: list[LayoutComponent]) -> list[str]:
 def _validate_component(label: str, position: int, comp: LayoutComponent) -> list[str]:
     if comp.dom:
         errors = [] if position == 0 else [f"{label}: only the first component can be Data-on-MDT"]
-        if comp.stripe_count is not None or comp.overstripe_count is not None or comp.pool:
+        if comp.stripe_count not in (None, 0) or comp.overstripe_count is not None or comp.pool:
             errors.append(f"{label}: a Data-on-MDT component takes no stripe_count, overstripe_count or pool")
+        if comp.stripe_size is not None and comp.stripe_size != comp.extent_end:
+            errors.append(f"{label}: a Data-on-MDT component's size is its extent_end; leave stripe_size unset")
         return errors
     errors = []
     if comp.stripe_count is not None and comp.overstripe_count is not None:

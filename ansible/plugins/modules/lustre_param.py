@@ -154,8 +154,6 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "lctl": {"type": "path"},
 }
 
-Reading = dict[str, str]  # device -> current value
-
 
 class ParamRun:
     """Read, compare, set and verify each parameter in one mode."""
@@ -184,7 +182,7 @@ class ParamRun:
 
     # -- reading -----------------------------------------------------------
 
-    def read(self, name: str) -> Reading:
+    def read(self, name: str) -> dict[str, str]:
         if self.mode == "set_param":
             entries = parse_get_param(self.lctl_run(["get_param", name]))
             if not entries:
@@ -226,7 +224,7 @@ class ParamRun:
             self.fail(str(exc))
         return ""
 
-    def read_sysfs(self, name: str) -> Reading:
+    def read_sysfs(self, name: str) -> dict[str, str]:
         path = self.sysfs_path(name)
         try:
             with open(path, encoding="ascii") as handle:
@@ -237,7 +235,7 @@ class ParamRun:
 
     # -- comparing and setting ----------------------------------------------
 
-    def drift(self, name: str, value: Any, reading: Reading) -> list[dict[str, Any]]:
+    def drift(self, name: str, value: Any, reading: dict[str, str]) -> list[dict[str, Any]]:
         if not reading:
             return [{"name": name, "device": None, "current": None, "wanted": str(value)}]
         return param_drift(name, value, sorted(reading.items()), self.page_size)
@@ -275,7 +273,7 @@ class ParamRun:
 
     def main(self) -> None:
         drift: list[dict[str, Any]] = []
-        current: dict[str, Reading] = {}
+        current: dict[str, dict[str, str]] = {}
         changed_params: list[str] = []
         for item in self.module.params["params"]:
             name, value = item["name"], item["value"]

@@ -349,8 +349,6 @@ class TargetRun:
         self.module.fail_json(msg=msg, commands=self.commands, **extra)
 
     def verify(self) -> LustreTarget:
-        if self.module.check_mode:
-            raise AssertionError("verify() must not run in check mode")
         after = self.probe_lustre()
         if after is None:
             self.fail(f"after formatting, tunefs.lustre --dryrun {self.spec.device} shows no Lustre target")
@@ -389,6 +387,9 @@ class TargetRun:
         self.run(build_mkfs_command(self.tool("mkfs_lustre", "mkfs.lustre"), self.spec, reformat))
         after = None if self.module.check_mode else self.verify()
         before = target_state(self.spec.device, current) if current else _content_state(self.spec, found)
+        after_state = target_state(self.spec.device, after) if after else spec_state(self.spec)
+        if reformat:
+            after_state["reformatted"] = f"yes - destroyed {found}"
         self.exit(
             changed=True,
             operation="reformat" if reformat else "format",
@@ -396,7 +397,7 @@ class TargetRun:
             found=found,
             drift=[],
             before=before,
-            after=target_state(self.spec.device, after) if after else spec_state(self.spec),
+            after=after_state,
         )
 
     def ensure_params(self, current: LustreTarget) -> None:

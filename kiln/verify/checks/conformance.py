@@ -59,6 +59,8 @@ def same_value(planned: object, found: str, page_size: int | None = None) -> boo
                 continue
         except ValueError:
             pass
+        if not re.fullmatch(r"\d+(\.\d+)?[KMGTP]", p, re.I):
+            return False
         try:
             want = size_bytes(p)
             got = int(float(f))

@@ -102,6 +102,8 @@ def test_layout_from_spec_normalises_sizes_and_eof() -> None:
         ([C(extent_end=M, stripe_size=4 * M), C(extent_end=None)], "multiple of its stripe_size"),
         ([C(extent_end=M), C(extent_end=2 * M, dom=True), C(extent_end=None)], "only the first component"),
         ([C(extent_end=M, dom=True, pool="flash"), C(extent_end=None)], "takes no stripe_count"),
+        ([C(extent_end=M, dom=True, stripe_count=2), C(extent_end=None)], "takes no stripe_count"),
+        ([C(extent_end=M, dom=True, stripe_size=64 * 1024), C(extent_end=None)], "size is its extent_end"),
         ([C(extent_end=None, stripe_count=2, overstripe_count=4)], "not both"),
         ([C(extent_end=None, stripe_count=-2)], "-1 (all OSTs) or more"),
         ([C(extent_end=None, overstripe_count=0)], "-1 or at least 1"),
@@ -110,6 +112,28 @@ def test_layout_from_spec_normalises_sizes_and_eof() -> None:
 def test_invalid_layouts_are_explained(layout: list[kl.LayoutComponent], fragment: str) -> None:
     errors = kl.validate_layout(layout)
     assert any(fragment in error for error in errors), errors
+
+
+def test_planner_inventory_components_are_accepted() -> None:
+    """Shapes kiln/render/inventory.py emits: DoM with stripe_count 0 and its size, overstripe counted twice."""
+    dom = kl.layout_from_spec(
+        [
+            {"extent_end": "1M", "stripe_count": 0, "stripe_size": "1M", "overstripe_count": None, "dom": True},
+            {"extent_end": "EOF", "stripe_count": 4, "stripe_size": "4M", "overstripe_count": None, "pool": None},
+        ]
+    )
+    assert kl.validate_layout(dom) == []
+    over = kl.layout_from_spec(
+        [{"extent_end": "EOF", "stripe_count": 64, "stripe_size": "16M", "overstripe_count": 64}]
+    )
+    assert over == [C(extent_end=None, overstripe_count=64, stripe_size=16 * M)]
+    assert kl.validate_layout(over) == []
+    assert kl.validate_layout(kl.layout_from_spec([{"stripe_count": 8, "overstripe_count": 64}])) != []
+
+
+def test_stripe_count_zero_means_filesystem_default_and_is_not_compared() -> None:
+    current = [C(extent_end=None, stripe_count=1, stripe_size=M)]
+    assert kl.layout_drift(current, [C(extent_end=None, stripe_count=0)]) == []
 
 
 def test_valid_layouts_have_no_errors() -> None:

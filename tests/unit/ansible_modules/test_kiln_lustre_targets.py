@@ -169,6 +169,7 @@ def test_valid_spec_has_no_errors() -> None:
         ({"mgsnode": []}, "needs mgsnode"),
         ({"mgsnode": [["10.0.0.1"]]}, "not a NID"),
         ({"backend": "zfs"}, "pool/dataset"),
+        ({"backend": "zfs", "device": "p/ost3", "vdevs": ["mirror", "sdb", "/dev/sdc"]}, "absolute device paths"),
         ({"vdevs": ["/dev/sdc"]}, "only for backend zfs"),
         ({"with_mgs": True}, "with_mgs is only for an MDT"),
     ],

@@ -1,0 +1,300 @@
+"""Checks' logic against the lab plan with a TEST DOUBLE remote (verify_fakes.FakeRemote): what is compared,
+what a mismatch says, how tool output becomes a sample. Real hosts: tests/acceptance/test_integration.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from verify_fakes import FakeRemote, context, fake_tool, lab
+
+from kiln.plan.model import Target
+from kiln.verify.checks import REGISTRY
+from kiln.verify.checks.base import CheckError, NotApplicable, Options, Rep, Subject
+from kiln.verify.checks.conformance import same_value
+from kiln.verify.checks.launch import launch_command
+from kiln.verify.parsers import ParseError
+
+FIX = Path(__file__).resolve().parents[2] / "fixtures" / "tools"
+REP = Rep(1, 1, False)
+
+
+def target(check: str) -> Target:
+    plan, _, _ = lab()
+    for t in plan.targets:
+        if t.check == check:
+            return t
+    # checks the lab plan has no target for (one GPU per node, no RDMA): a prod-like target
+    return Target(check, "busbw", "GB/s", 100.0, 90.0, 75.0, "test", "node", True, "kiln_pool_gpu", ("gpu",))
+
+
+def measure(check: str, remotes: dict[str, FakeRemote], host: str, options: Options | None = None,
+            subject: Subject | None = None):  # type: ignore[no-untyped-def]
+    ctx = context(remotes, options)
+    return REGISTRY[check].measure(ctx, target(check), subject or Subject(host, (host,)), REP)
+
+
+# ------------------------------------------------------------------------------------------------ sysctls
+
+PLANNED = {"net.ipv4.conf.all.arp_ignore": "1", "net.ipv4.conf.all.arp_announce": "2",
+           "net.ipv4.conf.all.rp_filter": "2", "net.core.rmem_max": "212992", "net.core.wmem_max": "212992",
+           "net.ipv4.tcp_rmem": "4096\t87380\t134217728", "net.ipv4.tcp_wmem": "4096\t65536\t134217728",
+           "net.core.netdev_max_backlog": "1000"}
+
+
+def sysctl_host(tmp_path: Path, values: dict[str, str], container: bool) -> FakeRemote:
+    cases = "\n".join(f"  {k}) printf '%b\\n' '{v}';;" for k, v in values.items())
+    fake_tool(tmp_path / "bin", "sysctl", f'case "$2" in\n{cases}\n  *) echo "sysctl: cannot stat $2"; exit 255;;\nesac')
+    r = FakeRemote("gpu001", tmp_path / "bin")
+    return r.on("containerenv", (0, "yes\n" if container else "no\n", ""))
+
+
+def test_sysctls_in_a_container_skip_host_global_keys(tmp_path: Path) -> None:
+    s = measure("conformance.sysctls", {"gpu001": sysctl_host(tmp_path, PLANNED, True)}, "gpu001")
+    assert s.value == 0
+    notes = [d for d in s.details if d.startswith("note:")]
+    assert len(notes) == 3 and all("not namespaced" in n for n in notes)  # rmem_max, wmem_max, netdev_max_backlog
+
+
+def test_sysctls_mismatch_names_parameter_planned_and_found(tmp_path: Path) -> None:
+    values = dict(PLANNED, **{"net.ipv4.conf.all.arp_ignore": "0"})
+    s = measure("conformance.sysctls", {"gpu001": sysctl_host(tmp_path, values, True)}, "gpu001")
+    assert s.value == 1
+    assert "net.ipv4.conf.all.arp_ignore: planned 1, found 0" in s.details
+
+
+def test_sysctls_on_bare_metal_check_every_key(tmp_path: Path) -> None:
+    s = measure("conformance.sysctls", {"gpu001": sysctl_host(tmp_path, PLANNED, False)}, "gpu001")
+    assert s.value == 3  # the three host-global keys hold 212992/1000, not the planned values
+    assert "net.core.rmem_max: planned 268435456, found 212992" in s.details
+
+
+def test_same_value_rules() -> None:
+    assert same_value("4096 87380 134217728", "4096\t87380\t134217728")
+    assert same_value("16M", "4096", page_size=4096)  # lctl reports max_pages_per_rpc in pages
+    assert same_value("32M", "33554432") and same_value(1, "1") and same_value(0.5, "0.50")
+    assert not same_value("16M", "256", page_size=4096) and not same_value(1, "0")
+    assert not same_value("4096 87380", "4096 87380 6291456")
+
+
+# ------------------------------------------------------------------------------------------------- nccl
+
+
+def test_nccl_conf_compares_values_exactly() -> None:
+    r = FakeRemote("gpu001").on(r"cat /etc/nccl.conf", (0, "# kiln\nNCCL_IB_DISABLE=1\nNCCL_SOCKET_IFNAME=eth0\n"
+                                                          "NCCL_DEBUG=INFO\n", ""))
+    s = measure("conformance.nccl_conf", {"gpu001": r}, "gpu001")
+    assert s.details == ["NCCL_SOCKET_IFNAME: planned =eth0, found eth0",
+                         "NCCL_DEBUG: not in the plan, found INFO in /etc/nccl.conf"]
+    assert s.value == 2
+
+
+def test_nccl_conf_missing() -> None:
+    r = FakeRemote("gpu001").on(r"cat /etc/nccl.conf", (1, "", "cat: /etc/nccl.conf: No such file or directory"))
+    s = measure("conformance.nccl_conf", {"gpu001": r}, "gpu001")
+    assert s.value == 2 and all("not set (/etc/nccl.conf unreadable" in d for d in s.details)
+
+
+# ----------------------------------------------------------------------------------------- object store
+
+
+def test_services(tmp_path: Path) -> None:
+    fake_tool(tmp_path / "bin", "systemctl", '[ "$2" = seaweedfs-filer ] && { echo failed; exit 3; }; echo active')
+    s = measure("conformance.objectstore_services", {"s3-01": FakeRemote("s3-01", tmp_path / "bin")}, "s3-01")
+    assert s.details == ["seaweedfs-filer.service: planned active, found failed"]
+    assert s.info["units"] == ["seaweedfs-master", "seaweedfs-volume", "seaweedfs-filer", "seaweedfs-s3"]
+
+
+def test_buckets_need_the_secret_and_never_pass_it_as_an_argument() -> None:
+    r = FakeRemote("s3-01").on(r"python3 -c", (0, "datasets\n", ""))
+    with pytest.raises(CheckError, match="KILN_S3_SECRET_KEY"):
+        measure("conformance.objectstore_buckets", {"s3-01": r}, "s3-01")
+    s = measure("conformance.objectstore_buckets", {"s3-01": r}, "s3-01", Options(s3_secret_key="s3cr3t"))
+    assert s.details[0].startswith("bucket checkpoints (checkpoints): planned, not listed by 10.89.20.")
+    cmd = r.commands[-1]
+    assert "KILN_SK=s3cr3t python3" in cmd  # environment of the process, not argv
+    assert "s3cr3t" not in cmd.split("python3", 1)[1]
+
+
+def test_list_buckets_script_signs_like_sigv4() -> None:
+    # run the embedded script against nothing: it must fail cleanly with a connection error, not a traceback
+    from kiln.verify.checks.conformance import _LIST_BUCKETS_PY
+
+    compile(_LIST_BUCKETS_PY, "<list-buckets>", "exec")
+
+
+# ----------------------------------------------------------------------------------------------- Lustre
+
+
+def lctl_host(tmp_path: Path) -> FakeRemote:
+    fake_tool(tmp_path / "bin", "lctl", """p="$2"
+case "$p" in
+  'osc.*.max_pages_per_rpc') echo "osc.lab-OST0000-osc-ff01.max_pages_per_rpc=4096"
+                             echo "osc.lab-OST0001-osc-ff01.max_pages_per_rpc=4096";;
+  'osc.*.max_rpcs_in_flight') echo "osc.lab-OST0000-osc-ff01.max_rpcs_in_flight=8"
+                              echo "osc.lab-OST0001-osc-ff01.max_rpcs_in_flight=32";;
+  'osc.*.max_dirty_mb') echo "osc.lab-OST0000-osc-ff01.max_dirty_mb=512";;
+  'osc.*.checksums') echo "osc.lab-OST0000-osc-ff01.checksums=1";;
+  'llite.*.max_read_ahead_mb') echo "llite.lab-ff01.max_read_ahead_mb=1024";;
+  'llite.*.max_read_ahead_per_file_mb') echo "llite.lab-ff01.max_read_ahead_per_file_mb=256";;
+  'llite.*.statahead_max') echo "llite.lab-ff01.statahead_max=128";;
+  'mdc.*.max_rpcs_in_flight') echo "mdc.lab-MDT0000-mdc-ff01.max_rpcs_in_flight=64";;
+  'mdc.*.max_mod_rpcs_in_flight') echo "mdc.lab-MDT0000-mdc-ff01.max_mod_rpcs_in_flight=50";;
+  *) echo "error: get_param: param_path '$p': No such file or directory" >&2; exit 2;;
+esac""")
+    r = FakeRemote("gpu001", tmp_path / "bin")
+    return r.on(r"cat /sys/module/ksocklnd/parameters/credits", (0, "256\n", "")).on("getconf PAGESIZE", (0, "4096\n", ""))
+
+
+def test_lustre_tunables(tmp_path: Path) -> None:
+    s = measure("conformance.lustre_tunables", {"gpu001": lctl_host(tmp_path)}, "gpu001")
+    assert "osc.lab-OST0001-osc-ff01.max_rpcs_in_flight: planned 8, found 32" in s.details
+    assert any(d.startswith("ldlm.namespaces.*.lru_max_age: planned 600000, not found by lctl get_param")
+               for d in s.details)
+    assert s.value == 2 and s.info["checked"] == 11  # 10 client tunables of pool gpu + ksocklnd.credits
+
+
+def test_lustre_tunables_subjects_include_servers() -> None:
+    ctx = context({h: FakeRemote(h) for h in ("gpu001", "gpu002", "mds01", "oss01")})
+    subjects = REGISTRY["conformance.lustre_tunables"].subjects(ctx, target("conformance.lustre_tunables"))
+    assert [s.label for s in subjects] == ["gpu001", "gpu002", "mds01", "oss01"]
+
+
+def getstripe_text(components: list[tuple[int | None, int, int, str]]) -> str:
+    out = ["  lcm_layout_gen:    0", f"  lcm_entry_count:   {len(components)}"]
+    start = 0
+    for end, count, size, pattern in components:
+        out += ["    lcme_id:             N/A", f"    lcme_extent.e_start: {start}",
+                f"    lcme_extent.e_end:   {'EOF' if end is None else end}",
+                f"      stripe_count:  {count}       stripe_size:   {size}       pattern:       {pattern}", ""]
+        start = end or 0
+    return "\n".join(out)
+
+
+def test_lustre_layouts(tmp_path: Path) -> None:
+    m = 1 << 20
+    outputs = {
+        "/lustre/datasets": getstripe_text([(64 * m, 1, m, "raid0"), (4 << 30, 4, 4 * m, "raid0"),
+                                            (None, -1, 4 * m, "raid0")]),
+        "/lustre/checkpoints": getstripe_text([(256 * m, 1, m, "raid0"), (None, 4, 4 * m, "raid0")]),
+        "/lustre/code": getstripe_text([(m, 0, m, "mdt"), (None, 1, 4 * m, "raid0")]),
+        "/lustre/scratch": "stripe_count:  1 stripe_size:   1048576 pattern:       raid0 stripe_offset: -1\n",
+    }
+    r = FakeRemote("gpu001")
+    for path, text in outputs.items():
+        r.on(rf"lfs getstripe -d {path}$", (0, text, ""))
+    s = measure("conformance.lustre_layouts", {"gpu001": r}, "gpu001")
+    assert s.details == ["/lustre/datasets component 2 stripe_count: planned 4, found -1"]
+
+
+def test_lnet(tmp_path: Path) -> None:
+    ok = "net:\n    - net type: lo\n      local NI(s):\n        - nid: 0@lo\n          status: up\n" \
+         "    - net type: tcp\n      local NI(s):\n        - nid: 10.89.20.2@tcp\n          status: up\n"
+    r = FakeRemote("gpu001").on("lnetctl net show", (0, ok, ""))
+    assert measure("conformance.lnet", {"gpu001": r}, "gpu001").value == 0
+    r = FakeRemote("gpu001").on("lnetctl net show", (0, (FIX / "lustre/lnetctl_net_show.yaml").read_text(), ""))
+    s = measure("conformance.lnet", {"gpu001": r}, "gpu001")
+    assert s.details[0].startswith("NID 10.89.20.2@tcp0: planned, not configured")
+    assert any("net o2ib0 (NID 10.20.1.11@o2ib0): not in the plan" in d for d in s.details)
+
+
+def test_gpus_and_rdma() -> None:
+    r = FakeRemote("gpu001").on("nvidia-smi", (0, "0, NVIDIA H100 80GB HBM3, Disabled\n", ""))
+    s = measure("conformance.gpus", {"gpu001": r}, "gpu001")
+    assert s.details == ["GPU 0 (NVIDIA H100 80GB HBM3) persistence mode: planned Enabled, found Disabled"]
+    with pytest.raises(NotApplicable, match="expects no RDMA device"):
+        measure("conformance.rdma_ports", {"gpu001": FakeRemote("gpu001")}, "gpu001")
+
+
+# ----------------------------------------------------------------------------------------------- benchmarks
+
+
+def test_fio_local_uses_the_plan_size_and_aggregates(tmp_path: Path) -> None:
+    fio_json = (FIX / "fio/read_2jobs.json").read_text()
+    r = FakeRemote("gpu001").on(r"fio --output-format=json", (0, fio_json, "")).on("MemTotal", (0, "2048000\n", ""))
+    s = measure("storage.fio_local_read", {"gpu001": r}, "gpu001", Options(local_nvme_path="/scratch", fio_jobs=2))
+    assert s.value > 0 and len(s.info["per_job_GBps"]) == 2
+    job = s.raw["job.fio"]
+    assert "size=268435456" in job  # fio_size_factor 0 in the lab: 256 MiB per job
+    assert "directory=/scratch/kiln-verify" in job and "direct=1" in job and "numjobs=2" in job
+
+
+def test_fio_size_factor_times_ram() -> None:
+    r = FakeRemote("gpu001").on("MemTotal", (0, "1048576\n", ""))  # 1 GiB
+    ctx = context({"gpu001": r}, fio_size_factor=2.0)
+    job = REGISTRY["storage.fio_local_write"].job(ctx, "gpu001")  # type: ignore[attr-defined]
+    assert job.size_per_job == 2 << 30
+
+
+def test_iperf3_pair_uses_storage_addresses_and_retries() -> None:
+    ok = (FIX / "iperf3/tcp_4streams.json").read_text()
+    refused = (FIX / "iperf3/refused.json").read_text()
+    answers = iter([(0, refused, ""), (0, ok, "")])
+    client = FakeRemote("gpu001").on(r"^timeout|iperf3 -c", lambda _c: next(answers))
+    server = FakeRemote("gpu002").on(".", (0, "", ""))
+    subject = Subject("gpu001→gpu002", ("gpu001", "gpu002"))
+    s = measure("network.iperf3", {"gpu001": client, "gpu002": server}, "gpu001", Options(iperf3_seconds=3),
+                subject)
+    assert s.value == pytest.approx(json.loads(ok)["end"]["sum_received"]["bits_per_second"] / 1e9)
+    assert any("iperf3 -s -1 -D -B 10.89.20.3" in c for c in server.commands)
+    assert any("iperf3 -c 10.89.20.3 -B 10.89.20.2" in c for c in client.commands)
+    assert any(c.startswith("test -s") and "kill" in c for c in server.commands)  # server stopped afterwards
+
+
+def test_warp_credentials_only_in_the_environment() -> None:
+    put = (FIX / "warp/put.json").read_text()
+    r = FakeRemote("gpu001").on("command -v warp", (0, "/usr/local/bin/warp\n", "")).on(r"warp put", (0, put, ""))
+    ctx = context({"gpu001": r, "s3-01": FakeRemote("s3-01")}, Options(s3_secret_key="s3cr3t"))
+    chk = REGISTRY["objectstore.s3_put"]
+    [subject] = chk.subjects(ctx, target("objectstore.s3_put"))
+    assert subject.hosts == ("gpu001", "s3-01")
+    chk.prepare(ctx, target("objectstore.s3_put"), subject)
+    s = chk.measure(ctx, target("objectstore.s3_put"), subject, REP)
+    assert s.value > 0 and s.info["endpoints"] == [f"{ctx.inventory.storage_addresses('s3-01')[0]}:8333"]
+    assert "s3cr3t" not in s.raw["command.txt"] and "--secret-key" not in s.raw["command.txt"]
+    assert "WARP_SECRET_KEY=s3cr3t" in r.commands[-1]
+
+
+def test_perftest_and_nccl_and_gpu_copy() -> None:
+    r = FakeRemote("gpu001").on("command -v", (0, "/usr/bin/x\n", ""))
+    r.on(r"^all_reduce_perf -b", (0, (FIX / "nccl/all_reduce_intra_8gpu.txt").read_text(), ""))
+    s = measure("fabric.nccl_allreduce_intra", {"gpu001": r}, "gpu001")
+    assert s.value == pytest.approx(482.94) and s.info["gpus"] == 1  # in-place busbw at 8 GiB
+    r.on(r"nvbandwidth -t host_to_device", (0, (FIX / "cuda/nvbandwidth.txt").read_text(), ""))
+    assert measure("gpu.h2d_bw", {"gpu001": r}, "gpu001").value == pytest.approx(55.41)
+    bad = FakeRemote("gpu001").on("command -v", (1, "", ""))
+    with pytest.raises(CheckError, match="neither nvbandwidth nor bandwidthTest"):
+        measure("gpu.d2h_bw", {"gpu001": bad}, "gpu001")
+    r.on(r"^all_reduce_perf -b", (1, (FIX / "nccl/nccl_warn_abort.txt").read_text(), ""))
+    with pytest.raises(ParseError, match="NCCL WARN"):
+        measure("fabric.nccl_allreduce_intra", {"gpu001": r}, "gpu001")
+
+
+def test_launchers() -> None:
+    ctx = context({"gpu001": FakeRemote("gpu001")}, Options(mpirun_args="--allow-run-as-root"))
+    cmd = launch_command(ctx, ["gpu001", "gpu002"], 8, "ior -w", env={"NCCL_IB_DISABLE": "1"})
+    assert cmd.startswith("mpirun -np 16 -H gpu001:8,gpu002:8 --bind-to none -x NCCL_IB_DISABLE=1 --allow-run-as")
+    ctx = context({"gpu001": FakeRemote("gpu001")}, Options(launcher="srun", srun_args="-p gpu"))
+    cmd = launch_command(ctx, ["gpu001", "gpu002"], 4, "all_reduce_perf -g 1", gpus_per_node=4)
+    assert cmd == "srun -N 2 --ntasks-per-node=4 -w gpu001,gpu002 --gpus-per-node=4 -p gpu all_reduce_perf -g 1"
+
+
+def test_ring_pairs_and_rails() -> None:
+    ctx = context({h: FakeRemote(h) for h in ("gpu001", "gpu002")})
+    subjects = REGISTRY["network.iperf3"].subjects(ctx, target("network.iperf3"))
+    assert [s.label for s in subjects] == ["gpu001→gpu002", "gpu002→gpu001"]
+    ctx = context({"gpu001": FakeRemote("gpu001")})
+    assert REGISTRY["network.iperf3"].subjects(ctx, target("network.iperf3")) == []
+
+
+def test_options_from_strings() -> None:
+    o = Options().with_values({"fio_runtime_s": "30", "objectstore_units": "a,b", "lustre_dir": "/l/x",
+                               "strict": "yes", "command_timeout_s": "12.5"})
+    assert o.fio_runtime_s == 30 and o.objectstore_units == ("a", "b") and o.strict and o.command_timeout_s == 12.5
+    with pytest.raises(ValueError, match="unknown option 'nope'"):
+        Options().with_values({"nope": "1"})
+    with pytest.raises(ValueError, match="unknown option 's3_secret_key'"):
+        Options().with_values({"s3_secret_key": "x"})  # only from the environment
+    pub = Options(s3_secret_key="hidden").public()
+    assert "hidden" not in json.dumps(pub) and pub["s3_secret_key_set"] is True
