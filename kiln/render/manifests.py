@@ -106,10 +106,6 @@ def _k(*path: str) -> Any:
     return node
 
 
-def _image(ref: dict[str, str]) -> str:
-    return f"{ref['repository']}/{ref['image']}:{ref['version']}"
-
-
 # ----------------------------------------------------------------------------------------- plan helpers
 
 

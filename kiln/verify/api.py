@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from kiln.plan import build_plan
+from kiln.plan.model import Plan
 from kiln.render.inventory import render_inventory
 from kiln.spec import load_stack
 from kiln.verify.checks.base import Acceptance, Options
@@ -27,10 +29,18 @@ def credentials_from_env(options: Options) -> Options:
     )
 
 
-def run_verify(stack: str, out_dir: Path, options: Options | None = None, inventory_dir: Path | None = None,
-               progress: Callable[[str], None] | None = None,
-               remotes: dict[str, Remote] | None = None) -> VerifyRun:
-    """Verify a stack's hosts against its plan; writes report.json/.md/.html and raw/ under `out_dir`.
+@dataclass
+class Prepared:
+    plan: Plan
+    acceptance: Acceptance
+    inventory: Inventory
+    remotes: dict[str, Remote]
+    options: Options
+
+
+def prepare(stack: str, out_dir: Path, options: Options | None = None, inventory_dir: Path | None = None,
+            remotes: dict[str, Remote] | None = None) -> Prepared:
+    """Load the stack and its plan, read (or render) the inventory, select the hosts and reach them.
 
     Without `inventory_dir` the inventory is rendered from the plan (the same files `kiln inventory` writes)
     and kept under out_dir/inventory/. `remotes` replaces the testinfra hosts (tests, other transports).
@@ -54,6 +64,14 @@ def run_verify(stack: str, out_dir: Path, options: Options | None = None, invent
         remotes = build_remotes(inventory, hosts, opts.backend_template, opts.command_timeout_s)
     else:
         remotes = {h: r for h, r in remotes.items() if h in hosts}
-    run = execute(plan, Acceptance.from_spec(spec), inventory, remotes, opts, out_dir, plan.stack, progress)
+    return Prepared(plan, Acceptance.from_spec(spec), inventory, remotes, opts)
+
+
+def run_verify(stack: str, out_dir: Path, options: Options | None = None, inventory_dir: Path | None = None,
+               progress: Callable[[str], None] | None = None,
+               remotes: dict[str, Remote] | None = None) -> VerifyRun:
+    """Verify a stack's hosts against its plan; writes report.json/.md/.html and raw/ under `out_dir`."""
+    p = prepare(stack, out_dir, options, inventory_dir, remotes)
+    run = execute(p.plan, p.acceptance, p.inventory, p.remotes, p.options, out_dir, p.plan.stack, progress)
     write_report(run)
     return run

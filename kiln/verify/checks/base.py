@@ -54,6 +54,7 @@ class Options:
     local_nvme_path: str | None = None  # default: host var kiln_local_nvme_path, else /mnt/local-nvme
     lustre_dir: str | None = None  # default: the plan's scratch layout dir (or mount point)/kiln-verify
     fio_jobs: int = 4
+    fio_size_per_job: str | None = None  # e.g. 4G: overrides acceptance.fio_size_factor × RAM
     fio_runtime_s: int = 60
     fio_iodepth: int = 16
     fio_block_size: str = "1M"

@@ -6,7 +6,7 @@ from kiln.plan.model import Target
 from kiln.verify.checks.base import Check, CheckError, Context, Rep, Sample, Subject, need_tool, quote, register
 from kiln.verify.checks.launch import launch_command
 from kiln.verify.fiojob import FioJobSpec, size_per_job
-from kiln.verify.parsers import parse_fio, parse_ior, parse_mdtest
+from kiln.verify.parsers import parse_fio, parse_ior, parse_mdtest, size_bytes
 
 RUNBOOK = "docs/runbooks/acceptance-storage.md"
 GB = 1e9
@@ -32,7 +32,10 @@ class FioCheck(Check):
 
     def job(self, ctx: Context, host: str) -> FioJobSpec:
         o = ctx.options
-        size = size_per_job(ctx.acceptance.fio_size_factor, host_ram_bytes(ctx, host))
+        if o.fio_size_per_job:
+            size = size_bytes(o.fio_size_per_job)
+        else:
+            size = size_per_job(ctx.acceptance.fio_size_factor, host_ram_bytes(ctx, host))
         return FioJobSpec(self.op, self.directory(ctx, host), size, o.fio_jobs, o.fio_runtime_s, o.fio_block_size,
                           o.fio_iodepth)
 

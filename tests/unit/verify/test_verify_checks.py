@@ -45,7 +45,8 @@ PLANNED = {"net.ipv4.conf.all.arp_ignore": "1", "net.ipv4.conf.all.arp_announce"
 
 def sysctl_host(tmp_path: Path, values: dict[str, str], container: bool) -> FakeRemote:
     cases = "\n".join(f"  {k}) printf '%b\\n' '{v}';;" for k, v in values.items())
-    fake_tool(tmp_path / "bin", "sysctl", f'case "$2" in\n{cases}\n  *) echo "sysctl: cannot stat $2"; exit 255;;\nesac')
+    body = f'case "$2" in\n{cases}\n  *) echo "sysctl: cannot stat $2"; exit 255;;\nesac'
+    fake_tool(tmp_path / "bin", "sysctl", body)
     r = FakeRemote("gpu001", tmp_path / "bin")
     return r.on("containerenv", (0, "yes\n" if container else "no\n", ""))
 
@@ -144,7 +145,8 @@ case "$p" in
   *) echo "error: get_param: param_path '$p': No such file or directory" >&2; exit 2;;
 esac""")
     r = FakeRemote("gpu001", tmp_path / "bin")
-    return r.on(r"cat /sys/module/ksocklnd/parameters/credits", (0, "256\n", "")).on("getconf PAGESIZE", (0, "4096\n", ""))
+    r.on(r"cat /sys/module/ksocklnd/parameters/credits", (0, "256\n", ""))
+    return r.on("getconf PAGESIZE", (0, "4096\n", ""))
 
 
 def test_lustre_tunables(tmp_path: Path) -> None:

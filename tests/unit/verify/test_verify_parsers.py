@@ -238,7 +238,7 @@ def test_bandwidth_test_gb_and_mb() -> None:
 
 
 def test_bandwidth_test_no_device() -> None:
-    with pytest.raises(ParseError, match="cudaGetDeviceProperties returned 100|no CUDA-capable"):
+    with pytest.raises(ParseError, match=r"cudaGetDeviceProperties returned 100|no CUDA-capable"):
         p.parse_bandwidth_test(read("cuda/bandwidthTest_nodevice.txt"))
 
 

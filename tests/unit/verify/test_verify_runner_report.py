@@ -118,7 +118,8 @@ def test_pairs_need_two_hosts(tmp_path: Path, fake_checks: None) -> None:
 def test_group_without_selected_hosts(tmp_path: Path) -> None:
     rows = runner(tmp_path, hosts=("gpu001",)).run(
         [t for t in lab()[0].targets if t.check == "conformance.objectstore_services"])
-    assert rows[0].verdict is Verdict.NOT_APPLICABLE and "no selected host is in group kiln_objectstore" in rows[0].message
+    assert rows[0].verdict is Verdict.NOT_APPLICABLE
+    assert "no selected host is in group kiln_objectstore" in rows[0].message
 
 
 def test_selection() -> None:
@@ -135,7 +136,7 @@ def make_run(tmp_path: Path, fake_checks: None, strict: bool = False) -> VerifyR
     opts = Options(strict=strict)
     r = runner(tmp_path, options=opts, hosts=("gpu001",), warmup=0, repetitions=1)
     rows = r.run([tgt("test.seq"), tgt("test.seq"), tgt("test.na")])
-    plan, _, acc = lab()
+    plan, _, _ = lab()
     return VerifyRun("lab", plan, r.ctx.acceptance, opts, rows, ["gpu001"], "test", 0.0, 1.0, tmp_path)
 
 
