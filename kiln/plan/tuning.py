@@ -91,6 +91,7 @@ def client_tunables(spec: ClusterSpec, pool: ComputePool, brw_MiB: int) -> list[
         _tunable("client.osc.max_rpcs_in_flight", rpcs, name),
         _tunable("client.osc.max_dirty_mb", dirty, name),
         _tunable("client.osc.checksums", _c(r["client.osc.checksums"], "value"), name),
+        _tunable("client.mount.options", _c(r["client.mount.options"], "value"), name),
         _tunable("client.llite.max_read_ahead_mb", ra_total, name),
         _tunable("client.llite.max_read_ahead_per_file_mb", ra_file, name),
         _tunable("client.llite.statahead_max", _c(r["client.llite.statahead_max"], "dataset_trees"), name),

@@ -144,6 +144,7 @@ def render_inventory(plan: Plan, spec: ClusterSpec) -> dict[str, str]:
     }
     files["group_vars/kiln_lustre_servers.yml"] = _dump(servers, plan)
 
+    mount_options = next(t for t in tun if t.id == "client.mount.options")
     clients: dict[str, Any] = {
         "lustre_layout_directories": [
             {
@@ -171,7 +172,8 @@ def render_inventory(plan: Plan, spec: ClusterSpec) -> dict[str, str]:
                 "fsname": plan.fsname,
                 "mgs_nids": [list(x) for x in plan.mgs_nids],
                 "mount_point": plan.mount_point,
-                "options": ["defaults", "_netdev", "flock", "user_xattr", "noatime"],
+                # _netdev (fstab/systemd ordering after the network) + the plan's options.
+                "options": ["_netdev", *str(mount_options.value).split(",")],
             }
         ],
     }
@@ -188,7 +190,7 @@ def render_inventory(plan: Plan, spec: ClusterSpec) -> dict[str, str]:
             "gpu_model": pool.gpu.model,
             "gpu_nvswitch": gpu.nvswitch,
             "gpu_peermem": plan.fabric != "tcp",
-            "lustre_client_params": _params([t for t in tun if t.side == "client" and t.pool == pool.name]),
+            "lustre_client_params": _params([t for t in tun if t.apply == "set_param" and t.pool == pool.name]),
         }
         files[f"group_vars/{group}.yml"] = _dump(pool_vars, plan)
 
