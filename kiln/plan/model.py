@@ -192,6 +192,18 @@ class Target:
 
 
 @dataclass(frozen=True, slots=True)
+class AcceptanceSettings:
+    """How the acceptance suite repeats and judges measurements (from the stack's `acceptance:`)."""
+
+    repetitions: int
+    warmup: int
+    warn_fraction: float
+    fail_fraction: float
+    cv_limit: float
+    fio_size_factor: float
+
+
+@dataclass(frozen=True, slots=True)
 class Plan:
     schema: str
     stack: str
@@ -211,6 +223,7 @@ class Plan:
     objectstore: ObjectStorePlan
     sizing: Sizing
     targets: tuple[Target, ...]
+    acceptance: AcceptanceSettings
     kubernetes_version: str
     spec_digest: str
     warnings: tuple[str, ...] = field(default=())

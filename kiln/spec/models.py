@@ -256,7 +256,12 @@ class Acceptance(Model):
     warn_fraction: float = Field(default=0.9, gt=0, le=1, description="Median below expected × this warns.")
     fail_fraction: float = Field(default=0.75, gt=0, le=1, description="Median below expected × this fails.")
     cv_limit: float = Field(default=0.1, gt=0, le=1, description="Coefficient of variation above this is unstable.")
-    fio_size_factor: float = Field(default=2.0, ge=0.0, description="fio file size per job as a multiple of RAM.")
+    fio_size_factor: float = Field(
+        default=2.0,
+        ge=0.0,
+        description="fio data per host as a multiple of its RAM, split over the jobs (defeats the page cache); "
+        "0 = a small fixed size (the lab).",
+    )
 
 
 class ClusterSpec(Model):

@@ -64,7 +64,7 @@ def prepare(stack: str, out_dir: Path, options: Options | None = None, inventory
         remotes = build_remotes(inventory, hosts, opts.backend_template, opts.command_timeout_s)
     else:
         remotes = {h: r for h, r in remotes.items() if h in hosts}
-    return Prepared(plan, Acceptance.from_spec(spec), inventory, remotes, opts)
+    return Prepared(plan, Acceptance.from_plan(plan), inventory, remotes, opts)
 
 
 def run_verify(stack: str, out_dir: Path, options: Options | None = None, inventory_dir: Path | None = None,

@@ -49,11 +49,12 @@ class FioJobSpec:
         ])
 
 
-def size_per_job(fio_size_factor: float, ram_bytes: int) -> int:
-    """fio_size_factor × RAM per job (so the page cache cannot hold the data); 0 → LAB_SIZE_PER_JOB."""
+def size_per_job(fio_size_factor: float, ram_bytes: int, jobs: int = 1) -> int:
+    """fio_size_factor × RAM per host, split over the jobs (the page cache cannot hold the data);
+    0 → LAB_SIZE_PER_JOB."""
     if fio_size_factor <= 0:
         return LAB_SIZE_PER_JOB
-    return max(int(fio_size_factor * ram_bytes) // MiB * MiB, MiB)
+    return max(int(fio_size_factor * ram_bytes / max(jobs, 1)) // MiB * MiB, MiB)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -184,7 +184,7 @@ def render_markdown(run: VerifyRun) -> str:
         for r in bad:
             lines += [f"### {_verdict_txt(r, strict)}: `{r.check}` on {r.subject.label}", "",
                       f"- {_md_cell(r.message)}"]
-            for det in r.details[:20]:
+            for det in [d for d in r.details if d not in r.message][:20]:
                 lines.append(f"- {_md_cell(det)[:500]}")
             if r.runbook:
                 lines.append(f"- Runbook: {_runbook_link(r)}")

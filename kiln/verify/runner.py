@@ -174,14 +174,14 @@ class Runner:
             futs = []
             for i, (t, check, subjects, why) in conformance:
                 if check is None or not subjects:
-                    record(i, 0, self._empty(t, check, why))
+                    record(i, 0, self.empty_row(t, check, why))
                     continue
                 futs += [pool.submit(job, i, j, t, check, s) for j, s in enumerate(subjects)]
             for f in futs:
                 f.result()
             for i, (t, check, subjects, why) in benchmarks:
                 if check is None or not subjects:
-                    record(i, 0, self._empty(t, check, why))
+                    record(i, 0, self.empty_row(t, check, why))
                     continue
                 if check.parallel_hosts and workers > 1:
                     fs = [pool.submit(job, i, j, t, check, s) for j, s in enumerate(subjects)]
@@ -192,7 +192,7 @@ class Runner:
                         record(i, j, self.run_one(t, check, s))
         return [results[k] for k in sorted(results)]
 
-    def _empty(self, t: Target, check: Check | None, why: str) -> Result:
+    def empty_row(self, t: Target, check: Check | None, why: str) -> Result:
         self._tick(f"{t.check}: {why}")
         verdict = Verdict.ERROR if check is None or why.startswith("cannot") else Verdict.NOT_APPLICABLE
         msg = why if verdict is Verdict.ERROR else f"not applicable: {why}"

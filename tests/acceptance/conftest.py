@@ -1,6 +1,6 @@
 """Acceptance suites (pytest + testinfra + xdist) and the integration test.
 
-The suite runs with --import-mode=importlib, so this directory (podman_hosts, suite) is put on sys.path.
+The suite runs with --import-mode=importlib, so this directory (podman_hosts, acceptance_suite) is put on sys.path.
 Options of the testinfra suites (test_acceptance_suites.py); each also reads an environment variable, for
 runs where this conftest is not an initial one (plain `pytest` from the repository root):
 
@@ -40,6 +40,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """On the controller (not on xdist workers): merge the workers' rows into report.json/.md/.html."""
     if hasattr(session.config, "workerinput"):
         return
-    from suite import write_merged_report
+    from acceptance_suite import write_merged_report
 
     write_merged_report(session.config)

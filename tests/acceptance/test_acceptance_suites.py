@@ -13,7 +13,7 @@ from __future__ import annotations
 import warnings
 
 import pytest
-from suite import Item, items, run_item, shared_resource, suite_config
+from acceptance_suite import Item, items, run_item, shared_resource, suite_config
 
 from kiln.verify.judge import Verdict
 

@@ -29,8 +29,8 @@ class Acceptance:
     fio_size_factor: float = 2.0
 
     @classmethod
-    def from_spec(cls, spec: Any) -> Acceptance:
-        a = spec.acceptance
+    def from_plan(cls, plan: Any) -> Acceptance:
+        a = plan.acceptance
         return cls(a.repetitions, a.warmup, a.cv_limit, a.fio_size_factor)
 
 
@@ -51,7 +51,7 @@ class Options:
     mpirun_args: str = ""
     srun_args: str = ""
     # storage
-    local_nvme_path: str | None = None  # default: host var kiln_local_nvme_path, else /mnt/local-nvme
+    local_nvme_path: str | None = None  # default: host var kiln_local_nvme_mount, else /mnt/local-nvme
     lustre_dir: str | None = None  # default: the plan's scratch layout dir (or mount point)/kiln-verify
     fio_jobs: int = 4
     fio_size_per_job: str | None = None  # e.g. 4G: overrides acceptance.fio_size_factor × RAM
@@ -217,7 +217,7 @@ class Context:
         return reason
 
     def local_nvme_path(self, host: str) -> str:
-        return str(self.options.local_nvme_path or self.hostvars(host).get("kiln_local_nvme_path") or "/mnt/local-nvme")
+        return str(self.options.local_nvme_path or self.hostvars(host).get("kiln_local_nvme_mount") or "/mnt/local-nvme")
 
     def in_container(self, host: str) -> bool:
         key = (host, "_container")
@@ -260,7 +260,7 @@ def _probe_nvme(ctx: Context, host: str) -> str | None:
     r = ctx.run(host, f"test -d {shlex.quote(path)} && echo ok", 30)
     if r.stdout.strip() != "ok":
         return (f"no local NVMe scratch directory {path} on this host "
-                "(set host var kiln_local_nvme_path or --option local_nvme_path=DIR)")
+                "(set host var kiln_local_nvme_mount or --option local_nvme_path=DIR)")
     return None
 
 

@@ -228,11 +228,17 @@ def s3_endpoints(ctx: Context) -> list[str]:
     return eps or [ctx.plan.objectstore.endpoint.split("://", 1)[-1].rstrip("/")]
 
 
+def s3_tls(ctx: Context) -> bool:
+    """https endpoints (an external store): warp needs --tls, ListBuckets an https URL."""
+    return (ctx.options.s3_endpoint or ctx.plan.objectstore.endpoint or "").startswith("https://")
+
+
 def list_buckets(ctx: Context, host: str, endpoint: str) -> tuple[list[str], str]:
     ak, sk = s3_credentials(ctx)
     code = base64.b64encode(_LIST_BUCKETS_PY.encode()).decode()
     cmd = (f"KILN_AK={quote(ak)} KILN_SK={quote(sk)} python3 -c "
-           f"\"import base64,sys; exec(base64.b64decode(sys.argv[2]))\" {quote('http://' + endpoint)} {code}")
+           f"\"import base64,sys; exec(base64.b64decode(sys.argv[2]))\" "
+           f"{quote(('https://' if s3_tls(ctx) else 'http://') + endpoint)} {code}")
     r = ctx.run(host, cmd, 60)
     if r.rc == 127:
         raise CheckError(f"{host}: python3 is needed for the S3 ListBuckets request")
@@ -381,6 +387,8 @@ def tunables_for(ctx: Context, host: str) -> list[Tunable]:
     member = {g for g in groups if host in ctx.plan.groups[g]}
     out = []
     for t in ctx.plan.tunables:
+        if t.apply == "mount":  # mount options: conformance.lustre_mounts
+            continue
         if (t.side == "client" and "kiln_lustre_clients" in member and (t.pool is None or (ph and ph.pool == t.pool))) \
                 or (t.side == "oss" and "kiln_lustre_oss" in member) \
                 or (t.side == "mds" and "kiln_lustre_mds" in member) \
@@ -445,9 +453,15 @@ class LustreMounts(Conformance):
 
     def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
         host = subject.hosts[0]
+        ph = ctx.plan_host(host)
+        mount_tun = [t for t in ctx.plan.tunables
+                     if t.apply == "mount" and (t.pool is None or (ph is not None and t.pool == ph.pool))]
+        planned_opts = [o for t in mount_tun for o in str(t.value).split(",") if o]
         mounts = ctx.hostvars(host).get("lustre_client_mounts") or [
             {"fsname": ctx.plan.fsname, "mount_point": ctx.plan.mount_point,
-             "mgs_nids": [list(x) for x in ctx.plan.mgs_nids], "options": ["flock", "user_xattr", "noatime"]}]
+             "mgs_nids": [list(x) for x in ctx.plan.mgs_nids], "options": []}]
+        if planned_opts:  # the plan's mount options (tunable client.mount.options) win over the inventory's list
+            mounts = [dict(m, options=planned_opts) for m in mounts]
         s = Sample(0.0)
         raw: list[str] = []
         for m in mounts:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from kiln.plan.model import Target
 from kiln.verify.checks.base import Check, CheckError, Context, Rep, Sample, Subject, quote, register
-from kiln.verify.checks.conformance import s3_credentials, s3_endpoints
+from kiln.verify.checks.conformance import s3_credentials, s3_endpoints, s3_tls
 from kiln.verify.parsers import parse_warp
 
 RUNBOOK = "docs/runbooks/acceptance-objectstore.md"
@@ -52,6 +52,7 @@ class Warp(Check):
         self._warp: dict[str, str] = {}  # launcher → warp path there
 
     def prepare(self, ctx: Context, target: Target, subject: Subject) -> None:
+        s3_credentials(ctx)  # no secret, no run: fail before copying anything to the host
         self._warp[subject.hosts[0]] = warp_on(ctx, subject.hosts[0])
 
     def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
@@ -66,6 +67,8 @@ class Warp(Check):
                 "--duration", f"{o.warp_duration_s}s", "--benchdata", bench]
         if self.op == "GET":
             args += ["--objects", str(o.warp_objects)]
+        if s3_tls(ctx):
+            args.append("--tls")
         shown = " ".join(quote(a) for a in args)
         # credentials through the environment (warp reads WARP_ACCESS_KEY/WARP_SECRET_KEY), never as arguments
         cmd = (f"mkdir -p {quote(o.workdir)} && WARP_ACCESS_KEY={quote(ak)} WARP_SECRET_KEY={quote(sk)} {shown}; "

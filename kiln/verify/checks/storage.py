@@ -35,7 +35,7 @@ class FioCheck(Check):
         if o.fio_size_per_job:
             size = size_bytes(o.fio_size_per_job)
         else:
-            size = size_per_job(ctx.acceptance.fio_size_factor, host_ram_bytes(ctx, host))
+            size = size_per_job(ctx.acceptance.fio_size_factor, host_ram_bytes(ctx, host), o.fio_jobs)
         return FioJobSpec(self.op, self.directory(ctx, host), size, o.fio_jobs, o.fio_runtime_s, o.fio_block_size,
                           o.fio_iodepth)
 

@@ -226,7 +226,8 @@ def test_fio_size_factor_times_ram() -> None:
     r = FakeRemote("gpu001").on("MemTotal", (0, "1048576\n", ""))  # 1 GiB
     ctx = context({"gpu001": r}, fio_size_factor=2.0)
     job = REGISTRY["storage.fio_local_write"].job(ctx, "gpu001")  # type: ignore[attr-defined]
-    assert job.size_per_job == 2 << 30
+    # 2 × 1 GiB of RAM per host, split over the default 4 jobs
+    assert job.size_per_job == (2 << 30) // 4
 
 
 def test_iperf3_pair_uses_storage_addresses_and_retries() -> None:
@@ -300,3 +301,29 @@ def test_options_from_strings() -> None:
         Options().with_values({"s3_secret_key": "x"})  # only from the environment
     pub = Options(s3_secret_key="hidden").public()
     assert "hidden" not in json.dumps(pub) and pub["s3_secret_key_set"] is True
+
+
+def test_lustre_mounts_use_the_plans_mount_options() -> None:
+    fs = {"filesystems": [{"target": "/lustre", "source": "10.89.20.4@tcp:/lab", "fstype": "lustre",
+                           "options": "rw,flock,user_xattr,lazystatfs"}]}
+    r = FakeRemote("gpu001").on("findmnt", (0, json.dumps(fs), ""))
+    assert measure("conformance.lustre_mounts", {"gpu001": r}, "gpu001").value == 0
+    fs["filesystems"][0]["options"] = "rw,user_xattr"
+    fs["filesystems"][0]["source"] = "10.89.20.9@tcp:/lab"
+    r = FakeRemote("gpu001").on("findmnt", (0, json.dumps(fs), ""))
+    s = measure("conformance.lustre_mounts", {"gpu001": r}, "gpu001")
+    assert "/lustre option flock: planned, not in the mount options (rw,user_xattr)" in s.details
+    assert any(d.startswith("/lustre MGS NIDs: planned ['10.89.20.4@tcp0']") for d in s.details)
+    r = FakeRemote("gpu001").on("findmnt", (1, "", ""))
+    assert measure("conformance.lustre_mounts", {"gpu001": r}, "gpu001").details == [
+        "/lustre: planned a Lustre mount of lab, nothing mounted there"]
+
+
+def test_warp_without_secret_copies_nothing() -> None:
+    r = FakeRemote("gpu001").on("command -v warp", (1, "", ""))
+    ctx = context({"gpu001": r, "s3-01": FakeRemote("s3-01")})
+    chk = REGISTRY["objectstore.s3_get"]
+    [subject] = chk.subjects(ctx, target("objectstore.s3_get"))
+    with pytest.raises(CheckError, match="KILN_S3_SECRET_KEY"):
+        chk.prepare(ctx, target("objectstore.s3_get"), subject)
+    assert not any(c.startswith("PUT ") for c in r.commands)

@@ -68,7 +68,7 @@ def lab() -> tuple[Plan, Inventory, Acceptance]:
     if _LAB is None:
         spec = load_stack("lab")
         plan = build_plan(spec, source="lab")
-        _LAB = (plan, inventory_from_files(render_inventory(plan, spec), "test"), Acceptance.from_spec(spec))
+        _LAB = (plan, inventory_from_files(render_inventory(plan, spec), "test"), Acceptance.from_plan(plan))
     return _LAB
 
 

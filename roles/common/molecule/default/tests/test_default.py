@@ -6,7 +6,7 @@ import pathlib
 import pytest
 import yaml
 
-VARS = yaml.safe_load((pathlib.Path(__file__).parent.parent / "inventory-vars.yml").read_text())
+VARS = yaml.safe_load((pathlib.Path(__file__).parent.parent / "vars" / "inventory-lab.yml").read_text())
 SYSCTLS = VARS["common_sysctls"]
 STATE_FILE = "/etc/kiln/host-settings.json"
 NA = "not applicable on this host"

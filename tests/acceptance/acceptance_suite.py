@@ -100,7 +100,7 @@ def run_item(sc: SuiteConfig, item: Item, worker: str) -> Result:
     ctx = Context(p.plan, p.acceptance, p.inventory, p.remotes, p.options, ProgressPrinter())
     runner = Runner(ctx, sc.out, secrets=(p.options.s3_secret_key or "",))
     if item.check is None or item.subject is None:
-        res = runner._empty(item.target, item.check, item.why)
+        res = runner.empty_row(item.target, item.check, item.why)
     else:
         res = runner.run_one(item.target, item.check, item.subject)
     rows = sc.out / "rows"

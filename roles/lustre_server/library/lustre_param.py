@@ -1,0 +1,1 @@
+../../../ansible/plugins/modules/lustre_param.py

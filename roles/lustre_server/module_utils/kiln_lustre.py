@@ -1,0 +1,1 @@
+../../../ansible/plugins/module_utils/kiln_lustre.py

@@ -1,0 +1,100 @@
+"""The lab end to end: `kiln lab up` → report with real figures → idempotent re-run → `kiln lab down`.
+
+Runs the real thing on this machine: podman hosts, ansible/site.yml, SeaweedFS, iperf3, fio, warp.
+It takes over the `lab` stack (a developer's running lab is reused and removed at the end).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+REPORT = ROOT / ".kiln" / "lab" / "report" / "report.json"
+
+pytestmark = pytest.mark.lab
+
+
+def kiln(*args: str, timeout: float = 2400) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "kiln.cli", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    sys.stdout.write(proc.stdout[-6000:])
+    sys.stderr.write(proc.stderr[-3000:])
+    return proc
+
+
+def results(report: dict[str, Any], check: str) -> list[dict[str, Any]]:
+    rows = [r for r in report["results"] if r["check"] == check]
+    assert rows, f"no {check} rows in the report"
+    return rows
+
+
+def assert_real_figures(report: dict[str, Any]) -> None:
+    for check, unit in (
+        ("network.iperf3", "Gb/s"),
+        ("storage.fio_local_read", "GB/s"),
+        ("storage.fio_local_write", "GB/s"),
+        ("objectstore.s3_get", "GB/s"),
+        ("objectstore.s3_put", "GB/s"),
+    ):
+        for row in results(report, check):
+            assert row["verdict"] in ("PASS", "WARN"), (check, row["verdict"], row["message"])
+            m = row["measured"]
+            assert m is not None and m["unit"] == unit and m["n"] >= 1
+            assert m["median"] > 0 and m["min"] <= m["median"] <= m["max"], (check, m)
+    for check in (
+        "conformance.sysctls",
+        "conformance.nccl_conf",
+        "conformance.objectstore_services",
+        "conformance.objectstore_buckets",
+    ):
+        for row in results(report, check):
+            assert row["verdict"] == "PASS", (check, row["message"])
+    # The lab has no GPUs, RDMA devices or Lustre kernel: those rows say so, and never pass.
+    for check in (
+        "gpu.h2d_bw",
+        "storage.fio_lustre_read",
+        "storage.ior_easy_read",
+        "conformance.lnet",
+        "conformance.gpus",
+        "conformance.rdma_ports",
+    ):
+        for row in results(report, check):
+            assert row["verdict"] == "NOT_APPLICABLE", (check, row["verdict"])
+            assert "not applicable" in row["message"].lower() and len(row["message"]) > 30, row["message"]
+
+
+def test_lab_up_verify_rerun_down() -> None:
+    first = kiln("lab", "up")
+    assert first.returncode == 0, "kiln lab up failed"
+    assert "[lab 4/5 configure] recap:" in first.stdout
+    assert "not applicable" in first.stdout.lower()
+    report = json.loads(REPORT.read_text())
+    assert report["stack"] == "lab"
+    assert_real_figures(report)
+
+    second = kiln("lab", "up", "--skip-prepare")
+    assert second.returncode == 0
+    assert "changed=0 in total" in second.stdout, "the second converge changed something"
+    again = json.loads(REPORT.read_text())
+    assert again["started"] != report["started"], "verification was not re-run"
+    assert_real_figures(again)
+
+    assert kiln("lab", "down").returncode == 0
+    status = kiln("lab", "status")
+    assert "containers: 0" in status.stdout and "networks: 0" in status.stdout and "volumes: 0" in status.stdout
+    left = subprocess.run(
+        ["podman", "ps", "-a", "--filter", "label=io.kiln.lab=lab", "-q"], capture_output=True, text=True, check=True
+    )
+    assert left.stdout.strip() == ""
