@@ -79,7 +79,8 @@ def main() -> int:
         if extra:
             per = (r["first_configure_s"] - base["first_configure_s"]) / extra
             print(
-                f"{r['gpu_nodes']} GPU nodes: +{per:.1f} s of first configure per extra GPU node over {base['gpu_nodes']}"
+                f"{r['gpu_nodes']} GPU nodes: +{per:.1f} s of first configure per GPU node "
+                f"beyond {base['gpu_nodes']}"
             )
     out = ROOT / "bench" / "results" / "lab_scale.json"
     out.parent.mkdir(parents=True, exist_ok=True)

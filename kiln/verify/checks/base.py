@@ -217,7 +217,8 @@ class Context:
         return reason
 
     def local_nvme_path(self, host: str) -> str:
-        return str(self.options.local_nvme_path or self.hostvars(host).get("kiln_local_nvme_mount") or "/mnt/local-nvme")
+        planned = self.hostvars(host).get("kiln_local_nvme_mount")
+        return str(self.options.local_nvme_path or planned or "/mnt/local-nvme")
 
     def in_container(self, host: str) -> bool:
         key = (host, "_container")
