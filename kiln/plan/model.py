@@ -115,6 +115,7 @@ class ObjectStorePlan:
     backend: str
     endpoint: str
     hosts: tuple[str, ...]
+    masters: tuple[str, ...]  # SeaweedFS masters: an odd quorum (3) when there are enough hosts
     buckets: tuple[Bucket, ...]
     raw_capacity_TB: float
     usable_capacity_TB: float

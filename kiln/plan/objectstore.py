@@ -26,6 +26,7 @@ def build_objectstore(spec: ClusterSpec, hosts: tuple[Host, ...]) -> tuple[Objec
             "external",
             os_.endpoint,
             (),
+            (),
             buckets,
             0.0,
             os_.capacity_TB,
@@ -53,10 +54,13 @@ def build_objectstore(spec: ClusterSpec, hosts: tuple[Host, ...]) -> tuple[Objec
             )
         )
     endpoint = f"http://{names[0]}:{S3_PORT}"
+    # Raft needs a majority: three masters survive one loss; two would not survive any.
+    masters = names[:3] if len(names) >= 3 else names[:1]
     return ObjectStorePlan(
         "seaweedfs",
         endpoint,
         names,
+        masters,
         buckets,
         raw,
         usable,

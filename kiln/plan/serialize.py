@@ -185,6 +185,7 @@ def plan_to_dict(plan: Plan, include_hosts: bool = True) -> dict[str, Any]:
             "backend": os_.backend,
             "endpoint": os_.endpoint,
             "hosts": list(os_.hosts),
+            "masters": list(os_.masters),
             "buckets": [{"name": b.name, "purpose": b.purpose} for b in os_.buckets],
             "raw_capacity_TB": _num(os_.raw_capacity_TB),
             "usable_capacity_TB": _num(os_.usable_capacity_TB),

@@ -124,6 +124,7 @@ def render_inventory(plan: Plan, spec: ClusterSpec) -> dict[str, str]:
         "objectstore_backend": os_.backend,
         "objectstore_endpoint": os_.endpoint,
         "objectstore_hosts": list(os_.hosts),
+        "objectstore_masters": list(os_.masters),
         "objectstore_buckets": [b.name for b in os_.buckets],
         "objectstore_access_key_id": os_.access_key_id,
         "objectstore_replication": os_.replication,
