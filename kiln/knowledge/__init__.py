@@ -82,6 +82,7 @@ class Knowledge:
     pcie_GBps_per_direction: dict[int, float]
     pcie_source: str
     tuning: dict[str, Any]
+    seaweedfs: dict[str, dict[str, Any]]  # name → {value, reason, source}
 
     def factor(self, name: str) -> float:
         return self.factors[name].value
@@ -101,6 +102,7 @@ def load() -> Knowledge:
     eff = _read("efficiency.yaml")
     wl = _read("workload.yaml")
     tuning = _read("tuning.yaml")
+    seaweedfs = _read("objectstore.yaml")["seaweedfs"]
     gpus = {k: GpuModel(name=k, **v) for k, v in hw["gpus"].items()}
     nics = {k: NicModel(name=k, **{**v, "fabrics": tuple(v["fabrics"])}) for k, v in hw["nics"].items()}
     nvme = {k: NvmeModel(name=k, **v) for k, v in hw["nvme"].items()}
@@ -123,4 +125,5 @@ def load() -> Knowledge:
         pcie_GBps_per_direction={int(k): float(v) for k, v in pcie.items()},
         pcie_source=pcie_source,
         tuning=tuning,
+        seaweedfs=seaweedfs,
     )

@@ -125,6 +125,8 @@ class ObjectStorePlan:
     credentials_secret: str
     s3_port: int
     version: str
+    volume_size_limit_MB: int  # SeaweedFS master -volumeSizeLimitMB
+    volumes_per_server: int  # SeaweedFS volume -max
 
 
 @dataclass(frozen=True, slots=True)

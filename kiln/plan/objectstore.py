@@ -1,19 +1,32 @@
-"""The object store's plan: hosts, endpoint, buckets, capacity."""
+"""The object store's plan: hosts, masters, endpoint, buckets, capacity and volume sizing."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from kiln import knowledge
 from kiln.plan.model import Bucket, Host, ObjectStorePlan
 from kiln.spec.errors import SpecIssue
 from kiln.spec.models import ClusterSpec
 
-SEAWEEDFS_VERSION = "3.39"  # pinned: scripts/build-tools.sh builds this release (see its header for why)
-S3_PORT = 8333  # SeaweedFS S3 gateway default port
+
+def seaweedfs(name: str) -> Any:
+    """A SeaweedFS figure from kiln/knowledge/objectstore.yaml."""
+    return knowledge.load().seaweedfs[name]["value"]
 
 
 def _copies(replication: str) -> int:
     """SeaweedFS replication 'xyz' keeps 1 + x + y + z copies of each volume."""
     return 1 + sum(int(c) for c in replication)
+
+
+def volume_sizing(node_capacity_TB: float, collections: int) -> tuple[int, int]:
+    """(volume size limit MB, volumes per server): enough slots for every collection to grow."""
+    slots = int(seaweedfs("volume_growth_per_collection")) * collections
+    capacity_MB = node_capacity_TB * 1e6
+    size = int(capacity_MB // slots)
+    size = max(int(seaweedfs("min_volume_size_limit_MB")), min(int(seaweedfs("default_volume_size_limit_MB")), size))
+    return size, max(slots, int(capacity_MB // size))
 
 
 def build_objectstore(spec: ClusterSpec, hosts: tuple[Host, ...]) -> tuple[ObjectStorePlan, list[SpecIssue]]:
@@ -23,23 +36,27 @@ def build_objectstore(spec: ClusterSpec, hosts: tuple[Host, ...]) -> tuple[Objec
     if os_.backend == "external":
         assert os_.endpoint is not None
         return ObjectStorePlan(
-            "external",
-            os_.endpoint,
-            (),
-            (),
-            buckets,
-            0.0,
-            os_.capacity_TB,
-            os_.capacity_TB,
-            "",
-            os_.access_key_id,
-            os_.credentials_secret,
-            0,
-            "",
+            backend="external",
+            endpoint=os_.endpoint,
+            hosts=(),
+            masters=(),
+            buckets=buckets,
+            raw_capacity_TB=0.0,
+            usable_capacity_TB=os_.capacity_TB,
+            capacity_TB=os_.capacity_TB,
+            replication="",
+            access_key_id=os_.access_key_id,
+            credentials_secret=os_.credentials_secret,
+            s3_port=0,
+            version="",
+            volume_size_limit_MB=0,
+            volumes_per_server=0,
         ), issues
     assert os_.disks is not None
-    names = tuple(h.name for h in hosts if h.role == "objectstore")
-    raw = os_.nodes * os_.disks.count * knowledge.load().nvme[os_.disks.device].capacity_TB
+    servers = [h for h in hosts if h.role == "objectstore"]
+    names = tuple(h.name for h in servers)
+    node_TB = os_.disks.count * knowledge.load().nvme[os_.disks.device].capacity_TB
+    raw = os_.nodes * node_TB
     copies = _copies(os_.replication)
     usable = raw / copies
     if usable < os_.capacity_TB:
@@ -48,26 +65,31 @@ def build_objectstore(spec: ClusterSpec, hosts: tuple[Host, ...]) -> tuple[Objec
                 "objectstore.capacity_TB",
                 os_.capacity_TB,
                 f"{os_.nodes} nodes × {os_.disks.count} × {os_.disks.device} give {raw:.3f} TB raw, "
-                f"{usable:.3f} TB usable "
-                f"with replication {os_.replication} ({copies} copies)",
+                f"{usable:.3f} TB usable with replication {os_.replication} ({copies} copies)",
                 "add nodes or disks, or lower capacity_TB",
             )
         )
-    endpoint = f"http://{names[0]}:{S3_PORT}"
+    port = int(seaweedfs("s3_port"))
+    # The gateway listens on the storage network; the endpoint names that address, not a host name
+    # that may resolve to the management network.
+    storage = next((n.address for n in servers[0].nics if n.role == "storage" and n.address), names[0])
     # Raft needs a majority: three masters survive one loss; two would not survive any.
     masters = names[:3] if len(names) >= 3 else names[:1]
+    size, count = volume_sizing(node_TB, len(buckets) + int(seaweedfs("extra_collections")))
     return ObjectStorePlan(
-        "seaweedfs",
-        endpoint,
-        names,
-        masters,
-        buckets,
-        raw,
-        usable,
-        os_.capacity_TB,
-        os_.replication,
-        os_.access_key_id,
-        os_.credentials_secret,
-        S3_PORT,
-        SEAWEEDFS_VERSION,
+        backend="seaweedfs",
+        endpoint=f"http://{storage}:{port}",
+        hosts=names,
+        masters=masters,
+        buckets=buckets,
+        raw_capacity_TB=raw,
+        usable_capacity_TB=usable,
+        capacity_TB=os_.capacity_TB,
+        replication=os_.replication,
+        access_key_id=os_.access_key_id,
+        credentials_secret=os_.credentials_secret,
+        s3_port=port,
+        version=str(seaweedfs("version")),
+        volume_size_limit_MB=size,
+        volumes_per_server=count,
     ), issues

@@ -191,6 +191,8 @@ def plan_to_dict(plan: Plan, include_hosts: bool = True) -> dict[str, Any]:
             "usable_capacity_TB": _num(os_.usable_capacity_TB),
             "capacity_TB": os_.capacity_TB,
             "replication": os_.replication,
+            "volume_size_limit_MB": os_.volume_size_limit_MB,
+            "volumes_per_server": os_.volumes_per_server,
             "version": os_.version,
         },
         "groups": {g: list(v) for g, v in plan.groups.items()},

@@ -130,6 +130,8 @@ def render_inventory(plan: Plan, spec: ClusterSpec) -> dict[str, str]:
         "objectstore_replication": os_.replication,
         "objectstore_s3_port": os_.s3_port,
         "objectstore_seaweedfs_version": os_.version,
+        "objectstore_volume_size_limit_mb": os_.volume_size_limit_MB,
+        "objectstore_volume_max": os_.volumes_per_server,
     }
     files["group_vars/all/kiln.yml"] = _dump(all_vars, plan)
 

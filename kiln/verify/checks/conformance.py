@@ -154,10 +154,8 @@ class NcclConf(Conformance):
 
 
 def master_hosts(ctx: Context) -> list[str]:
-    """Where seaweedfs-master runs: the first 3 object-store hosts when there are ≥ 3, else the first one.
-    Mirrors roles/objectstore vars (objectstore_master_count); kiln's plan does not carry it yet."""
-    hosts = list(ctx.plan.objectstore.hosts)
-    return hosts[: 3 if len(hosts) >= 3 else 1]
+    """Where seaweedfs-master runs: the plan's masters (the objectstore role reads the same list)."""
+    return list(ctx.plan.objectstore.masters)
 
 
 @register
