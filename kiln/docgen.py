@@ -161,6 +161,9 @@ def tuning_reference() -> str:
     for name, rule in t["host"].items():
         if name != "sysctls":
             lines.append(f"| `host.{name}` | `{rule['value']}` | – | {rule['reason']} | {rule['source']} |")
+    lines += ["", "## protocol facts", "", "| name | value | why | source |", "|---|---|---|---|"]
+    for name, rule in t["protocol"].items():
+        lines.append(f"| `{name}` | `{rule['value']}` | {rule['reason']} | {rule['source']} |")
     lines += ["", "## layout constants", "", "| name | value | why | source |", "|---|---|---|---|"]
     for name, rule in t["layouts"].items():
         lines.append(f"| `{name}` | `{rule['value']}` | {rule['reason']} | {rule['source']} |")

@@ -92,7 +92,12 @@ class Fabric(Model):
         description="Storage-fabric oversubscription on the compute side (e.g. 1.33 for 4:3).",
     )
     roce_gid_index: int = Field(default=3, ge=-1, le=255, description="RoCE GID index for NCCL; -1 lets NCCL choose.")
-    mtu: int = Field(default=4096, ge=1280, le=9000, description="IPoIB/Ethernet MTU on the storage network.")
+    mtu: int = Field(
+        default=4096,
+        ge=1280,
+        le=9000,
+        description="Link MTU of the storage network (the IB MTU on InfiniBand: IPoIB interfaces get it less 4 bytes).",
+    )
 
 
 class Networks(Model):
