@@ -61,7 +61,10 @@ def cmd_inventory(args: argparse.Namespace) -> int:
     files = render_inventory(plan, spec)
     out = Path(args.out) if args.out else Path("inventory") / plan.stack
     write_files(out, files)
-    print(f"wrote {len(files)} files to {out}/ (ansible-playbook -i {out}/hosts.yml ansible/site.yml)")
+    print(
+        f"wrote {len(files)} files to {out}/ "
+        f"(ANSIBLE_CONFIG=ansible/ansible.cfg ansible-playbook -i {out}/hosts.yml ansible/site.yml)"
+    )
     return EXIT_OK
 
 
