@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 from kiln.plan.model import Target
+from kiln.plan.objectstore import seaweedfs
 from kiln.verify.checks.base import Check, CheckError, Context, Rep, Sample, Subject, quote, register
 from kiln.verify.checks.conformance import s3_credentials, s3_endpoints, s3_tls
 from kiln.verify.parsers import parse_warp
@@ -73,7 +74,10 @@ class Warp(Check):
         # credentials through the environment (warp reads WARP_ACCESS_KEY/WARP_SECRET_KEY), never as arguments
         cmd = (f"mkdir -p {quote(o.workdir)} && WARP_ACCESS_KEY={quote(ak)} WARP_SECRET_KEY={quote(sk)} {shown}; "
                f"rc=$?; rm -f {quote(bench)}.csv.zst; exit $rc")
-        r = ctx.run(host, cmd, o.warp_duration_s * 4 + 600)
+        try:
+            r = ctx.run(host, cmd, o.warp_duration_s * 4 + 600)
+        finally:
+            drop_benchmark_bucket(ctx, o.warp_bucket)
         res = parse_warp(r.stdout, r.stderr)
         op = res.op(self.op)
         errs = f"{op.errors} of {op.requests} requests failed" if op.errors else ""
@@ -83,6 +87,25 @@ class Warp(Check):
         if errs:
             s.details.append(errs)
         return s
+
+
+def drop_benchmark_bucket(ctx: Context, bucket: str) -> None:
+    """Drop warp's bucket after a run on a kiln-deployed SeaweedFS.
+
+    SeaweedFS keeps the space of deleted objects until a vacuum; dropping the bucket drops its
+    collection at once, so repeated PUT runs never fill the volume servers (the lab's small disks
+    filled up after three runs). An external store's bucket is left alone: warp clears its objects.
+    """
+    store = ctx.plan.objectstore
+    if store.backend != "seaweedfs" or not store.masters:
+        return
+    master = store.masters[0]
+    if master not in ctx.remotes:
+        return
+    interfaces = ctx.hostvars(master).get("kiln_storage_interfaces") or [{}]
+    address = interfaces[0].get("address") or master
+    port = int(seaweedfs("master_port"))
+    ctx.run(master, f"echo {quote('s3.bucket.delete -name ' + bucket)} | weed shell -master={address}:{port}", 120)
 
 
 def _strip_progress(text: str) -> str:
