@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# molecule-all.sh - run `molecule test` for kiln's roles, one after the other,
+# molecule-all.sh - run `molecule test --all` (every scenario) for kiln's roles, one after the other,
 # and print a PASS/FAIL line with the time taken per role.
 #
 # Usage: scripts/molecule-all.sh [-v|--verbose] [--no-setup] [ROLE...]
@@ -109,10 +109,10 @@ for role in "${roles[@]}"; do
             flock -w "$TIMEOUT" 9 || { echo "timed out waiting for $lock_dir/molecule-$role.lock" >&2; exit 3; }
             cd "$dir"
             if [[ $verbose -eq 1 ]]; then
-                timeout "$TIMEOUT" "$MOLECULE" test 2>&1 | tee "$logf"
+                timeout "$TIMEOUT" "$MOLECULE" test --all 2>&1 | tee "$logf"
                 exit "${PIPESTATUS[0]}"
             else
-                NO_COLOR=1 ANSIBLE_NOCOLOR=1 timeout "$TIMEOUT" "$MOLECULE" test >"$logf" 2>&1
+                NO_COLOR=1 ANSIBLE_NOCOLOR=1 timeout "$TIMEOUT" "$MOLECULE" test --all >"$logf" 2>&1
             fi
         ) 9>"$lock_dir/molecule-$role.lock" || rc=$?
         msg="log ${logf#"$ROOT/"}"
