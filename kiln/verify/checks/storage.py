@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from abc import abstractmethod
+
 from kiln.plan.model import Target
 from kiln.verify.checks.base import Check, CheckError, Context, Rep, Sample, Subject, need_tool, quote, register
 from kiln.verify.checks.launch import launch_command
@@ -27,8 +29,9 @@ class FioCheck(Check):
     runbook = RUNBOOK
     tools = ("fio",)
 
+    @abstractmethod
     def directory(self, ctx: Context, host: str) -> str:
-        raise NotImplementedError
+        """Where the fio job files go on the host (local NVMe or a Lustre directory)."""
 
     def job(self, ctx: Context, host: str) -> FioJobSpec:
         o = ctx.options
