@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterator
+from collections import Counter
 from dataclasses import dataclass
 
 from kiln import knowledge
@@ -38,9 +38,9 @@ def _nics_per_net(spec: ClusterSpec, names: list[str]) -> dict[str, int]:
     groups = [p.storage_nics for p in spec.compute.pools] + [spec.lustre.mds.nics, spec.lustre.oss.nics]
     out = dict.fromkeys(names, 0)
     for g in groups:
-        for j in range(g.count):
-            n = names[j % len(names)]
-            out[n] = max(out[n], sum(1 for k in range(g.count) if names[k % len(names)] == n))
+        # NIC j of a host goes on network j mod len(names) (as _nics assigns NIDs).
+        for n, count in Counter(names[j % len(names)] for j in range(g.count)).items():
+            out[n] = max(out[n], count)
     return out
 
 
@@ -239,6 +239,3 @@ def build_target_map(
                 )
     return tuple(out), mgs_service
 
-
-def iter_role(hosts: tuple[Host, ...], role: str) -> Iterator[Host]:
-    return (h for h in hosts if h.role == role)
