@@ -42,14 +42,14 @@ def lnet_factor(spec: ClusterSpec) -> tuple[float, tuple[str, ...]]:
 
 
 def read_demand(spec: ClusterSpec) -> tuple[float, float, str]:
-    """(sustained GB/s per GPU, single-node GB/s per GPU, source) of the workload's read demand."""
+    """(sustained GB/s per GPU, single-node GB/s, source) of the workload's read demand."""
     rd = spec.workload.read_demand
     if rd.profile is not None:
         p = knowledge.load().read_profiles[rd.profile]
-        gpn = max(pool.gpu.count for pool in spec.compute.pools)
-        return p.GBps_per_gpu, p.single_node_GBps / gpn, f"profile {p.name}: {p.source}"
+        return p.GBps_per_gpu, float(p.single_node_GBps), f"profile {p.name}: {p.source}"
     assert rd.GBps_per_gpu is not None
-    return rd.GBps_per_gpu, rd.GBps_per_gpu, "workload.read_demand.GBps_per_gpu (stack)"
+    gpn = max(pool.gpu.count for pool in spec.compute.pools)
+    return rd.GBps_per_gpu, rd.GBps_per_gpu * gpn, "workload.read_demand.GBps_per_gpu (stack)"
 
 
 def per_oss(spec: ClusterSpec) -> tuple[float, float]:
@@ -98,7 +98,7 @@ def build_sizing(spec: ClusterSpec) -> tuple[Sizing, list[SpecIssue]]:
 
     gpus = sum(p.nodes * p.gpu.count for p in pools)
     nodes = sum(p.nodes for p in pools)
-    per_gpu, per_gpu_single, demand_src = read_demand(spec)
+    per_gpu, single_node_demand, demand_src = read_demand(spec)
     demand_read = gpus * per_gpu
 
     # Checkpoint arithmetic first: the demand layer's write figure is the rate the budget needs.
@@ -226,7 +226,7 @@ def build_sizing(spec: ClusterSpec) -> tuple[Sizing, list[SpecIssue]]:
         gpus_total=gpus,
         gpus_fed=gpus_fed,
         read_per_gpu_GBps=per_gpu,
-        single_node_demand_read_GBps=per_gpu_single * max(p.gpu.count for p in pools),
+        single_node_demand_read_GBps=single_node_demand,
         read_demand_source=demand_src,
         metadata_create_ops=md_rate,
         checkpoint=Checkpoint(ck_bytes, bpp, save_s, restore_s, budget_s, required_write, meets, ck_why),
