@@ -21,7 +21,7 @@
 set -euo pipefail
 
 # Bump when the build steps change in a way that changes the image.
-readonly SCRIPT_VERSION=1
+readonly SCRIPT_VERSION=2
 readonly SUITE=bookworm
 readonly VARIANT=minbase
 readonly PACKAGES=(
@@ -29,6 +29,7 @@ readonly PACKAGES=(
     systemd systemd-sysv dbus    # real init + services (hostnamectl/timedatectl need dbus)
     iproute2 iputils-ping procps # networking / process tools roles and tests use
     ca-certificates gnupg sudo kmod
+    openssh-server               # the lab reaches its hosts over SSH, as Ansible reaches a real cluster
 )
 # systemd already skips what cannot work in a container (remount-fs, getty,
 # udev, kernel mounts, ...: ConditionVirtualization=!container), so an
@@ -148,6 +149,8 @@ check_image() {
     fi
     podman exec "$name" python3 -c 'import apt' \
         || die "check: python3-apt is not importable in the image"
+    podman exec "$name" sh -c 'systemctl is-active --quiet ssh && test -s /etc/ssh/ssh_host_ed25519_key.pub' \
+        || die "check: sshd is not running with its own host key in the image"
     podman rm -f -t 0 "$name" >/dev/null
     trap - EXIT
     log "check: ok, systemctl is-system-running -> running"
@@ -190,6 +193,24 @@ else
     # podman manages these per container
     : >"$rootfs/etc/hostname"
     rm -f "$rootfs/etc/resolv.conf"
+    # No SSH host keys in the image: every container makes its own at first boot (the lab reads
+    # them through podman and pins them in its known_hosts). Key-only login.
+    rm -f "$rootfs"/etc/ssh/ssh_host_*
+    mkdir -p "$rootfs/etc/systemd/system/ssh.service.d" "$rootfs/etc/ssh/sshd_config.d"
+    cat >"$rootfs/etc/systemd/system/ssh.service.d/kiln-host-keys.conf" <<'UNIT'
+# kiln base image: generate this container's SSH host keys before sshd's config test.
+[Service]
+ExecStartPre=
+ExecStartPre=/usr/bin/ssh-keygen -A
+ExecStartPre=/usr/sbin/sshd -t
+UNIT
+    cat >"$rootfs/etc/ssh/sshd_config.d/kiln.conf" <<'CONF'
+# kiln base image: key-based login only.
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PermitRootLogin prohibit-password
+UseDNS no
+CONF
 
     old_id="$(podman image inspect --format '{{.Id}}' "$IMAGE" 2>/dev/null || true)"
     log "importing into podman as ${IMAGE}"

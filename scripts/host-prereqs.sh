@@ -28,8 +28,9 @@ die() { printf '%s ERROR: %s\n' "$PREFIX" "$*" >&2; exit 1; }
 #   e2fsprogs util-linux   loop-device filesystems (mkfs.ext4, losetup, ...)
 #   jq python3             scripting (python3 also merges containers.conf below)
 #   (lint) shellcheck      lint for scripts/*.sh
+#   openssh-client         the lab's Ansible and kiln verify reach its hosts over SSH
 PKGS=(podman runc netavark aardvark-dns iptables debootstrap debian-archive-keyring
-      fio iperf3 e2fsprogs util-linux jq python3 shellcheck)
+      fio iperf3 e2fsprogs util-linux jq python3 shellcheck openssh-client)
 # Rootless podman (non-root user with sudo) additionally needs user namespaces,
 # user-mode networking and a FUSE overlay driver.
 ROOTLESS_PKGS=(uidmap slirp4netns fuse-overlayfs)

@@ -146,6 +146,34 @@ def wait_for_systemd(name: str, timeout: float = 120) -> str:
     raise PodmanError(f"{name}: systemd did not come up within {timeout:.0f} s (state {state or 'unknown'})")
 
 
+_AUTHORIZE = (
+    'install -d -m 0700 /root/.ssh && f=/root/.ssh/authorized_keys && touch "$f" && chmod 0600 "$f" && '
+    '{ grep -qxF "$1" "$f" || { printf "%s\\n" "$1" >> "$f"; echo added; }; }'
+)
+
+
+def authorize_key(name: str, public_key: str) -> bool:
+    """Let `public_key` log in as root in the container. True when it was added (idempotent)."""
+    proc = _run(["exec", name, "sh", "-c", _AUTHORIZE, "sh", public_key.strip()])
+    return proc.stdout.strip() == "added"
+
+
+def ssh_host_key(name: str, timeout: float = 60) -> str:
+    """The container's SSH host key (ed25519, `type base64`), once sshd runs with it."""
+    deadline = time.monotonic() + timeout
+    probe = "systemctl is-active --quiet ssh && cat /etc/ssh/ssh_host_ed25519_key.pub"
+    while time.monotonic() < deadline:
+        proc = _run(["exec", name, "sh", "-c", probe], check=False)
+        parts = proc.stdout.split()
+        if proc.returncode == 0 and len(parts) >= 2:
+            return f"{parts[0]} {parts[1]}"
+        time.sleep(1)
+    raise PodmanError(
+        f"{name}: sshd is not running with a host key after {timeout:.0f} s "
+        f"(see: podman exec {name} journalctl -u ssh); rebuild the image with scripts/build-base-image.sh --force"
+    )
+
+
 def remove(kind: str, names: list[str]) -> None:
     if names:
         _run([kind, "rm", "-f", *names] if kind != "container" else ["rm", "-f", "-t", "5", *names])

@@ -109,7 +109,12 @@ class TestinfraRemote:
         elif kind == "ssh":
             h = backend.host
             dest = f"{h.user + '@' if h.user else ''}{h.name}:{remote_path}"
-            _local(["scp", "-q", *(["-P", str(h.port)] if h.port else []), str(local), dest])
+            opts = ["-P", str(h.port)] if h.port else []
+            if getattr(backend, "ssh_config", None):  # the same config, key and known_hosts as the commands
+                opts += ["-F", str(backend.ssh_config)]
+            if getattr(backend, "ssh_identity_file", None):
+                opts += ["-i", str(backend.ssh_identity_file)]
+            _local(["scp", "-q", *opts, str(local), dest])
         else:
             self._put_chunked(local, remote_path)
         self._must(f"chmod {mode:o} {shlex.quote(remote_path)}")

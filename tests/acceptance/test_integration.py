@@ -50,6 +50,8 @@ def write_stack(tmp: Path) -> Path:
     c = doc["config"]["kiln:cluster"]
     c["name"] = STACK
     c["networks"] = {"management": MGMT, "storage": STORAGE}
+    c["inventory"] = {"connection": "podman", "address_by": "hostname"}  # podman exec: no sshd set up here
+    c["acceptance"]["warmup"] = 1  # the protocol under test: a discarded warm-up, then the repetitions
     path = tmp / f"Pulumi.{STACK}.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path

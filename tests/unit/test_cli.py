@@ -98,7 +98,8 @@ def test_inventory_files(tmp_path: Path) -> None:
     assert set(hosts["all"]["children"]["kiln_lustre_oss"]["hosts"]) == {"oss01", "oss02"}
     oss = yaml.safe_load((tmp_path / "host_vars" / "oss01.yml").read_text())
     assert [t["name"] for t in oss["lustre_server_targets"]] == ["lab-OST0000", "lab-OST0001"]
-    assert oss["ansible_host"] == "kiln-lab-oss01"
+    assert oss["ansible_host"] == "10.89.10.5"  # the lab is reached over SSH at management addresses
+    assert oss["ansible_user"] == "root" and "ansible_connection" not in oss
     pool = yaml.safe_load((tmp_path / "group_vars" / "kiln_pool_gpu.yml").read_text())
     assert pool["nccl_env"]["NCCL_IB_DISABLE"] == "1"
     everything = "".join(p.read_text() for p in tmp_path.rglob("*.yml"))

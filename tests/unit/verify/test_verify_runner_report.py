@@ -183,9 +183,13 @@ def test_acceptance_doc_covers_every_check() -> None:
 def test_inventory_merge_and_backends() -> None:
     _, inv, _ = lab()
     v = inv.vars("gpu001")
-    assert v["ansible_host"] == "kiln-lab-gpu001" and v["nccl_env"]["NCCL_IB_DISABLE"] == "1"
+    assert v["ansible_host"] == "10.89.10.2" and v["nccl_env"]["NCCL_IB_DISABLE"] == "1"
     assert "kiln_pool_gpu" in v["group_names"] and inv.storage_addresses("gpu001") == ["10.89.20.2"]
-    assert backend_spec("gpu001", v, None) == "podman://kiln-lab-gpu001"
+    assert backend_spec("gpu001", v, None) == "ssh://root@10.89.10.2"  # the lab is reached over SSH
+    assert backend_spec("gpu001", {"ansible_connection": "containers.podman.podman",
+                                   "ansible_host": "kiln-lab-gpu001"}, None) == "podman://kiln-lab-gpu001"
+    assert backend_spec("gpu001", v, None, "ssh://{address}?ssh_config=/s/config") == \
+        "ssh://10.89.10.2?ssh_config=/s/config"
     assert backend_spec("n1", {"ansible_host": "10.0.0.5", "ansible_user": "root"}, None) == "ssh://root@10.0.0.5"
     assert backend_spec("n1", {"ansible_connection": "local"}, None) == "local://"
     assert backend_spec("n1", {"ansible_connection": "winrm"}, Path("/i/hosts.yml")) == \
