@@ -77,10 +77,13 @@ def main() -> int:
     for r in rows[1:]:
         extra = r["gpu_nodes"] - base["gpu_nodes"]
         if extra:
-            per = (r["first_configure_s"] - base["first_configure_s"]) / extra
+            first = (r["first_configure_s"] - base["first_configure_s"]) / extra
+            second = (r["second_configure_s"] - base["second_configure_s"]) / extra
+            r["first_s_per_extra_gpu_node"] = round(first, 1)
+            r["second_s_per_extra_gpu_node"] = round(second, 1)
             print(
-                f"{r['gpu_nodes']} GPU nodes: +{per:.1f} s of first configure per GPU node "
-                f"beyond {base['gpu_nodes']}"
+                f"{r['gpu_nodes']} GPU nodes: +{first:.1f} s of first and +{second:.1f} s of second "
+                f"configure per GPU node beyond {base['gpu_nodes']}"
             )
     out = ROOT / "bench" / "results" / "lab_scale.json"
     out.parent.mkdir(parents=True, exist_ok=True)
