@@ -200,10 +200,7 @@ class Lab:
     def inventory(self) -> None:
         files = render_inventory(self.plan, self.spec)
         for rel, text in files.items():
-            path = self.inventory_dir / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if not path.exists() or path.read_text() != text:
-                path.write_text(text)
+            _write_if_changed(self.inventory_dir / rel, text)
         self.say(
             "inventory", f"{len(files)} files in {self.inventory_dir.relative_to(ROOT)} (kiln inventory {self.stack})"
         )
@@ -234,9 +231,7 @@ class Lab:
             "bench_tools_apt_cache_valid_time": 86400,
         }
         path = self.state / "lab-vars.yml"
-        text = "# Written by kiln lab: lab-only settings.\n" + yaml.safe_dump(data, sort_keys=True)
-        if not path.exists() or path.read_text() != text:
-            path.write_text(text)
+        _write_if_changed(path, "# Written by kiln lab: lab-only settings.\n" + yaml.safe_dump(data, sort_keys=True))
         return path
 
     def configure(self) -> dict[str, int]:
@@ -344,7 +339,7 @@ class Lab:
         times["total"] = round(time.monotonic() - start, 1)
         record = {"finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "changed": total, "verify_exit": rc,
                   "seconds": times}
-        _write_if_changed(self.state / "timings.json", json.dumps(record, indent=2) + "\n")
+        (self.state / "timings.json").write_text(json.dumps(record, indent=2) + "\n")
         steps = ", ".join(f"{k} {v:.0f} s" for k, v in times.items() if k != "total")
         self.say("verify", f"done in {_minutes(times['total'])} ({steps}); .kiln/{self.spec.name}/timings.json")
         return rc
