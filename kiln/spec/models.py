@@ -13,7 +13,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-NAME_RE = r"^[a-z][a-z0-9-]{0,30}$"
+from kiln.spec.types import Name
+
 FSNAME_RE = r"^[A-Za-z][A-Za-z0-9_]{0,7}$"
 IFACE_RE = r"^[A-Za-z0-9_.:-]{1,15}$"
 
@@ -22,7 +23,6 @@ class Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
 
 
-Name = Annotated[str, Field(pattern=NAME_RE, description="lower-case name: letters, digits, '-'")]
 Positive = Annotated[float, Field(gt=0)]
 
 

@@ -1,0 +1,120 @@
+"""Constrained string types for spec fields: each says what characters the thing it names may hold.
+
+kiln renders spec values into shell scripts, systemd units, sysctl files, Ansible variables and
+Kubernetes objects that run as root. Every string field of the spec therefore uses one of these
+types (or a stricter pattern of its own), so that a value that could escape its quoting is refused
+at load time with the field path, the value and the fix. Rendering still quotes what it inserts:
+these types are the first of two walls, not the only one.
+
+Shared rules (all types): no control characters (newline, tab, NUL, ESC, DEL, ...), no Jinja2
+delimiters (``{{``, ``{%``, ``{#``) so Ansible never evaluates a spec value, and a length bound.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import posixpath
+import re
+from typing import Annotated
+from urllib.parse import urlsplit
+
+from pydantic import AfterValidator, Field
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_JINJA = re.compile(r"\{[{%#]|[}%#]\}")
+
+
+def check_plain(value: str) -> str:
+    """Refuse control characters and template delimiters in any spec string."""
+    if _CONTROL.search(value):
+        raise ValueError("control characters (newline, tab, NUL, ...) are not allowed; fix: write it on one line")
+    if _JINJA.search(value):
+        raise ValueError("'{{', '{%' and '{#' are not allowed (they would be evaluated as templates); fix: remove them")
+    return value
+
+
+def _canonical_path(value: str) -> str:
+    check_plain(value)
+    parts = value.split("/")
+    if ".." in parts:
+        raise ValueError("'..' is not allowed in a path; fix: write the absolute path without '..'")
+    canonical = posixpath.normpath(value)
+    # normpath keeps a leading '//' (POSIX leaves it implementation-defined); kiln means '/'.
+    return "/" + canonical.lstrip("/")
+
+
+def _bucket(value: str) -> str:
+    check_plain(value)
+    if ".." in value or ".-" in value or "-." in value:
+        raise ValueError("adjacent '.'/'-' are not allowed in a bucket name (S3 naming rules); fix: remove them")
+    if value.startswith("xn--") or value.endswith("-s3alias") or value.startswith("sthree-"):
+        raise ValueError("reserved bucket-name prefix or suffix (S3 naming rules); fix: choose another name")
+    try:
+        ipaddress.IPv4Address(value)
+    except ValueError:
+        return value
+    raise ValueError("a bucket name must not look like an IP address (S3 naming rules); fix: choose another name")
+
+
+def _url(value: str) -> str:
+    check_plain(value)
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("not an http(s) URL with a host; fix: write it like https://s3.example.com:443")
+    try:
+        port = parts.port
+    except ValueError as exc:
+        raise ValueError(f"bad port ({exc}); fix: use a port between 1 and 65535") from exc
+    if port is not None and not 1 <= port <= 65535:
+        raise ValueError("port out of range; fix: use a port between 1 and 65535")
+    if parts.username or parts.password:
+        raise ValueError("credentials in a URL are not allowed; fix: give the secret through credentials_secret")
+    return value
+
+
+#: Free text (descriptions): printable, one line, no template delimiters.
+Text = Annotated[str, Field(max_length=512), AfterValidator(check_plain)]
+
+#: A lower-case name (pools, environments): letters, digits and '-', starting with a letter.
+Name = Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,30}$", description="lower-case name: letters, digits, '-'")]
+
+#: A Kubernetes object name or namespace (DNS-1123 label: no leading or trailing '-').
+K8sName = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")]
+
+#: A Kubernetes label key or label/annotation value prefix such as nvidia.com/gpu.present.
+_LABEL_KEY = r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+LabelKey = Annotated[str, Field(pattern=_LABEL_KEY)]
+
+#: An RDMA device name as in /sys/class/infiniband (mlx5_0, rocep1s0f0, bnxt_re0).
+RdmaDevice = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")]
+
+#: A network interface name (IFNAMSIZ 16 incl. NUL; no '/' and not '.' or '..').
+Interface = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,14}$")]
+
+#: An absolute path, canonicalised ('//', '/.', trailing '/' removed), without '..' or whitespace.
+AbsPath = Annotated[
+    str,
+    Field(pattern=r"^/[A-Za-z0-9._/@+:=,-]*$", max_length=4096),
+    AfterValidator(_canonical_path),
+]
+
+#: A block device (or by-id link) under /dev.
+DevicePath = Annotated[
+    str,
+    Field(pattern=r"^/dev/[A-Za-z0-9._/@+:=,-]+$", max_length=4096),
+    AfterValidator(_canonical_path),
+]
+
+#: An S3 bucket name (AWS general-purpose bucket naming rules).
+BucketName = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"), AfterValidator(_bucket)]
+
+#: An object-key prefix inside a bucket ('' for the whole bucket); no leading '/'.
+KeyPrefix = Annotated[
+    str, Field(pattern=r"^([A-Za-z0-9!_.*'()-][A-Za-z0-9!_.*'()/-]{0,1023})?$"), AfterValidator(check_plain)
+]
+
+#: An http(s) URL whose port, if any, is in range.
+Url = Annotated[str, Field(max_length=2048), AfterValidator(_url)]
+
+#: A model name from the hardware catalog (letters, digits, '-', '_', '.').
+CatalogName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
