@@ -15,7 +15,7 @@ from __future__ import annotations
 import ipaddress
 import posixpath
 import re
-from typing import Annotated
+from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, Field
@@ -118,3 +118,10 @@ Url = Annotated[str, Field(max_length=2048), AfterValidator(_url)]
 
 #: A model name from the hardware catalog (letters, digits, '-', '_', '.').
 CatalogName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
+
+#: Data protection behind one Lustre target. ZFS: a vdev type (mirror, raidzN, draidN) or none;
+#: ldiskfs: a Linux md RAID level, or "external" when a controller or appliance provides it.
+ProtectionLevel = Literal[
+    "none", "mirror", "raidz1", "raidz2", "raidz3", "draid1", "draid2", "draid3",
+    "raid1", "raid5", "raid6", "raid10", "external",
+]
