@@ -136,37 +136,33 @@ def tuning_reference() -> str:
         "stack's `overrides:`; `kiln plan <stack>` shows the derived value, why, and where it comes from.",
         "",
     ]
-    for section in ("lustre", "lnet", "nccl"):
+    sections: dict[str, dict[str, knowledge.Rule]] = {"lustre": t.lustre, "lnet": t.lnet, "nccl": t.nccl}
+    for section, rules in sections.items():
         lines += [
             f"## {section}",
             "",
             "| id | parameter | applied | rule constants | why | source |",
             "|---|---|---|---|---|---|",
         ]
-        for tid, rule in t[section].items():
+        for tid, rule in rules.items():
             full = f"nccl.{tid}" if section == "nccl" else tid
-            param = rule.get("param") or (f"{rule['module']} {rule['option']}" if "option" in rule else tid)
-            applied = rule.get("apply", "module option" if section == "lnet" else "environment")
-            consts = ", ".join(f"{k}={v}" for k, v in (rule.get("constants") or {}).items())
-            lines.append(
-                f"| `{full}` | `{param}` | {applied} | {consts} | {' '.join(rule['reason'].split())} "
-                f"| {rule['source']} |"
-            )
+            param = rule.param or (f"{rule.module} {rule.option}" if rule.option else tid)
+            applied = rule.apply or ("module option" if section == "lnet" else "environment")
+            consts = ", ".join(f"{k}={v}" for k, v in rule.constants.items())
+            why = " ".join(rule.reason.split())
+            lines.append(f"| `{full}` | `{param}` | {applied} | {consts} | {why} | {rule.source} |")
         lines.append("")
     lines += ["## host", "", "| id | value | namespaced | why | source |", "|---|---|---|---|---|"]
-    for name, rule in t["host"]["sysctls"].items():
-        lines.append(
-            f"| `host.sysctl.{name}` | `{rule['value']}` | {rule['namespaced']} | {rule['reason']} | {rule['source']} |"
-        )
-    for name, rule in t["host"].items():
-        if name != "sysctls":
-            lines.append(f"| `host.{name}` | `{rule['value']}` | – | {rule['reason']} | {rule['source']} |")
+    for name, sc in t.host.sysctls.items():
+        lines.append(f"| `host.sysctl.{name}` | `{sc.value}` | {sc.namespaced} | {sc.reason} | {sc.source} |")
+    for name, h in t.host.others().items():
+        lines.append(f"| `host.{name}` | `{h.value}` | – | {h.reason} | {h.source} |")
     lines += ["", "## protocol facts", "", "| name | value | why | source |", "|---|---|---|---|"]
-    for name, rule in t["protocol"].items():
-        lines.append(f"| `{name}` | `{rule['value']}` | {rule['reason']} | {rule['source']} |")
+    for name, p in t.protocol:
+        lines.append(f"| `{name}` | `{p.value}` | {p.reason} | {p.source} |")
     lines += ["", "## layout constants", "", "| name | value | why | source |", "|---|---|---|---|"]
-    for name, rule in t["layouts"].items():
-        lines.append(f"| `{name}` | `{rule['value']}` | {rule['reason']} | {rule['source']} |")
+    for name, lay in t.layouts:
+        lines.append(f"| `{name}` | `{lay.value}` | {lay.reason} | {lay.source} |")
     lines.append("")
     return "\n".join(lines)
 
@@ -221,10 +217,10 @@ def hardware_catalog() -> str:
         "## Checkpoint and metadata",
         "",
         f"- bytes per parameter: **{b.value:g}** — {' '.join(b.reason.split())} Source: {b.source}",
-        f"- MDT creates/s by media: {', '.join(f'{k} {v:g}' for k, v in kb.mdt_create_ops_per_s.items())} — "
-        f"{' '.join(kb.mdt_rate_reason.split())} Source: {kb.mdt_rate_source}",
-        f"- PCIe x16 GB/s per direction: {', '.join(f'Gen{k} {v:g}' for k, v in kb.pcie_GBps_per_direction.items())} — "
-        f"{kb.pcie_source}",
+        f"- MDT creates/s by media: {', '.join(f'{k} {v:g}' for k, v in kb.mdt_rates.by_media().items())} — "
+        f"{' '.join(kb.mdt_rates.reason.split())} Source: {kb.mdt_rates.source}",
+        f"- PCIe x16 GB/s per direction: {', '.join(f'Gen{k} {v:g}' for k, v in kb.pcie.rates.items())} — "
+        f"{kb.pcie.source}",
         "",
     ]
     return "\n".join(lines)

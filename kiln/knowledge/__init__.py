@@ -1,129 +1,357 @@
-"""The kit's knowledge base: hardware catalog, efficiency factors and workload figures as data.
+"""The kit's knowledge base: hardware catalog, efficiency factors, workload figures, tuning rules and
+object-store figures as data.
 
 Every figure is read from the YAML files beside this module, where each value sits next to its source
-and reason. Code asks for figures by name; it never carries its own copy of a number.
+(and, where the data explains a choice, its reason). Each file is validated into typed, frozen pydantic
+models once per process; a malformed file stops the kit with the file, the path inside it and the
+problem. Code asks for figures by name; it never carries its own copy of a number.
+
+kubernetes.yaml (chart and image pins) is read by kiln.render.manifests, not here.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Annotated, Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from kiln import yamlio
 
+T = TypeVar("T")
 
-@dataclass(frozen=True, slots=True)
-class Sourced:
-    """A number with the reason it has that value and where it comes from."""
-
-    value: float
-    reason: str
-    source: str
+#: A reason or a source: one or more words (a missing or empty one is an error, not a blank cell in the docs).
+Words = Annotated[str, Field(min_length=1)]
+Constant = int | float | str
+#: A figure kept as written (10 stays 10, so the plan JSON shows what the catalog says).
+Number = int | float
 
 
-@dataclass(frozen=True, slots=True)
-class GpuModel:
+class KnowledgeError(Exception):
+    """A knowledge file is missing, not YAML, or does not match its model."""
+
+    def __init__(self, file: str, problems: list[tuple[str, str]]) -> None:
+        self.file = file
+        self.problems = problems
+        lines = [f"kiln/knowledge/{file}: {len(problems)} problem{'s' if len(problems) != 1 else ''}"]
+        lines += [f"  - {path or '(top level)'}: {problem}" for path, problem in problems]
+        lines.append("    fix: correct the file (every entry carries its value, reason and source as the others do)")
+        super().__init__("\n".join(lines))
+
+
+class Entry(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Sourced(Entry, Generic[T]):
+    """A value with the reason it has that value and where it comes from."""
+
+    value: T
+    reason: Words
+    source: Words
+
+
+class _Named(Entry):
+    """A catalog entry; `name` is its key in the file."""
+
     name: str
-    description: str
-    memory_GB: float
-    pcie_gen: int
+    description: Words
+    source: Words
+
+
+class GpuModel(_Named):
+    memory_GB: Number = Field(gt=0)
+    pcie_gen: int = Field(ge=3, le=6)
     nvswitch: bool
-    nvlink_GBps: float
-    nccl_intra_busbw_GBps: float
-    source: str
+    nvlink_GBps: Number = Field(ge=0)
+    nccl_intra_busbw_GBps: Number = Field(gt=0)
 
 
-@dataclass(frozen=True, slots=True)
-class NicModel:
-    name: str
-    description: str
-    link_Gbps: float
-    fabrics: tuple[str, ...]
-    pcie_gen: int
-    source: str
+class NicModel(_Named):
+    link_Gbps: Number = Field(gt=0)
+    fabrics: tuple[Literal["infiniband", "roce", "tcp"], ...] = Field(min_length=1)
+    pcie_gen: int = Field(ge=0, le=6)
 
     @property
     def link_GBps(self) -> float:
         return self.link_Gbps / 8.0
 
 
-@dataclass(frozen=True, slots=True)
-class NvmeModel:
+class NvmeModel(_Named):
+    read_GBps: Number = Field(gt=0)
+    write_GBps: Number = Field(gt=0)
+    capacity_TB: Number = Field(gt=0)
+
+
+class ReadProfile(Entry):
     name: str
-    description: str
-    read_GBps: float
-    write_GBps: float
-    capacity_TB: float
-    source: str
+    GBps_per_gpu: Number = Field(gt=0)
+    single_node_GBps: Number = Field(gt=0)
+    reason: Words
+    source: Words
 
 
-@dataclass(frozen=True, slots=True)
-class ReadProfile:
-    name: str
-    GBps_per_gpu: float
-    single_node_GBps: float
-    reason: str
-    source: str
+def _name_entries(data: Any, *sections: str) -> Any:
+    """Copy each entry's key into its `name` field (the files name entries by key only)."""
+    if isinstance(data, dict):
+        data = dict(data)
+        for section in sections:
+            entries = data.get(section)
+            if isinstance(entries, dict):
+                data[section] = {k: {**v, "name": k} if isinstance(v, dict) else v for k, v in entries.items()}
+    return data
 
 
-@dataclass(frozen=True, slots=True)
-class Knowledge:
+class _File(Entry):
+    schema_: Literal[1] = Field(alias="schema")
+
+
+class HardwareFile(_File):
     gpus: dict[str, GpuModel]
     nics: dict[str, NicModel]
     nvme: dict[str, NvmeModel]
-    factors: dict[str, Sourced]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _names(cls, data: Any) -> Any:
+        return _name_entries(data, "gpus", "nics", "nvme")
+
+
+class EfficiencyFile(_File):
+    factors: dict[str, Sourced[float]]
+
+
+class Checkpoint(Entry):
+    bytes_per_param: Sourced[float]
+
+
+class MdtCreateRates(Entry):
+    """File creates per second one MDT sustains, by media."""
+
+    nvme: float = Field(gt=0)
+    ssd: float = Field(gt=0)
+    hdd: float = Field(gt=0)
+    reason: Words
+    source: Words
+
+    def by_media(self) -> dict[str, float]:
+        return {"nvme": self.nvme, "ssd": self.ssd, "hdd": self.hdd}
+
+
+class Metadata(Entry):
+    mdt_create_ops_per_s: MdtCreateRates
+
+
+class PcieRates(Entry):
+    """PCIe x16 GB/s per direction by generation."""
+
+    rates: dict[int, float]
+    source: Words
+
+    @model_validator(mode="before")
+    @classmethod
+    def _split(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "rates" not in data:
+            rest = {k: v for k, v in data.items() if k != "source"}
+            return {"rates": rest, "source": data.get("source")}
+        return data
+
+
+class WorkloadFile(_File):
     read_profiles: dict[str, ReadProfile]
-    bytes_per_param: Sourced
-    mdt_create_ops_per_s: dict[str, float]
-    mdt_rate_reason: str
-    mdt_rate_source: str
-    pcie_GBps_per_direction: dict[int, float]
-    pcie_source: str
-    tuning: dict[str, Any]
-    seaweedfs: dict[str, dict[str, Any]]  # name → {value, reason, source}
+    checkpoint: Checkpoint
+    metadata: Metadata
+    pcie_GBps_per_direction: PcieRates
+
+    @model_validator(mode="before")
+    @classmethod
+    def _names(cls, data: Any) -> Any:
+        return _name_entries(data, "read_profiles")
+
+
+class Rule(Entry):
+    """A tuning rule of tuning.yaml: the constants its derivation uses, why, and the source."""
+
+    param: str | None = None
+    side: Literal["client", "mds", "oss", "mgs"] | None = None
+    apply: Literal["set_param", "set_param_persistent", "module_param", "mount"] | None = None
+    unit: str | None = None
+    module: str | None = None
+    option: str | None = None
+    constants: dict[str, Constant] = Field(default_factory=dict)
+    reason: Words
+    source: Words
+
+    def constant(self, key: str) -> Constant:
+        try:
+            return self.constants[key]
+        except KeyError:
+            raise KeyError(f"tuning rule has no constant {key!r} (constants: {', '.join(self.constants)})") from None
+
+    def integer(self, key: str) -> int:
+        value = self.constant(key)
+        if not isinstance(value, int):
+            raise TypeError(f"tuning constant {key!r} = {value!r} must be an integer")
+        return value
+
+    def number(self, key: str) -> float:
+        value = self.constant(key)
+        if isinstance(value, str):
+            raise TypeError(f"tuning constant {key!r} = {value!r} must be a number")
+        return value
+
+
+class Sysctl(Entry):
+    value: int | str
+    namespaced: bool
+    reason: Words
+    source: Words
+
+
+class HostSettings(Entry):
+    sysctls: dict[str, Sysctl]
+    memlock: Sourced[str]
+    transparent_hugepages: Sourced[str]
+    cpu_governor: Sourced[str]
+
+    def others(self) -> dict[str, Sourced[str]]:
+        """The host settings that are not sysctls, by name."""
+        return {"memlock": self.memlock, "transparent_hugepages": self.transparent_hugepages,
+                "cpu_governor": self.cpu_governor}
+
+
+class Protocol(Entry):
+    ipoib_header_bytes: Sourced[int]
+
+
+class Layouts(Entry):
+    stripe_size_small: Sourced[str]
+    stripe_size_large: Sourced[str]
+    stripe_size_checkpoint_single: Sourced[str]
+    dataset_first_extent: Sourced[str]
+    dataset_middle_extent: Sourced[str]
+    dataset_middle_stripes: Sourced[int]
+    checkpoint_shard_first_extent: Sourced[str]
+    checkpoint_shard_stripes: Sourced[int]
+    dom_size: Sourced[str]
+    smallfile_stripes: Sourced[int]
+    max_stripe_count_ldiskfs: Sourced[int]
+    max_stripe_count: Sourced[int]
+
+
+class TuningFile(_File):
+    lustre: dict[str, Rule]
+    lnet: dict[str, Rule]
+    nccl: dict[str, Rule]
+    layouts: Layouts
+    host: HostSettings
+    protocol: Protocol
+
+
+class SeaweedFs(Entry):
+    version: Sourced[str]
+    s3_port: Sourced[int]
+    default_volume_size_limit_MB: Sourced[int]
+    min_volume_size_limit_MB: Sourced[int]
+    volume_growth_per_collection: Sourced[int]
+    extra_collections: Sourced[int]
+    master_port: Sourced[int]
+
+
+class ObjectStoreFile(_File):
+    seaweedfs: SeaweedFs
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def parse(name: str, text: str, model: type[M]) -> M:
+    """Validate one knowledge file's text into its model; KnowledgeError names the file, path and problem."""
+    try:
+        data = yamlio.load(text)
+    except Exception as e:  # yaml.YAMLError and its subclasses carry the line
+        raise KnowledgeError(name, [("", f"not valid YAML: {e}")]) from None
+    if not isinstance(data, dict):
+        raise KnowledgeError(name, [("", f"must hold a mapping, not {type(data).__name__}")])
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        problems = [(".".join(str(p) for p in err["loc"]), err["msg"]) for err in e.errors()]
+        raise KnowledgeError(name, problems) from None
+
+
+def _read(name: str, model: type[M]) -> M:
+    text = resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+    return parse(name, text, model)
+
+
+class Knowledge(Entry):
+    """Every knowledge file, validated."""
+
+    hardware: HardwareFile
+    efficiency: EfficiencyFile
+    workload: WorkloadFile
+    tuning: TuningFile
+    objectstore: ObjectStoreFile
+
+    # Shortcuts for the figures most code asks for.
+    @property
+    def gpus(self) -> dict[str, GpuModel]:
+        return self.hardware.gpus
+
+    @property
+    def nics(self) -> dict[str, NicModel]:
+        return self.hardware.nics
+
+    @property
+    def nvme(self) -> dict[str, NvmeModel]:
+        return self.hardware.nvme
+
+    @property
+    def factors(self) -> dict[str, Sourced[float]]:
+        return self.efficiency.factors
+
+    @property
+    def read_profiles(self) -> dict[str, ReadProfile]:
+        return self.workload.read_profiles
+
+    @property
+    def bytes_per_param(self) -> Sourced[float]:
+        return self.workload.checkpoint.bytes_per_param
+
+    @property
+    def mdt_rates(self) -> MdtCreateRates:
+        return self.workload.metadata.mdt_create_ops_per_s
+
+    @property
+    def pcie(self) -> PcieRates:
+        return self.workload.pcie_GBps_per_direction
+
+    @property
+    def seaweedfs(self) -> SeaweedFs:
+        return self.objectstore.seaweedfs
 
     def factor(self, name: str) -> float:
         return self.factors[name].value
 
 
-def _read(name: str) -> dict[str, Any]:
-    text = resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
-    data = yamlio.load(text)
-    assert isinstance(data, dict), f"{name} must hold a mapping"
-    return data
-
-
 @cache
 def load() -> Knowledge:
-    """Load the knowledge base once per process."""
-    hw = _read("hardware.yaml")
-    eff = _read("efficiency.yaml")
-    wl = _read("workload.yaml")
-    tuning = _read("tuning.yaml")
-    seaweedfs = _read("objectstore.yaml")["seaweedfs"]
-    gpus = {k: GpuModel(name=k, **v) for k, v in hw["gpus"].items()}
-    nics = {k: NicModel(name=k, **{**v, "fabrics": tuple(v["fabrics"])}) for k, v in hw["nics"].items()}
-    nvme = {k: NvmeModel(name=k, **v) for k, v in hw["nvme"].items()}
-    factors = {k: Sourced(float(v["value"]), v["reason"], v["source"]) for k, v in eff["factors"].items()}
-    profiles = {k: ReadProfile(name=k, **v) for k, v in wl["read_profiles"].items()}
-    bpp = wl["checkpoint"]["bytes_per_param"]
-    md = wl["metadata"]["mdt_create_ops_per_s"]
-    pcie = dict(wl["pcie_GBps_per_direction"])
-    pcie_source = pcie.pop("source")
+    """Load and validate the knowledge base once per process."""
     return Knowledge(
-        gpus=gpus,
-        nics=nics,
-        nvme=nvme,
-        factors=factors,
-        read_profiles=profiles,
-        bytes_per_param=Sourced(float(bpp["value"]), bpp["reason"], bpp["source"]),
-        mdt_create_ops_per_s={k: float(v) for k, v in md.items() if k not in ("reason", "source")},
-        mdt_rate_reason=md["reason"],
-        mdt_rate_source=md["source"],
-        pcie_GBps_per_direction={int(k): float(v) for k, v in pcie.items()},
-        pcie_source=pcie_source,
-        tuning=tuning,
-        seaweedfs=seaweedfs,
+        hardware=_read("hardware.yaml", HardwareFile),
+        efficiency=_read("efficiency.yaml", EfficiencyFile),
+        workload=_read("workload.yaml", WorkloadFile),
+        tuning=_read("tuning.yaml", TuningFile),
+        objectstore=_read("objectstore.yaml", ObjectStoreFile),
     )
+
+
+FILES: dict[str, type[BaseModel]] = {
+    "hardware.yaml": HardwareFile,
+    "efficiency.yaml": EfficiencyFile,
+    "workload.yaml": WorkloadFile,
+    "tuning.yaml": TuningFile,
+    "objectstore.yaml": ObjectStoreFile,
+}

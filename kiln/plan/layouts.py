@@ -9,20 +9,12 @@ from kiln.plan.model import Layout, LayoutComponent
 from kiln.spec.models import ClusterSpec, Directory
 
 
-def _k(name: str) -> str | int:
-    return knowledge.load().tuning["layouts"][name]["value"]
-
-
-def _ks(name: str) -> str:
-    return str(_k(name))
-
-
-def _ki(name: str) -> int:
-    return int(_k(name))
+def _k() -> knowledge.Layouts:
+    return knowledge.load().tuning.layouts
 
 
 def max_stripes(spec: ClusterSpec) -> int:
-    return _ki("max_stripe_count") if spec.lustre.backend == "zfs" else _ki("max_stripe_count_ldiskfs")
+    return _k().max_stripe_count.value if spec.lustre.backend == "zfs" else _k().max_stripe_count_ldiskfs.value
 
 
 def setstripe_args(components: tuple[LayoutComponent, ...]) -> str:
@@ -44,8 +36,8 @@ def setstripe_args(components: tuple[LayoutComponent, ...]) -> str:
 def _layout(spec: ClusterSpec, d: Directory, width: int, total_gpus: int, writers_per_file: int) -> Layout:
     pool = d.pool
     wide = min(width, max_stripes(spec))
-    big = _ks("stripe_size_large")
-    small = _ks("stripe_size_small")
+    big = _k().stripe_size_large.value
+    small = _k().stripe_size_small.value
     comps: tuple[LayoutComponent, ...]
     if d.purpose == "datasets":
         last = d.stripe_count if d.stripe_count is not None else wide
@@ -53,10 +45,10 @@ def _layout(spec: ClusterSpec, d: Directory, width: int, total_gpus: int, writer
             kind, comps = "plain", (LayoutComponent("EOF", 1, big, pool=pool),)
             reason = "One OST: a plain single-stripe layout; nothing to spread over."
         else:
-            mid = min(_ki("dataset_middle_stripes"), width)
+            mid = min(_k().dataset_middle_stripes.value, width)
             comps = (
-                LayoutComponent(_ks("dataset_first_extent"), 1, small, pool=pool),
-                LayoutComponent(_ks("dataset_middle_extent"), mid, big, pool=pool),
+                LayoutComponent(_k().dataset_first_extent.value, 1, small, pool=pool),
+                LayoutComponent(_k().dataset_middle_extent.value, mid, big, pool=pool),
                 LayoutComponent("EOF", last, big, pool=pool),
             )
             kind = "pfl"
@@ -65,9 +57,9 @@ def _layout(spec: ClusterSpec, d: Directory, width: int, total_gpus: int, writer
                 f"with {big} stripes, so many readers of one shard hit many OSS."
             )
     elif d.purpose == "checkpoints" and spec.workload.checkpoint.sharded:
-        n = d.stripe_count if d.stripe_count is not None else min(_ki("checkpoint_shard_stripes"), width)
+        n = d.stripe_count if d.stripe_count is not None else min(_k().checkpoint_shard_stripes.value, width)
         comps = (
-            LayoutComponent(_ks("checkpoint_shard_first_extent"), 1, small, pool=pool),
+            LayoutComponent(_k().checkpoint_shard_first_extent.value, 1, small, pool=pool),
             LayoutComponent("EOF", n, big, pool=pool),
         )
         kind = "pfl"
@@ -76,7 +68,7 @@ def _layout(spec: ClusterSpec, d: Directory, width: int, total_gpus: int, writer
             "spread the load without lock contention on one file."
         )
     elif d.purpose == "checkpoints":
-        size = _ks("stripe_size_checkpoint_single")
+        size = _k().stripe_size_checkpoint_single.value
         if writers_per_file > wide:
             count = min(writers_per_file, max_stripes(spec))
             comps = (LayoutComponent("EOF", count, size, overstripe=True, pool=pool),)
@@ -91,9 +83,9 @@ def _layout(spec: ClusterSpec, d: Directory, width: int, total_gpus: int, writer
             kind = "wide"
             reason = f"One multi-GB checkpoint file: stripe across all OSTs with {size} stripes."
     elif d.purpose == "smallfiles":
-        n = d.stripe_count if d.stripe_count is not None else _ki("smallfile_stripes")
+        n = d.stripe_count if d.stripe_count is not None else _k().smallfile_stripes.value
         comps = (
-            LayoutComponent(_ks("dom_size"), 0, _ks("dom_size"), dom=True),
+            LayoutComponent(_k().dom_size.value, 0, _k().dom_size.value, dom=True),
             LayoutComponent("EOF", n, big, pool=pool),
         )
         kind = "dom"

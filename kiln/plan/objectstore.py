@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from kiln import knowledge
 from kiln.plan.model import Bucket, Host, ObjectStorePlan
 from kiln.spec.errors import SpecIssue
 from kiln.spec.models import ClusterSpec
 
 
-def seaweedfs(name: str) -> Any:
-    """A SeaweedFS figure from kiln/knowledge/objectstore.yaml."""
-    return knowledge.load().seaweedfs[name]["value"]
+def seaweedfs() -> knowledge.SeaweedFs:
+    """The SeaweedFS figures of kiln/knowledge/objectstore.yaml."""
+    return knowledge.load().seaweedfs
 
 
 def _copies(replication: str) -> int:
@@ -22,10 +20,10 @@ def _copies(replication: str) -> int:
 
 def volume_sizing(node_capacity_TB: float, collections: int) -> tuple[int, int]:
     """(volume size limit MB, volumes per server): enough slots for every collection to grow."""
-    slots = int(seaweedfs("volume_growth_per_collection")) * collections
+    slots = seaweedfs().volume_growth_per_collection.value * collections
     capacity_MB = node_capacity_TB * 1e6
     size = int(capacity_MB // slots)
-    size = max(int(seaweedfs("min_volume_size_limit_MB")), min(int(seaweedfs("default_volume_size_limit_MB")), size))
+    size = max(seaweedfs().min_volume_size_limit_MB.value, min(seaweedfs().default_volume_size_limit_MB.value, size))
     return size, max(slots, int(capacity_MB // size))
 
 
@@ -69,13 +67,13 @@ def build_objectstore(spec: ClusterSpec, hosts: tuple[Host, ...]) -> tuple[Objec
                 "add nodes or disks, or lower capacity_TB",
             )
         )
-    port = int(seaweedfs("s3_port"))
+    port = seaweedfs().s3_port.value
     # The gateway listens on the storage network; the endpoint names that address, not a host name
     # that may resolve to the management network.
     storage = next((n.address for n in servers[0].nics if n.role == "storage" and n.address), names[0])
     # Raft needs a majority: three masters survive one loss; two would not survive any.
     masters = names[:3] if len(names) >= 3 else names[:1]
-    size, count = volume_sizing(node_TB, len(buckets) + int(seaweedfs("extra_collections")))
+    size, count = volume_sizing(node_TB, len(buckets) + seaweedfs().extra_collections.value)
     return ObjectStorePlan(
         backend="seaweedfs",
         endpoint=f"http://{storage}:{port}",
@@ -89,7 +87,7 @@ def build_objectstore(spec: ClusterSpec, hosts: tuple[Host, ...]) -> tuple[Objec
         access_key_id=os_.access_key_id,
         credentials_secret=os_.credentials_secret,
         s3_port=port,
-        version=str(seaweedfs("version")),
+        version=seaweedfs().version.value,
         volume_size_limit_MB=size,
         volumes_per_server=count,
     ), issues

@@ -167,7 +167,7 @@ def build_sizing(spec: ClusterSpec) -> tuple[Sizing, list[SpecIssue]]:
     per_client_read = min(node_limit, agg_read / nodes)
     per_client_write = min(node_limit, agg_write / nodes)
 
-    md_rate = lu.mds.nodes * lu.mds.mdts.per_node * kb.mdt_create_ops_per_s[lu.mds.mdts.device.kind]
+    md_rate = lu.mds.nodes * lu.mds.mdts.per_node * kb.mdt_rates.by_media()[lu.mds.mdts.device.kind]
 
     save_s = ck_bytes / (agg_write * 1e9)
     restore_s = ck_bytes / (agg_read * 1e9)

@@ -120,7 +120,7 @@ def build_targets(spec: ClusterSpec, sizing: Sizing) -> tuple[Target, ...]:
                     ("gpu", "rdma"),
                 )
             )
-        pcie = kb.pcie_GBps_per_direction[gpu.pcie_gen] * kb.factor("pcie_h2d")
+        pcie = kb.pcie.rates[gpu.pcie_gen] * kb.factor("pcie_h2d")
         for op in ("h2d", "d2h"):
             out.append(
                 _perf(
@@ -129,7 +129,7 @@ def build_targets(spec: ClusterSpec, sizing: Sizing) -> tuple[Target, ...]:
                     "bw",
                     "GB/s",
                     pcie,
-                    f"PCIe Gen{gpu.pcie_gen} x16 ({kb.pcie_source}) × pcie_h2d",
+                    f"PCIe Gen{gpu.pcie_gen} x16 ({kb.pcie.source}) × pcie_h2d",
                     "host",
                     g,
                     ("gpu",),
@@ -205,7 +205,7 @@ def build_targets(spec: ClusterSpec, sizing: Sizing) -> tuple[Target, ...]:
             "creates",
             "ops/s",
             sizing.metadata_create_ops,
-            f"{spec.lustre.mds.nodes * spec.lustre.mds.mdts.per_node} MDTs × {kb.mdt_rate_source}",
+            f"{spec.lustre.mds.nodes * spec.lustre.mds.mdts.per_node} MDTs × {kb.mdt_rates.source}",
             "aggregate",
             "kiln_lustre_clients",
             ("lustre",),

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, cast
+from dataclasses import dataclass
+from functools import cache
 
 from kiln import knowledge
 from kiln.plan.model import NcclPool, Side, Tunable
@@ -11,36 +12,48 @@ from kiln.spec.errors import SpecIssue, suggest
 from kiln.spec.models import ClusterSpec, ComputePool
 
 
-def _rules() -> dict[str, dict[str, Any]]:
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    """One tunable id of tuning.yaml with where and how it is applied resolved."""
+
+    param: str
+    side: Side
+    apply: str
+    reason: str
+    source: str
+    rule: knowledge.Rule | None = None  # Lustre, LNet and NCCL rules: the constants they derive from
+    value: int | str | None = None  # host settings: the value itself
+    namespaced: bool = False
+
+
+@cache
+def _rules() -> dict[str, _Rule]:
     t = knowledge.load().tuning
-    host = t["host"]
-    sysctls = {
-        f"host.sysctl.{k}": {**v, "param": k, "side": "host", "apply": "sysctl"} for k, v in host["sysctls"].items()
-    }
-    others = {
-        f"host.{k}": {**v, "param": k, "side": "host", "apply": "host"} for k, v in host.items() if k != "sysctls"
-    }
-    return {**t["lustre"], **t["lnet"], **{f"nccl.{k}": v for k, v in t["nccl"].items()}, **sysctls, **others}
+    out: dict[str, _Rule] = {}
+    for tid, r in t.lustre.items():
+        assert r.param and r.side and r.apply, f"tuning.yaml lustre.{tid} needs param, side and apply"
+        out[tid] = _Rule(r.param, r.side, r.apply, r.reason, r.source, rule=r)
+    for tid, r in t.lnet.items():
+        out[tid] = _Rule(f"{r.module}.{r.option}", "lnet", "module_option", r.reason, r.source, rule=r)
+    for name, r in t.nccl.items():
+        out[f"nccl.{name}"] = _Rule(name, "nccl", "env", r.reason, r.source, rule=r)
+    for name, sc in t.host.sysctls.items():
+        out[f"host.sysctl.{name}"] = _Rule(name, "host", "sysctl", sc.reason, sc.source, value=sc.value,
+                                           namespaced=sc.namespaced)
+    for name, h in t.host.others().items():
+        out[f"host.{name}"] = _Rule(name, "host", "host", h.reason, h.source, value=h.value)
+    return out
 
 
-def known_ids() -> list[str]:
-    return sorted(_rules())
-
-
-def _c(rule: dict[str, Any], key: str) -> Any:
-    return rule["constants"][key]
+def _r(tid: str) -> knowledge.Rule:
+    rule = _rules()[tid].rule
+    assert rule is not None, f"{tid} is a host setting, not a derived rule"
+    return rule
 
 
 def _tunable(tid: str, value: int | float | str, pool: str | None = None) -> Tunable:
-    rule = _rules()[tid]
-    param = rule.get("param") or (
-        f"{rule['module']}.{rule['option']}" if "option" in rule else tid.removeprefix("nccl.")
-    )
-    side = rule.get("side") or ("nccl" if tid.startswith("nccl.") else "lnet")
-    apply = rule.get("apply") or ("env" if tid.startswith("nccl.") else "module_option")
-    return Tunable(
-        tid, param, value, cast(Side, side), apply, " ".join(rule["reason"].split()), rule["source"], False, pool
-    )
+    r = _rules()[tid]
+    return Tunable(tid, r.param, value, r.side, r.apply, " ".join(r.reason.split()), r.source, False, pool)
 
 
 def is_flash(spec: ClusterSpec) -> bool:
@@ -52,81 +65,85 @@ def brw_size_MiB(spec: ClusterSpec) -> int:
     value = spec.overrides.get("server.obdfilter.brw_size")
     if isinstance(value, int):
         return value
-    rule = _rules()["server.obdfilter.brw_size"]
-    return int(_c(rule, "flash" if is_flash(spec) else "disk"))
+    return _r("server.obdfilter.brw_size").integer("flash" if is_flash(spec) else "disk")
 
 
 def server_tunables(spec: ClusterSpec, client_mod_rpcs: int) -> list[Tunable]:
-    r = _rules()
-    brw = _c(r["server.obdfilter.brw_size"], "flash" if is_flash(spec) else "disk")
-    wt = r["server.obdfilter.writethrough_cache_enable"]
+    brw = _r("server.obdfilter.brw_size").integer("flash" if is_flash(spec) else "disk")
+    wt = _r("server.obdfilter.writethrough_cache_enable")
     return [
         _tunable("server.obdfilter.brw_size", brw),
-        _tunable("server.obdfilter.read_cache_enable", _c(r["server.obdfilter.read_cache_enable"], "value")),
-        _tunable("server.obdfilter.writethrough_cache_enable", _c(wt, "checkpointing")),
-        _tunable("server.obdfilter.readcache_max_filesize", _c(r["server.obdfilter.readcache_max_filesize"], "value")),
+        _tunable("server.obdfilter.read_cache_enable", _r("server.obdfilter.read_cache_enable").constant("value")),
+        _tunable("server.obdfilter.writethrough_cache_enable", wt.constant("checkpointing")),
+        _tunable(
+            "server.obdfilter.readcache_max_filesize", _r("server.obdfilter.readcache_max_filesize").constant("value")
+        ),
         _tunable("server.mdt.max_mod_rpcs_per_client", client_mod_rpcs),
     ]
 
 
 def client_tunables(spec: ClusterSpec, pool: ComputePool, brw_MiB: int) -> list[Tunable]:
     """Client values for one compute pool (they depend on its RAM, CPUs and GPUs)."""
-    r = _rules()
     name = pool.name
     ram_MiB = pool.ram_GiB * 1024
-    rif = r["client.osc.max_rpcs_in_flight"]
-    rpcs = _c(rif, "large_client") if pool.ram_GiB >= _c(rif, "large_client_min_ram_GiB") else _c(rif, "default")
-    dm = r["client.osc.max_dirty_mb"]
-    dirty = min(_c(dm, "rpc_multiple") * brw_MiB * rpcs, _c(dm, "cap_MiB"), int(ram_MiB * _c(dm, "ram_fraction")))
-    ra = r["client.llite.max_read_ahead_mb"]
-    ra_total = min(
-        int(ram_MiB * _c(ra, "ram_cap_fraction")),
-        max(_c(ra, "floor_MiB"), pool.gpu.count * _c(ra, "per_gpu_stream_MiB")),
+    rif = _r("client.osc.max_rpcs_in_flight")
+    big = pool.ram_GiB >= rif.number("large_client_min_ram_GiB")
+    rpcs = rif.integer("large_client") if big else rif.integer("default")
+    dm = _r("client.osc.max_dirty_mb")
+    dirty = min(
+        dm.integer("rpc_multiple") * brw_MiB * rpcs, dm.integer("cap_MiB"), int(ram_MiB * dm.number("ram_fraction"))
     )
-    ra_file_rule = r["client.llite.max_read_ahead_per_file_mb"]
-    ra_file = min(_c(ra_file_rule, "cap_MiB"), int(ra_total * _c(ra_file_rule, "fraction_of_total")))
-    lru = r["client.ldlm.lru_size"]
+    ra = _r("client.llite.max_read_ahead_mb")
+    ra_total = min(
+        int(ram_MiB * ra.number("ram_cap_fraction")),
+        max(ra.integer("floor_MiB"), pool.gpu.count * ra.integer("per_gpu_stream_MiB")),
+    )
+    ra_file_rule = _r("client.llite.max_read_ahead_per_file_mb")
+    ra_file = min(ra_file_rule.integer("cap_MiB"), int(ra_total * ra_file_rule.number("fraction_of_total")))
+    lru = _r("client.ldlm.lru_size")
+
+    def const(tid: str, key: str = "value") -> int | float | str:
+        return _r(tid).constant(key)
+
     out = [
         _tunable("client.osc.max_pages_per_rpc", f"{brw_MiB}M", name),
         _tunable("client.osc.max_rpcs_in_flight", rpcs, name),
         _tunable("client.osc.max_dirty_mb", dirty, name),
-        _tunable("client.osc.checksums", _c(r["client.osc.checksums"], "value"), name),
-        _tunable("client.mount.options", _c(r["client.mount.options"], "value"), name),
+        _tunable("client.osc.checksums", const("client.osc.checksums"), name),
+        _tunable("client.mount.options", const("client.mount.options"), name),
         _tunable("client.llite.max_read_ahead_mb", ra_total, name),
         _tunable("client.llite.max_read_ahead_per_file_mb", ra_file, name),
-        _tunable("client.llite.statahead_max", _c(r["client.llite.statahead_max"], "dataset_trees"), name),
-        _tunable("client.mdc.max_rpcs_in_flight", _c(r["client.mdc.max_rpcs_in_flight"], "value"), name),
-        _tunable("client.mdc.max_mod_rpcs_in_flight", _c(r["client.mdc.max_mod_rpcs_in_flight"], "value"), name),
-        _tunable("client.ldlm.lru_max_age", _c(r["client.ldlm.lru_max_age"], "value"), name),
+        _tunable("client.llite.statahead_max", const("client.llite.statahead_max", "dataset_trees"), name),
+        _tunable("client.mdc.max_rpcs_in_flight", const("client.mdc.max_rpcs_in_flight"), name),
+        _tunable("client.mdc.max_mod_rpcs_in_flight", const("client.mdc.max_mod_rpcs_in_flight"), name),
+        _tunable("client.ldlm.lru_max_age", const("client.ldlm.lru_max_age"), name),
     ]
-    if pool.ram_GiB > _c(lru, "min_ram_GiB"):
-        out.append(_tunable("client.ldlm.lru_size", _c(lru, "per_cpu") * pool.cpu_cores, name))
+    if pool.ram_GiB > lru.number("min_ram_GiB"):
+        out.append(_tunable("client.ldlm.lru_size", lru.integer("per_cpu") * pool.cpu_cores, name))
     return out
 
 
 def host_tunables() -> list[Tunable]:
     """Kernel and host settings every kiln host gets (sysctls, memlock, THP, CPU governor)."""
-    return [_tunable(tid, rule["value"]) for tid, rule in _rules().items() if tid.startswith("host.")]
+    return [_tunable(tid, r.value) for tid, r in _rules().items() if r.side == "host" and r.value is not None]
 
 
 def is_namespaced_sysctl(tid: str) -> bool:
-    return bool(_rules()[tid].get("namespaced", False))
+    return _rules()[tid].namespaced
 
 
 def lnet_tunables(spec: ClusterSpec) -> list[Tunable]:
-    r = _rules()
     if spec.fabric.kind == "tcp":
-        k = r["lnet.ksocklnd.credits"]
-        big = max(p.cpu_cores for p in spec.compute.pools) > _c(k, "large_min_cpus")
-        return [_tunable("lnet.ksocklnd.credits", _c(k, "large" if big else "default"))]
+        k = _r("lnet.ksocklnd.credits")
+        big = max(p.cpu_cores for p in spec.compute.pools) > k.number("large_min_cpus")
+        return [_tunable("lnet.ksocklnd.credits", k.integer("large" if big else "default"))]
     return [
-        _tunable(tid, _c(r[tid], "value"))
+        _tunable(tid, _r(tid).constant("value"))
         for tid in ("lnet.ko2iblnd.peer_credits", "lnet.ko2iblnd.credits", "lnet.ko2iblnd.concurrent_sends")
     ]
 
 
 def nccl_tunables(spec: ClusterSpec) -> list[Tunable]:
-    r = _rules()
     total_gpus = sum(p.nodes * p.gpu.count for p in spec.compute.pools)
     out: list[Tunable] = []
     for pool in spec.compute.pools:
@@ -139,18 +156,13 @@ def nccl_tunables(spec: ClusterSpec) -> list[Tunable]:
         out.append(_tunable("nccl.NCCL_IB_HCA", "=" + ",".join(hcas), name))
         if spec.fabric.kind == "roce":
             out.append(_tunable("nccl.NCCL_IB_GID_INDEX", spec.fabric.roce_gid_index, name))
-        q = r["nccl.NCCL_IB_QPS_PER_CONNECTION"]
-        qps = _c(q, "multi_level") if total_gpus > _c(q, "multi_level_min_gpus") else _c(q, "single")
+        q = _r("nccl.NCCL_IB_QPS_PER_CONNECTION")
+        qps = q.integer("multi_level") if total_gpus > q.number("multi_level_min_gpus") else q.integer("single")
         out.append(_tunable("nccl.NCCL_IB_QPS_PER_CONNECTION", qps, name))
-        cross = (
-            r["nccl.NCCL_CROSS_NIC"]["constants"][spec.fabric.topology.replace("-", "_")]
-            if spec.fabric.topology != "fat-tree"
-            else _c(r["nccl.NCCL_CROSS_NIC"], "other")
-        )
-        out.append(_tunable("nccl.NCCL_CROSS_NIC", cross, name))
-        out.append(
-            _tunable("nccl.NCCL_IB_ADAPTIVE_ROUTING", _c(r["nccl.NCCL_IB_ADAPTIVE_ROUTING"], spec.fabric.kind), name)
-        )
+        cross_key = spec.fabric.topology.replace("-", "_") if spec.fabric.topology != "fat-tree" else "other"
+        out.append(_tunable("nccl.NCCL_CROSS_NIC", _r("nccl.NCCL_CROSS_NIC").integer(cross_key), name))
+        adaptive = _r("nccl.NCCL_IB_ADAPTIVE_ROUTING").integer(spec.fabric.kind)
+        out.append(_tunable("nccl.NCCL_IB_ADAPTIVE_ROUTING", adaptive, name))
         if pool.topology_file:
             out.append(_tunable("nccl.NCCL_TOPO_FILE", pool.topology_file, name))
     return out
@@ -207,7 +219,6 @@ def invariants(tunables: list[Tunable], ram_by_pool: dict[str, int]) -> list[Spe
     """Rules between tunables that an override could break."""
     issues: list[SpecIssue] = []
     by: dict[tuple[str, str | None], Tunable] = {(t.id, t.pool): t for t in tunables}
-    rules = _rules()
     brw = by[("server.obdfilter.brw_size", None)]
     per_client = by[("server.mdt.max_mod_rpcs_per_client", None)]
     for pool, ram in ram_by_pool.items():
@@ -232,14 +243,15 @@ def invariants(tunables: list[Tunable], ram_by_pool: dict[str, int]) -> list[Spe
                 )
             )
         osc = by[("client.osc.max_rpcs_in_flight", pool)]
-        lim = rules["client.osc.max_rpcs_in_flight"]["constants"]
-        if not lim["min"] <= int(osc.value) <= lim["max"]:
+        lim = _r("client.osc.max_rpcs_in_flight")
+        lo, hi = lim.integer("min"), lim.integer("max")
+        if not lo <= int(osc.value) <= hi:
             issues.append(
                 SpecIssue(
                     "overrides.client.osc.max_rpcs_in_flight",
                     osc.value,
                     "out of Lustre's range",
-                    f"use {lim['min']}..{lim['max']}",
+                    f"use {lo}..{hi}",
                 )
             )
         rpc = by[("client.osc.max_pages_per_rpc", pool)]
@@ -254,8 +266,8 @@ def invariants(tunables: list[Tunable], ram_by_pool: dict[str, int]) -> list[Spe
                 )
             )
         dirty = by[("client.osc.max_dirty_mb", pool)]
-        dm = rules["client.osc.max_dirty_mb"]["constants"]
-        cap = min(dm["cap_MiB"], int(ram * 1024 * dm["ram_fraction"]))
+        dm = _r("client.osc.max_dirty_mb")
+        cap = min(dm.integer("cap_MiB"), int(ram * 1024 * dm.number("ram_fraction")))
         if int(dirty.value) > cap:
             issues.append(
                 SpecIssue(

@@ -57,7 +57,7 @@ def _host_vars(plan: Plan, spec: ClusterSpec, h: Host) -> dict[str, Any]:
         if n.nid and n.nid.split("@")[1] in nets
     ]
     if plan.fabric == "infiniband":
-        ipoib_mtu = spec.fabric.mtu - int(knowledge.load().tuning["protocol"]["ipoib_header_bytes"]["value"])
+        ipoib_mtu = spec.fabric.mtu - knowledge.load().tuning.protocol.ipoib_header_bytes.value
         out["rdma_ipoib_interfaces"] = [
             {"name": n.interface, "address": f"{n.address}/{storage_prefix}", "mtu": ipoib_mtu} for n in storage
         ]

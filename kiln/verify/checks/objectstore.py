@@ -104,7 +104,7 @@ def drop_benchmark_bucket(ctx: Context, bucket: str) -> None:
         return
     interfaces = ctx.hostvars(master).get("kiln_storage_interfaces") or [{}]
     address = interfaces[0].get("address") or master
-    port = int(seaweedfs("master_port"))
+    port = seaweedfs().master_port.value
     ctx.run(master, f"echo {quote('s3.bucket.delete -name ' + bucket)} | weed shell -master={address}:{port}", 120)
 
 
