@@ -163,8 +163,12 @@ class ObjectStore(KilnComponent):
         self.secrets = [r for r in self.of_kind("Secret") if isinstance(r, k8s.core.v1.Secret)]
 
 
-class Acceptance(KilnComponent):
-    """The plan's targets as a ConfigMap, and the Jobs / MPIJobs that run the benchmarks against them."""
+class AcceptanceSuite(KilnComponent):
+    """The plan's targets as a ConfigMap, and the Jobs / MPIJobs that run the benchmarks against them.
+
+    Its Pulumi type stays `kiln:acceptance:Acceptance` (a new type would replace deployed resources); the
+    class is named apart from kiln.spec.models.Acceptance, the settings model.
+    """
 
     kind = ACCEPTANCE
     jobs: list[pulumi.CustomResource]

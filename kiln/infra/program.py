@@ -12,7 +12,7 @@ from typing import Any
 
 import pulumi
 
-from kiln.infra.components import Acceptance, GpuNodeStack, KilnComponent, LustreClient, NcclConfig, ObjectStore
+from kiln.infra.components import AcceptanceSuite, GpuNodeStack, KilnComponent, LustreClient, NcclConfig, ObjectStore
 from kiln.plan import build_plan
 from kiln.plan.model import Plan
 from kiln.plan.serialize import target_dict
@@ -83,7 +83,7 @@ def main() -> Program:
     nccl = NcclConfig(f"{name}-nccl", comps[NCCL_CONFIG], depends_on=base)
     lustre = LustreClient(f"{name}-lustre", comps[LUSTRE_CLIENT], depends_on=base)
     store = ObjectStore(f"{name}-objectstore", comps[OBJECT_STORE], plan, secret_key, depends_on=base)
-    acceptance = Acceptance(f"{name}-acceptance", comps[ACCEPTANCE], depends_on=[*base, nccl, lustre, store])
+    acceptance = AcceptanceSuite(f"{name}-acceptance", comps[ACCEPTANCE], depends_on=[*base, nccl, lustre, store])
 
     outputs: dict[str, Any] = {
         "endpoints": {

@@ -6,7 +6,7 @@ import hashlib
 import json
 
 from kiln.plan.layouts import build_layouts
-from kiln.plan.model import PLAN_SCHEMA, AcceptanceSettings, Plan
+from kiln.plan.model import PLAN_SCHEMA, Plan
 from kiln.plan.objectstore import build_objectstore
 from kiln.plan.sizing import build_sizing
 from kiln.plan.targets import build_targets
@@ -80,7 +80,7 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
         objectstore=objectstore,
         sizing=sizing,
         targets=build_targets(spec, sizing),
-        acceptance=AcceptanceSettings(**spec.acceptance.model_dump()),
+        acceptance=spec.acceptance,
         kubernetes_version=spec.kubernetes.version,
         spec_digest=digest,
         warnings=warnings,

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from kiln.spec.models import Acceptance
+
 PLAN_SCHEMA = "kiln.plan/v1"
 
 Role = Literal["compute", "mgs", "mds", "oss", "objectstore"]
@@ -195,18 +197,6 @@ class Target:
 
 
 @dataclass(frozen=True, slots=True)
-class AcceptanceSettings:
-    """How the acceptance suite repeats and judges measurements (from the stack's `acceptance:`)."""
-
-    repetitions: int
-    warmup: int
-    warn_fraction: float
-    fail_fraction: float
-    cv_limit: float
-    fio_size_factor: float
-
-
-@dataclass(frozen=True, slots=True)
 class Plan:
     schema: str
     stack: str
@@ -226,7 +216,7 @@ class Plan:
     objectstore: ObjectStorePlan
     sizing: Sizing
     targets: tuple[Target, ...]
-    acceptance: AcceptanceSettings
+    acceptance: Acceptance  # the stack's acceptance block, as validated
     kubernetes_version: str
     spec_digest: str
     warnings: tuple[str, ...] = field(default=())

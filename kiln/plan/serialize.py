@@ -8,7 +8,6 @@ targets[] (check, metric, unit, expected, warn, fail, why, ...). GB/s = 10^9 byt
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Any
 
@@ -156,7 +155,7 @@ def plan_to_dict(plan: Plan, include_hosts: bool = True) -> dict[str, Any]:
             "notes": list(s.notes),
         },
         "targets": [target_dict(t) for t in plan.targets],
-        "acceptance": dataclasses.asdict(plan.acceptance),
+        "acceptance": plan.acceptance.model_dump(),
         "lustre": {
             "fsname": plan.fsname,
             "mount_point": plan.mount_point,

@@ -256,6 +256,8 @@ class Inventory(Model):
 
 
 class Acceptance(Model):
+    """How the acceptance suite (`kiln verify` and the acceptance Jobs) repeats and judges measurements."""
+
     repetitions: int = Field(default=5, ge=1, le=100, description="Measured repetitions after warm-up.")
     warmup: int = Field(default=1, ge=0, le=10, description="Unmeasured warm-up runs before the repetitions.")
     warn_fraction: float = Field(default=0.9, gt=0, le=1, description="Median below expected × this warns.")

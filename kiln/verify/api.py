@@ -11,7 +11,8 @@ from kiln.plan import build_plan
 from kiln.plan.model import Plan
 from kiln.render.inventory import render_inventory
 from kiln.spec import load_stack
-from kiln.verify.checks.base import Acceptance, Options
+from kiln.spec.models import Acceptance
+from kiln.verify.checks.base import Options
 from kiln.verify.hosts import Remote, build_remotes
 from kiln.verify.inventory import Inventory, inventory_from_files, load_inventory
 from kiln.verify.report import write_report
@@ -64,7 +65,7 @@ def prepare(stack: str, out_dir: Path, options: Options | None = None, inventory
         remotes = build_remotes(inventory, hosts, opts.backend_template, opts.command_timeout_s)
     else:
         remotes = {h: r for h, r in remotes.items() if h in hosts}
-    return Prepared(plan, Acceptance.from_plan(plan), inventory, remotes, opts)
+    return Prepared(plan, plan.acceptance, inventory, remotes, opts)
 
 
 def run_verify(stack: str, out_dir: Path, options: Options | None = None, inventory_dir: Path | None = None,

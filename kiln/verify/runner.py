@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from kiln.plan.model import Plan, Target
+from kiln.spec.models import Acceptance
 from kiln.verify.checks import REGISTRY
 from kiln.verify.checks.base import (
-    Acceptance,
     Check,
     CheckError,
     Context,

@@ -13,25 +13,11 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from kiln.plan.model import Host, Plan, Target
+from kiln.spec.models import Acceptance
 from kiln.verify.hosts import CommandResult, Remote, RemoteError
 from kiln.verify.inventory import Inventory
 
 SEAWEEDFS_UNITS = ("seaweedfs-master", "seaweedfs-volume", "seaweedfs-filer", "seaweedfs-s3")
-
-
-@dataclass(frozen=True, slots=True)
-class Acceptance:
-    """The spec's acceptance block (ClusterSpec.acceptance); the plan does not carry it yet."""
-
-    repetitions: int = 5
-    warmup: int = 1
-    cv_limit: float = 0.1
-    fio_size_factor: float = 2.0
-
-    @classmethod
-    def from_plan(cls, plan: Any) -> Acceptance:
-        a = plan.acceptance
-        return cls(a.repetitions, a.warmup, a.cv_limit, a.fio_size_factor)
 
 
 @dataclass(frozen=True, slots=True)
@@ -364,7 +350,6 @@ def write_remote_file(ctx: Context, host: str, path: str, text: str) -> None:
 __all__ = [
     "REGISTRY",
     "SEAWEEDFS_UNITS",
-    "Acceptance",
     "Check",
     "CheckError",
     "Context",

@@ -16,7 +16,8 @@ from kiln.plan import build_plan
 from kiln.plan.model import Plan
 from kiln.render.inventory import render_inventory
 from kiln.spec import load_stack
-from kiln.verify.checks.base import Acceptance, Context, Options
+from kiln.spec.models import Acceptance
+from kiln.verify.checks.base import Context, Options
 from kiln.verify.hosts import CommandResult
 from kiln.verify.inventory import Inventory, inventory_from_files
 
@@ -68,14 +69,12 @@ def lab() -> tuple[Plan, Inventory, Acceptance]:
     if _LAB is None:
         spec = load_stack("lab")
         plan = build_plan(spec, source="lab")
-        _LAB = (plan, inventory_from_files(render_inventory(plan, spec), "test"), Acceptance.from_plan(plan))
+        _LAB = (plan, inventory_from_files(render_inventory(plan, spec), "test"), plan.acceptance)
     return _LAB
 
 
 def context(remotes: dict[str, FakeRemote], options: Options | None = None, **acc: float) -> Context:
     plan, inv, a = lab()
     if acc:
-        import dataclasses
-
-        a = dataclasses.replace(a, **acc)  # type: ignore[arg-type]
+        a = Acceptance.model_validate({**a.model_dump(), **acc})
     return Context(plan, a, inv, dict(remotes), options or Options())  # type: ignore[arg-type]
