@@ -31,7 +31,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         f"{sum(1 for t in plan.targets_map if t.kind == 'ost')} OSTs)"
     )
     for w in plan.warnings:
-        print(f"warning: {w}")
+        print(f"warning: {w.line()}")
     return EXIT_OK
 
 

@@ -57,7 +57,7 @@ def plan_summary(plan: Plan) -> dict[str, Any]:
         "checkpoint": {"save_s": round(s.checkpoint.save_s, 2), "budget_s": round(s.checkpoint.budget_s, 2),
                        "meets_budget": s.checkpoint.meets_budget},
         "targets": [target_dict(t) for t in plan.targets],
-        "warnings": list(plan.warnings),
+        "warnings": [w.line() for w in plan.warnings],
     }
 
 

@@ -6,7 +6,7 @@ import hashlib
 import json
 
 from kiln.plan.layouts import build_layouts
-from kiln.plan.model import PLAN_SCHEMA, Plan
+from kiln.plan.model import PLAN_SCHEMA, Plan, Sizing
 from kiln.plan.objectstore import build_objectstore
 from kiln.plan.sizing import build_sizing
 from kiln.plan.targets import build_targets
@@ -22,10 +22,39 @@ from kiln.plan.tuning import (
     nccl_tunables,
     server_tunables,
 )
-from kiln.spec.errors import SpecError
+from kiln.spec.errors import SpecError, SpecIssue
 from kiln.spec.models import ClusterSpec
 
 __all__ = ["Plan", "build_plan"]
+
+
+def plan_warnings(spec: ClusterSpec, sizing: Sizing) -> tuple[SpecIssue, ...]:
+    """What the plan can build but the stack should fix: issues of severity warning."""
+    out: list[SpecIssue] = []
+    ck = sizing.checkpoint
+    rec = sizing.recommended_oss_nodes
+    if not ck.meets_budget:
+        out.append(
+            SpecIssue(
+                "workload.checkpoint.budget_fraction",
+                spec.workload.checkpoint.budget_fraction,
+                f"checkpoint save takes {ck.save_s:.1f} s, over its budget of {ck.budget_s:.1f} s",
+                f"add OSS/OSTs (the planner recommends {rec} OSS; the stack has {spec.lustre.oss.nodes}) "
+                "or relax the budget",
+                "warning",
+            )
+        )
+    if sizing.gpus_fed < sizing.gpus_total:
+        out.append(
+            SpecIssue(
+                "lustre.oss.nodes",
+                spec.lustre.oss.nodes,
+                f"storage feeds {sizing.gpus_fed} of {sizing.gpus_total} GPUs at the planned read rate",
+                f"use at least {rec} OSS nodes (the planner's recommendation), or lower workload.read_demand",
+                "warning",
+            )
+        )
+    return tuple(out)
 
 
 def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
@@ -53,14 +82,7 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
     if issues:
         raise SpecError(source, issues)
     digest = hashlib.sha256(json.dumps(spec.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:16]
-    warnings: tuple[str, ...] = ()
-    if not sizing.checkpoint.meets_budget:
-        warnings += (
-            f"checkpoint save takes {sizing.checkpoint.save_s:.1f} s, over its budget of "
-            f"{sizing.checkpoint.budget_s:.1f} s: {sizing.notes[-1]}",
-        )
-    if sizing.gpus_fed < sizing.gpus_total:
-        warnings += (f"storage feeds {sizing.gpus_fed} of {sizing.gpus_total} GPUs at the planned read rate",)
+    warnings = plan_warnings(spec, sizing)
     return Plan(
         schema=PLAN_SCHEMA,
         stack=spec.name,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from kiln.spec.errors import SpecIssue
 from kiln.spec.models import Acceptance
 
 PLAN_SCHEMA = "kiln.plan/v1"
@@ -219,7 +220,7 @@ class Plan:
     acceptance: Acceptance  # the stack's acceptance block, as validated
     kubernetes_version: str
     spec_digest: str
-    warnings: tuple[str, ...] = field(default=())
+    warnings: tuple[SpecIssue, ...] = field(default=())  # issues of severity warning
 
     def host(self, name: str) -> Host:
         for h in self.hosts:

@@ -105,7 +105,7 @@ def plan_to_dict(plan: Plan, include_hosts: bool = True) -> dict[str, Any]:
         "stack": plan.stack,
         "description": plan.description,
         "spec_digest": plan.spec_digest,
-        "warnings": list(plan.warnings),
+        "warnings": [w.line() for w in plan.warnings],
         "sizing": {
             "bottleneck": {"read": s.read_bottleneck, "write": s.write_bottleneck},
             "aggregate": {"read_GBps": _num(s.aggregate_read_GBps), "write_GBps": _num(s.aggregate_write_GBps)},

@@ -5,25 +5,32 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 _MISSING = object()
+
+Severity = Literal["error", "warning"]
 
 
 @dataclass(frozen=True, slots=True)
 class SpecIssue:
+    """One problem with a spec. An error stops the plan; a warning is carried by the plan (Plan.warnings)."""
+
     path: str
     value: Any
     problem: str
     fix: str
+    severity: Severity = "error"
+
+    def _shown(self) -> str:
+        return "(missing)" if self.value is _MISSING else _short(self.value)
 
     def render(self) -> str:
-        shown = "(missing)" if self.value is _MISSING else _short(self.value)
-        return f"  - {self.path} = {shown}: {self.problem}\n    fix: {self.fix}"
+        return f"  - {self.path} = {self._shown()}: {self.problem}\n    fix: {self.fix}"
 
-    def as_dict(self) -> dict[str, Any]:
-        value = None if self.value is _MISSING else self.value
-        return {"path": self.path, "value": _jsonable(value), "problem": self.problem, "fix": self.fix}
+    def line(self) -> str:
+        """The issue on one line (plan JSON `warnings`, `kiln validate`)."""
+        return f"{self.path} = {self._shown()}: {self.problem}; fix: {self.fix}"
 
 
 class SpecError(Exception):
@@ -57,12 +64,3 @@ def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
 
-
-def _jsonable(value: Any) -> Any:
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    return repr(value)

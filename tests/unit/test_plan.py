@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from kiln.plan import build_plan
+from kiln.plan.serialize import plan_to_dict
 from kiln.spec import SpecError, load_stack, validate
 
 
@@ -156,7 +157,11 @@ def test_missed_budget_is_a_warning_not_an_error(stack: Any) -> None:
     data["workload"]["checkpoint"] = {"interval_min": 30, "budget_fraction": 0.02}
     plan = plan_of(data)
     assert not plan.sizing.checkpoint.meets_budget
-    assert any("over its budget" in w for w in plan.warnings)
+    [w] = [w for w in plan.warnings if "over its budget" in w.problem]
+    assert w.severity == "warning" and w.path == "workload.checkpoint.budget_fraction" and w.value == 0.02
+    assert "OSS" in w.fix
+    doc = plan_to_dict(plan)
+    assert doc["warnings"] == [i.line() for i in plan.warnings]
 
 
 def test_objectstore_capacity_checked(stack: Any) -> None:
