@@ -147,10 +147,6 @@ class Context:
     _probe_cache: dict[tuple[str, str], str | None] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    @property
-    def selected(self) -> tuple[str, ...]:
-        return tuple(self.remotes)
-
     def remote(self, host: str) -> Remote:
         try:
             return self.remotes[host]
