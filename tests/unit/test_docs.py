@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+import yaml
 from pydantic import BaseModel
 
 from kiln import docgen
@@ -30,3 +32,30 @@ def test_every_spec_field_is_described_and_documented() -> None:
     for path, field in _fields(ClusterSpec):
         assert field.description, f"{path} has no description"
         assert f"| `{path}` |" in text, f"{path} missing from docs/stack-reference.md"
+
+
+def _options(options: dict[str, Any], prefix: str = "") -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    for name, opt in options.items():
+        out.append((prefix + name, opt))
+        out += _options(opt.get("options") or {}, f"{prefix}{name}.")
+    return out
+
+
+@pytest.mark.parametrize("role", docgen.roles())
+def test_every_role_variable_is_described_once_in_its_argument_spec(role: str) -> None:
+    spec = docgen.argument_spec(role)
+    options = _options(spec.get("options") or {})
+    assert options, f"roles/{role}/meta/argument_specs.yml has no options"
+    for path, opt in options:
+        assert docgen._describe(opt).strip(), f"roles/{role}: option {path} has no description"
+    defaults = yaml.safe_load((docgen.ROLES / role / "defaults" / "main.yml").read_text()) or {}
+    undocumented = sorted(set(defaults) - set(spec["options"]))
+    assert not undocumented, f"roles/{role}/defaults/main.yml sets variables its argument spec lacks: {undocumented}"
+    readme = (docgen.ROLES / role / "README.md").read_text()
+    assert docgen.role_variables(role) in readme
+
+
+def test_an_option_without_a_description_stops_the_generator() -> None:
+    with pytest.raises(docgen.RoleDocError, match="x_flag has no description"):
+        docgen._option_rows({"x_flag": {"type": "bool", "default": False}}, "", "roles/x/meta/argument_specs.yml")
