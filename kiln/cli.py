@@ -139,19 +139,21 @@ def _extras() -> list[Callable[[argparse._SubParsersAction, list[argparse.Argume
     return out
 
 
-class _Formatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        record.level = record.levelname.lower()
-        return super().format(record)
+class _StderrHandler(logging.Handler):
+    """`kiln: <level>: <message>` on whatever sys.stderr is at the time (tests swap it)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            sys.stderr.write(f"kiln: {record.levelname.lower()}: {self.format(record)}\n")
+        except Exception:
+            self.handleError(record)
 
 
 def setup_logging(debug: bool) -> None:
-    """Diagnostics to stderr as `kiln: <level>: <message>`; INFO and up, DEBUG with -v/--debug."""
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_Formatter("kiln: %(level)s: %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(logging.DEBUG if debug else logging.INFO)
+    """Diagnostics of kiln's modules (the `kiln` logger) to stderr; INFO and up, DEBUG with -v/--debug."""
+    logger = logging.getLogger("kiln")
+    logger.handlers[:] = [h for h in logger.handlers if not isinstance(h, _StderrHandler)] + [_StderrHandler()]
+    logger.setLevel(logging.DEBUG if debug else logging.INFO)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
