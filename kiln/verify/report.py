@@ -30,6 +30,7 @@ def _version() -> str:
 
 
 _kiln_version = _version()
+# The clone kiln runs from, if any: runbook links then point at its docs/ (from a wheel, at the relative path).
 REPO = Path(__file__).resolve().parents[2]
 ORDER = {Verdict.FAIL: 0, Verdict.ERROR: 1, Verdict.WARN: 2, Verdict.NOT_APPLICABLE: 3, Verdict.PASS: 4}
 
