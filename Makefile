@@ -1,6 +1,6 @@
 # kiln — the two commands a newcomer needs:
-#   make lab    deploy, configure and verify the `lab` stack on this machine (podman)
-#   make test   everything CI runs: lint, unit, Pulumi mocks, acceptance, molecule for every role, the lab end to end
+#   make lab    deploy, configure and verify the `lab` stack on the local host (podman)
+#   make test   everything CI runs: lint, mypy, unit, the installed wheel, Pulumi mocks, acceptance, molecule, the lab
 # Every target installs what it needs (Debian packages through scripts/host-prereqs.sh, the Python
 # environment in .venv, pinned Go tools in .tools/bin). Run as root or with passwordless sudo.
 
@@ -46,6 +46,7 @@ plan: venv
 
 lint: venv
 	$(BIN)/ruff check kiln tests bench policy __main__.py
+	$(BIN)/mypy
 	$(BIN)/python -m kiln.docgen --check
 	shellcheck scripts/*.sh .ci/run
 	cd ansible && ../$(BIN)/ansible-lint --profile production ../roles ../ansible

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# test.sh - everything CI runs, in order: lint, molecule for every role, then pytest (unit, Pulumi
-# mocks, acceptance integration, the lab end to end). Called by `make test` (the README's test
-# command) after the venv, host packages, base image and Go tools are in place.
+# test.sh - everything CI runs, in order: lint (ruff, mypy, docs, shellcheck, ansible-lint), molecule for
+# every role, then pytest (unit, the installed wheel, Pulumi mocks, acceptance integration, the lab end
+# to end). Called by `make test` (the README's test command) after the venv, host packages, base image
+# and Go tools are in place.
 # Every stage runs even if an earlier one failed; the exit status is non-zero if any failed.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -22,6 +23,7 @@ stage() {
 }
 
 stage ruff "$BIN/ruff" check kiln tests bench policy __main__.py
+stage mypy "$BIN/mypy"
 stage docs "$BIN/python" -m kiln.docgen --check
 stage shellcheck shellcheck scripts/*.sh .ci/run
 stage ansible-lint bash -c "cd ansible && '$BIN/ansible-lint' --profile production ../roles ../ansible"

@@ -1,17 +1,20 @@
-"""`kiln lab up|down|status`."""
+"""`kiln lab up|down|status`: needs a kiln checkout (ansible/, roles/, scripts/); see kiln.lab.lifecycle."""
 
 from __future__ import annotations
 
 import argparse
-import sys
+import logging
+from collections.abc import Sequence
 
 from kiln.lab.lifecycle import Lab, LabError
 from kiln.lab.podman import PodmanError
 
+log = logging.getLogger(__name__)
+
 
 def _run(args: argparse.Namespace) -> int:
     try:
-        lab = Lab.load(args.stack)
+        lab = Lab.load(args.stack, getattr(args, "stacks_dir", None))
         if args.action == "up":
             return lab.up(skip_prepare=args.skip_prepare)
         if args.action == "down":
@@ -23,13 +26,18 @@ def _run(args: argparse.Namespace) -> int:
                 print(f"  {row}")
         return 0
     except (LabError, PodmanError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        log.error("%s", exc)
         return 1
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("lab", help="the local podman lab of a stack: up (deploy, configure, verify), down, status")
+def register(sub: argparse._SubParsersAction, parents: Sequence[argparse.ArgumentParser] = ()) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "lab", parents=list(parents),
+        help="the local podman lab of a stack: up (deploy, configure, verify), down, status; run in a kiln checkout "
+        "(or set KILN_CHECKOUT=DIR)",
+    )
     p.add_argument("action", choices=["up", "down", "status"])
-    p.add_argument("--stack", default="lab", help="stack to run as a lab (default: lab)")
+    p.add_argument("--stack", default="lab", help="stack to run as a lab, a name or a path (default: lab; names "
+                   "resolve against the checkout's stacks/ unless --stacks-dir or KILN_STACKS_DIR is given)")
     p.add_argument("--skip-prepare", action="store_true", help="skip host packages, image and tool builds")
     p.set_defaults(func=_run)

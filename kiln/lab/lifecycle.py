@@ -31,8 +31,11 @@ from kiln.plan import build_plan
 from kiln.plan.model import Plan
 from kiln.render.inventory import container_name, render_inventory
 from kiln.spec import ClusterSpec, load_stack
+from kiln.spec.loader import STACKS_ENV
 
-ROOT = Path(__file__).resolve().parents[2]
+CHECKOUT_ENV = "KILN_CHECKOUT"
+# What the lab runs besides the Python package: the playbooks, the roles and the host scripts of a checkout.
+CHECKOUT_PARTS = ("ansible/site.yml", "roles", "scripts/host-prereqs.sh")
 IMAGE = "localhost/kiln-node:bookworm"
 STEPS = ("prepare", "hosts", "inventory", "configure", "verify")
 
@@ -59,6 +62,30 @@ class LabError(RuntimeError):
         self.step, self.host, self.log = step, host, log
 
 
+def checkout_root() -> Path:
+    """The kiln checkout the lab runs from: $KILN_CHECKOUT when set, else the source tree kiln is imported
+    from (`pip install -e .`, `make lab`), else the working directory. An installed wheel holds no
+    ansible/, roles/ or scripts/, so from a wheel alone the lab stops here and says how to fix it."""
+    env = os.environ.get(CHECKOUT_ENV)
+    if env:
+        candidates = [(Path(env).absolute(), f"${CHECKOUT_ENV}")]
+    else:
+        candidates = [
+            (Path(__file__).resolve().parents[2], "the tree kiln is imported from"),
+            (Path.cwd(), "the working directory"),
+        ]
+    for path, _ in candidates:
+        if all((path / part).exists() for part in CHECKOUT_PARTS):
+            return path
+    looked = "; ".join(f"{path} ({why})" for path, why in candidates)
+    raise LabError(
+        "load",
+        f"the lab needs a kiln checkout ({', '.join(CHECKOUT_PARTS)}), which an installed package does not hold; "
+        f"looked in {looked}. Fix: run `make lab` or `kiln lab up` in a git clone of kiln, or set "
+        f"{CHECKOUT_ENV}=DIR to one",
+    )
+
+
 @dataclass
 class Lab:
     stack: str
@@ -66,10 +93,17 @@ class Lab:
     plan: Plan
     state: Path
     out: object = field(default=sys.stdout)
+    root: Path = field(default_factory=Path.cwd)  # the checkout (checkout_root())
+    stacks_dir: Path | None = None  # where the stack name was resolved (passed on to kiln verify)
 
     @classmethod
-    def load(cls, stack: str) -> Lab:
-        spec = load_stack(stack)
+    def load(cls, stack: str, stacks_dir: str | Path | None = None) -> Lab:
+        """The lab of a stack. Stack names resolve as everywhere (kiln.spec.stack_path); without --stacks-dir
+        or $KILN_STACKS_DIR they resolve against the checkout's stacks/, so any directory of it works."""
+        root = checkout_root()
+        if stacks_dir is None and not os.environ.get(STACKS_ENV):
+            stacks_dir = root / "stacks"
+        spec = load_stack(stack, stacks_dir)
         inv = spec.inventory
         if inv.connection != "ssh" or inv.address_by != "management_ip" or inv.ansible_user not in (None, "root"):
             raise LabError(
@@ -79,7 +113,9 @@ class Lab:
                 "management addresses: set inventory.connection: ssh, inventory.address_by: management_ip and "
                 "inventory.ansible_user: root",
             )
-        return cls(stack, spec, build_plan(spec, stack), ROOT / ".kiln" / spec.name)
+        state = root / ".kiln" / spec.name
+        where = Path(stacks_dir) if stacks_dir is not None else None
+        return cls(stack, spec, build_plan(spec, stack), state, root=root, stacks_dir=where)
 
     # -- helpers -------------------------------------------------------------------------------
     def say(self, step: str, text: str) -> None:
@@ -147,7 +183,11 @@ class Lab:
         log.parent.mkdir(parents=True, exist_ok=True)
         with log.open("a") as fh:
             proc = subprocess.run(
-                [str(ROOT / "scripts" / args[0]), *args[1:]], stdout=fh, stderr=subprocess.STDOUT, cwd=ROOT, check=False
+                [str(self.root / "scripts" / args[0]), *args[1:]],
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                cwd=self.root,
+                check=False,
             )
         if proc.returncode != 0:
             raise LabError(step, f"{args[0]} exited {proc.returncode}", log=log)
@@ -195,14 +235,15 @@ class Lab:
                 raise LabError("hosts", str(exc), host=h.name) from None
             self.say("hosts", f"{h.name} ({h.role}) {h.management_address}: {done}, systemd {state}, sshd up")
         self.write_ssh_files(known)
-        self.say("hosts", f"SSH: key, known_hosts and config in {self.ssh_dir.relative_to(ROOT)}")
+        self.say("hosts", f"SSH: key, known_hosts and config in {self.ssh_dir.relative_to(self.root)}")
 
     def inventory(self) -> None:
         files = render_inventory(self.plan, self.spec)
         for rel, text in files.items():
             _write_if_changed(self.inventory_dir / rel, text)
         self.say(
-            "inventory", f"{len(files)} files in {self.inventory_dir.relative_to(ROOT)} (kiln inventory {self.stack})"
+            "inventory",
+            f"{len(files)} files in {self.inventory_dir.relative_to(self.root)} (kiln inventory {self.stack})",
         )
         if not self.secret_file.exists():
             self.secret_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -210,7 +251,8 @@ class Lab:
             with os.fdopen(fd, "w") as fh:
                 fh.write(f"KILN_S3_ACCESS_KEY={self.plan.objectstore.access_key_id}\n")
                 fh.write(f"KILN_S3_SECRET_KEY={secrets.token_urlsafe(30)}\n")
-            self.say("inventory", f"generated the lab's S3 secret in {self.secret_file.relative_to(ROOT)} (mode 0600)")
+            where = self.secret_file.relative_to(self.root)
+            self.say("inventory", f"generated the lab's S3 secret in {where} (mode 0600)")
 
     def secret_env(self) -> dict[str, str]:
         env: dict[str, str] = {}
@@ -221,7 +263,7 @@ class Lab:
 
     def lab_vars(self) -> Path:
         """Extra vars only the lab needs: where the pinned binaries are, and that hardware may be absent."""
-        tools = ROOT / ".tools" / "bin"
+        tools = self.root / ".tools" / "bin"
         data = {
             "kiln_allow_not_applicable": True,
             "objectstore_weed_src": str(tools / "weed"),
@@ -240,7 +282,7 @@ class Lab:
         env = {
             **os.environ,
             **self.secret_env(),
-            "ANSIBLE_CONFIG": str(ROOT / "ansible" / "ansible.cfg"),
+            "ANSIBLE_CONFIG": str(self.root / "ansible" / "ansible.cfg"),
             "ANSIBLE_SSH_COMMON_ARGS": f"-F {shlex.quote(str(self.ssh_config))}",
             # The base image's interpreter: no discovery round trip per host and run.
             "ANSIBLE_PYTHON_INTERPRETER": "/usr/bin/python3",
@@ -252,14 +294,16 @@ class Lab:
             str(Path(sys.executable).parent / "ansible-playbook"),
             "-i",
             str(self.inventory_dir / "hosts.yml"),
-            str(ROOT / "ansible" / "site.yml"),
+            str(self.root / "ansible" / "site.yml"),
             "-e",
             f"@{self.lab_vars()}",
         ]
-        self.say("configure", f"ansible-playbook ansible/site.yml (log: {log.relative_to(ROOT)})")
+        self.say("configure", f"ansible-playbook ansible/site.yml (log: {log.relative_to(self.root)})")
         task = ""
         with log.open("w") as fh:
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT)
+            proc = subprocess.Popen(
+                cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=self.root
+            )
             assert proc.stdout is not None
             for line in proc.stdout:
                 fh.write(line)
@@ -300,9 +344,11 @@ class Lab:
         ]
         for key, value in VERIFY_OPTIONS.items():
             cmd += ["--option", f"{key}={value}"]
-        self.say("verify", f"kiln verify {self.stack} (report in {out.relative_to(ROOT)}/)")
+        if self.stacks_dir is not None:
+            cmd += ["--stacks-dir", str(self.stacks_dir)]
+        self.say("verify", f"kiln verify {self.stack} (report in {out.relative_to(self.root)}/)")
         env = {**os.environ, **self.secret_env()}
-        proc = subprocess.run(cmd, cwd=ROOT, env=env, check=False)
+        proc = subprocess.run(cmd, cwd=self.root, env=env, check=False)
         report = out / "report.md"
         if report.exists():
             print(report.read_text(), file=self.out)  # type: ignore[call-overload]

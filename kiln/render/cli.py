@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 from kiln.render.manifests import policy_config, render_manifests
@@ -13,7 +14,8 @@ from kiln.render.manifests import policy_config, render_manifests
 def cmd_render(args: argparse.Namespace) -> int:
     from kiln.cli import EXIT_OK, load, write_files  # kiln.cli loads this module; import at call time
 
-    spec, plan = load(args.stack)  # SpecError → exit 2 in kiln.cli.main, before anything is written
+    # SpecError → exit 2 in kiln.cli.main, before anything is written
+    spec, plan = load(args.stack, getattr(args, "stacks_dir", None))
     files = render_manifests(plan, spec)
     out = Path(args.out) if args.out else Path("rendered") / plan.stack
     write_files(out, files)
@@ -25,11 +27,14 @@ def cmd_render(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction, parents: Sequence[argparse.ArgumentParser] = ()) -> None:  # type: ignore[type-arg]
+    from kiln.cli import add_stack
+
     p = subparsers.add_parser(
-        "render", help="write the stack's Kubernetes manifests (one YAML file per component) for GitOps"
+        "render", parents=list(parents),
+        help="write the stack's Kubernetes manifests (one YAML file per component) for GitOps",
     )
-    p.add_argument("stack", help="stack name (prod-h100 → stacks/Pulumi.prod-h100.yaml) or a path to a stack file")
+    add_stack(p)
     p.add_argument("--out", help="output directory (default rendered/<stack>)")
     p.add_argument("--policy-config", metavar="FILE",
                    help="also write the policy pack's config for this stack (keep it outside --out)")

@@ -1,23 +1,26 @@
-"""Plan → the readable report of `kiln plan` (templates/plan-report.txt.j2)."""
+"""Plan → the readable report of `kiln plan` (kiln/templates/plan-report.txt.j2).
+
+`environment()` is the one Jinja2 environment for every kiln template: loaded from the installed package
+(kiln/templates/), autoescaping the HTML ones (*.html.j2), plain text as is.
+"""
 
 from __future__ import annotations
 
-from pathlib import Path
+import functools
 
 import jinja2
 
 from kiln.plan.model import Plan
 from kiln.plan.serialize import plan_to_dict
 
-TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
 
-
+@functools.cache
 def environment() -> jinja2.Environment:
     return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        loader=jinja2.PackageLoader("kiln", "templates"),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
-        autoescape=False,  # plain-text report, never HTML
+        autoescape=jinja2.select_autoescape(enabled_extensions=("html.j2",), default_for_string=False, default=False),
     )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,27 +16,65 @@ from kiln.spec.errors import SpecError, SpecIssue, missing, suggest
 from kiln.spec.models import ClusterSpec
 
 CONFIG_KEY = "kiln:cluster"
-STACKS_DIR = Path(__file__).resolve().parents[2] / "stacks"
+STACKS_ENV = "KILN_STACKS_DIR"
 
 
-def stack_path(stack: str, stacks_dir: Path | None = None) -> Path:
-    """A stack name (`prod-h100` → stacks/Pulumi.prod-h100.yaml) or a path to a stack file."""
-    candidate = Path(stack)
-    if candidate.suffix in (".yaml", ".yml") or candidate.exists():
-        return candidate
-    return (stacks_dir or STACKS_DIR) / f"Pulumi.{stack}.yaml"
+class StackNotFound(SpecError):
+    """A stack name matched no file: names every file looked for and how to fix it (exit 2, like a bad spec)."""
+
+    def __init__(self, stack: str, tried: Sequence[tuple[Path, str]]) -> None:
+        self.stack, self.tried = stack, list(tried)
+        found = (p.name for path, _ in tried for p in path.parent.glob("Pulumi.*.yaml"))
+        known = sorted({name[len("Pulumi.") : -len(".yaml")] for name in found})
+        fix = (
+            f"run kiln in a directory holding stacks/Pulumi.{stack}.yaml, pass --stacks-dir DIR, set {STACKS_ENV}=DIR, "
+            f"or give the stack file's path (./Pulumi.{stack}.yaml)"
+            + (f"; stacks there: {', '.join(known)}" if known else "")
+        )
+        super().__init__(stack, [SpecIssue("(stack)", stack, "no such stack file", fix)])
+
+    def render(self) -> str:
+        looked = "".join(f"\n  - {path} ({why})" for path, why in self.tried)
+        return f"no stack {self.stack!r}; looked for:{looked}\n  fix: {self.issues[0].fix}"
 
 
-def load_stack(stack: str, stacks_dir: Path | None = None) -> ClusterSpec:
-    """Load and validate the spec of a stack. Raises SpecError with every problem found."""
+def stack_dirs(stacks_dir: str | Path | None = None) -> list[tuple[Path, str]]:
+    """Where a stack name is looked up, in order, each with the reason: `--stacks-dir` alone when given,
+    else $KILN_STACKS_DIR (when set) and then ./stacks of the working directory."""
+    if stacks_dir is not None:
+        return [(Path(stacks_dir), "--stacks-dir")]
+    dirs = [(Path(env), f"${STACKS_ENV}") for env in [os.environ.get(STACKS_ENV, "")] if env]
+    return [*dirs, (Path("stacks"), "./stacks of the working directory")]
+
+
+def is_stack_path(stack: str) -> bool:
+    """A path to a stack file (it holds a `/` or ends in .yaml/.yml), not a stack name."""
+    return "/" in stack or os.sep in stack or stack.endswith((".yaml", ".yml"))
+
+
+def stack_path(stack: str, stacks_dir: str | Path | None = None) -> Path:
+    """The stack file of a stack name (`dev` → <dir>/Pulumi.dev.yaml, dirs from `stack_dirs`) or a path
+    (returned as given). The one resolver every subcommand uses. Raises StackNotFound for an unknown name."""
+    if is_stack_path(stack):
+        return Path(stack)
+    tried = []
+    for directory, why in stack_dirs(stacks_dir):
+        path = directory / f"Pulumi.{stack}.yaml"
+        if path.is_file():
+            return path
+        tried.append((path.absolute(), why))
+    raise StackNotFound(stack, tried)
+
+
+def load_stack(stack: str, stacks_dir: str | Path | None = None) -> ClusterSpec:
+    """Load and validate the spec of a stack (a name or a path, see `stack_path`). Raises SpecError with
+    every problem found."""
     path = stack_path(stack, stacks_dir)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        known = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in (stacks_dir or STACKS_DIR).glob("Pulumi.*.yaml"))
         raise SpecError(
-            str(path),
-            [SpecIssue("(file)", stack, "no such stack file", f"name a stack ({', '.join(known)}) or a path")],
+            str(path), [SpecIssue("(file)", str(path), "no such stack file", "check the path, or name a stack")]
         ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise SpecError(str(path), [SpecIssue("(file)", str(path), f"cannot read: {exc}", "check the path")]) from None

@@ -40,14 +40,15 @@ class Prepared:
 
 
 def prepare(stack: str, out_dir: Path, options: Options | None = None, inventory_dir: Path | None = None,
-            remotes: dict[str, Remote] | None = None) -> Prepared:
+            remotes: dict[str, Remote] | None = None, stacks_dir: str | Path | None = None) -> Prepared:
     """Load the stack and its plan, read (or render) the inventory, select the hosts and reach them.
 
     Without `inventory_dir` the inventory is rendered from the plan (the same files `kiln inventory` writes)
     and kept under out_dir/inventory/. `remotes` replaces the testinfra hosts (tests, other transports).
+    `stack` is a name or a path, resolved by kiln.spec.stack_path (`stacks_dir` as `kiln --stacks-dir`).
     """
     opts = credentials_from_env(options or Options())
-    spec = load_stack(stack)
+    spec = load_stack(stack, stacks_dir)
     plan = build_plan(spec, source=stack)
     inventory: Inventory
     if inventory_dir is not None:
@@ -70,9 +71,9 @@ def prepare(stack: str, out_dir: Path, options: Options | None = None, inventory
 
 def run_verify(stack: str, out_dir: Path, options: Options | None = None, inventory_dir: Path | None = None,
                progress: Callable[[str], None] | None = None,
-               remotes: dict[str, Remote] | None = None) -> VerifyRun:
+               remotes: dict[str, Remote] | None = None, stacks_dir: str | Path | None = None) -> VerifyRun:
     """Verify a stack's hosts against its plan; writes report.json/.md/.html and raw/ under `out_dir`."""
-    p = prepare(stack, out_dir, options, inventory_dir, remotes)
+    p = prepare(stack, out_dir, options, inventory_dir, remotes, stacks_dir)
     run = execute(p.plan, p.acceptance, p.inventory, p.remotes, p.options, out_dir, p.plan.stack, progress)
     write_report(run)
     return run

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import sys
+import logging
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from kiln.verify.checks.base import Options
+
+log = logging.getLogger(__name__)
 
 
 def _parse_kv(items: list[str]) -> dict[str, str]:
@@ -39,16 +42,16 @@ def cmd_verify(args: argparse.Namespace) -> int:
             opts = dataclasses.replace(opts, fio_runtime_s=min(opts.fio_runtime_s, 10), iperf3_seconds=5,
                                        warp_duration_s=10, perftest_seconds=3)
     except ValueError as exc:
-        print(f"kiln verify: {exc}", file=sys.stderr)
+        log.error("%s", exc)
         return 2
     out = Path(args.out) if args.out else Path("reports") / f"verify-{args.stack}-{time.strftime('%Y%m%d-%H%M%S')}"
     try:
         run = run_verify(args.stack, out, opts, Path(args.inventory) if args.inventory else None,
-                         progress=ProgressPrinter(quiet=args.quiet))
+                         progress=ProgressPrinter(quiet=args.quiet), stacks_dir=getattr(args, "stacks_dir", None))
     except SpecError:
         raise
     except (ValueError, FileNotFoundError) as exc:
-        print(f"kiln verify: {exc}", file=sys.stderr)
+        log.error("%s", exc)
         return 2
     c = run.counts()
     print(f"{run.stack}: PASS {c['PASS']} · WARN {c['WARN']} · FAIL {c['FAIL']} · ERROR {c['ERROR']} · "
@@ -60,10 +63,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return run.exit_code
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("verify", help="acceptance: conformance checks and benchmarks judged against the plan's targets",
+def register(sub: argparse._SubParsersAction, parents: Sequence[argparse.ArgumentParser] = ()) -> None:  # type: ignore[type-arg]
+    from kiln.cli import add_stack
+
+    p = sub.add_parser("verify", parents=list(parents),
+                       help="acceptance: conformance checks and benchmarks judged against the plan's targets",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("stack", help="stack name (lab → stacks/Pulumi.lab.yaml) or a path to a stack file")
+    add_stack(p)
     p.add_argument("--inventory", metavar="DIR", help="kiln inventory (kiln inventory <stack> --out DIR); default: "
                    "rendered from the plan")
     p.add_argument("--hosts", metavar="PATTERN", help="only these hosts: comma-separated globs of host or group names")

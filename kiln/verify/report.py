@@ -8,7 +8,6 @@ the report under raw/<check>/<subject>/. docs/acceptance.md documents the format
 from __future__ import annotations
 
 import datetime as dt
-import html
 import json
 import re
 from pathlib import Path
@@ -31,6 +30,7 @@ def _version() -> str:
 
 
 _kiln_version = _version()
+# The clone kiln runs from, if any: runbook links then point at its docs/ (from a wheel, at the relative path).
 REPO = Path(__file__).resolve().parents[2]
 ORDER = {Verdict.FAIL: 0, Verdict.ERROR: 1, Verdict.WARN: 2, Verdict.NOT_APPLICABLE: 3, Verdict.PASS: 4}
 
@@ -209,61 +209,58 @@ def render_markdown(run: VerifyRun) -> str:
     return "\n".join(lines)
 
 
-_CSS = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1400px;color:#222}
-table{border-collapse:collapse;width:100%;font-size:14px}th,td{border:1px solid #ccc;padding:4px 6px;text-align:left;
-vertical-align:top}th{background:#f3f3f3}.PASS{background:#e6f4e6}.WARN{background:#fff4d6}.FAIL{background:#fbdcdc}
-.ERROR{background:#f6d0e8}.NOT_APPLICABLE{background:#eeeeee}code{font-size:13px}.num{text-align:right;white-space:nowrap}
-details{margin:.3em 0}pre{white-space:pre-wrap;font-size:12px;background:#f8f8f8;padding:.5em}"""
+def _html_row(r: Result, strict: bool) -> dict[str, Any]:
+    """One table row of the HTML report, as text: the template escapes every value."""
+    med, rng, cv, n = _measured(r)
+    v = effective(r.verdict, strict).value
+    unit = "" if r.kind == "conformance" or med == "—" else f" {r.target.unit}"
+    look = None
+    if v in ("FAIL", "ERROR", "WARN") and r.runbook:
+        local = REPO / r.runbook
+        href = f"{local.as_uri()}#{anchor(r.check)}" if local.exists() else runbook_ref(r)
+        look = {"href": href, "text": runbook_ref(r)}
+    return {
+        "verdict": v,
+        "verdict_text": _verdict_txt(r, strict),
+        "check": r.check,
+        "subject": r.subject.label,
+        "target": _target_txt(r),
+        "median": med + unit,
+        "range": rng,
+        "cv": cv,
+        "runs": n,
+        "message": r.message,
+        "look": look,
+        "details": "\n".join(r.details)[:8000],
+        "raw": [(p, Path(p).name) for p in r.raw_files[:8]],
+    }
 
 
 def render_html(run: VerifyRun) -> str:
+    """report.html, rendered by kiln/templates/verify-report.html.j2 with autoescape (check output is untrusted)."""
+    from kiln.render.report import environment
+
     d = report_dict(run)
-    c = d["summary"]["counts"]
     strict = run.options.strict
-    e = html.escape
-    rows = []
-    for r in _sorted(run):
-        med, rng, cv, n = _measured(r)
-        v = effective(r.verdict, strict).value
-        unit = "" if r.kind == "conformance" or med == "—" else f" {r.target.unit}"
-        look = ""
-        if v in ("FAIL", "ERROR", "WARN") and r.runbook:
-            local = REPO / r.runbook
-            href = f"{local.as_uri()}#{anchor(r.check)}" if local.exists() else runbook_ref(r)
-            look = f'<br>First place to look: <a href="{e(href)}">{e(runbook_ref(r))}</a>'
-        det = ""
-        if r.details:
-            det = ("<details><summary>details</summary><pre>" + e("\n".join(r.details)[:8000]) + "</pre></details>")
-        raw = ""
-        if r.raw_files:
-            raw = "<br>raw: " + " ".join(f'<a href="{e(p)}">{e(Path(p).name)}</a>' for p in r.raw_files[:8])
-        rows.append(
-            f'<tr class="{v}"><td>{e(_verdict_txt(r, strict))}</td><td><code>{e(r.check)}</code></td>'
-            f"<td>{e(r.subject.label)}</td><td>{e(_target_txt(r))}</td><td class=num>{e(med + unit)}</td>"
-            f"<td class=num>{e(rng)}</td><td class=num>{e(cv)}</td><td class=num>{e(n)}</td>"
-            f"<td>{e(r.message)}{look}{det}{raw}</td></tr>")
-    accepted = d["summary"]["exit_code"] == 0
-    whys = "".join(f"<li><code>{e(t['check'])}</code>: {e(t['why'])}</li>"
-                   for t in {x["target"]["check"]: x["target"] for x in d["results"]}.values())
-    return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Acceptance report — {e(run.stack)}</title>
-<style>{_CSS}</style></head><body>
-<h1>Acceptance report — {e(run.stack)}</h1>
-<p>Plan {e(run.plan.schema)} digest <code>{e(run.plan.spec_digest)}</code> · kiln {e(str(d['kiln_version']))} ·
-{e(d['started'])} → {e(d['finished'])}<br>Hosts ({len(run.hosts)}): {e(', '.join(run.hosts))} · inventory:
-{e(run.inventory_source)}<br>Protocol: {run.acceptance.warmup} warm-up + {run.acceptance.repetitions} measured runs
-per benchmark, verdict on the median, CV limit {run.acceptance.cv_limit:.0%}{' · <b>strict</b>' if strict else ''}</p>
-<p><b>Result: {'ACCEPTED' if accepted else 'NOT ACCEPTED'}</b> (exit code {d['summary']['exit_code']}) —
-PASS {c['PASS']} · WARN {c['WARN']} · FAIL {c['FAIL']} · ERROR {c['ERROR']} · NOT APPLICABLE {c['NOT_APPLICABLE']}</p>
-<table><thead><tr><th>Verdict</th><th>Check</th><th>Subject</th><th>Target</th><th>Median</th><th>Min–max</th>
-<th>CV</th><th>Runs</th><th>Finding</th></tr></thead><tbody>
-{''.join(rows)}
-</tbody></table>
-<h2>Targets: where the numbers come from</h2><ul>{whys}</ul>
-<h2>Sign-off</h2><p>I have reviewed every FAIL, ERROR, WARN and NOT APPLICABLE row above.</p>
-<p>Accepted by: ______________________ Date: ____________ Signature: ______________________</p>
-</body></html>
-"""
+    whys = {x["target"]["check"]: x["target"]["why"] for x in d["results"]}
+    return environment().get_template("verify-report.html.j2").render(
+        stack=run.stack,
+        plan_schema=run.plan.schema,
+        plan_digest=run.plan.spec_digest,
+        kiln_version=str(d["kiln_version"]),
+        started=d["started"],
+        finished=d["finished"],
+        hosts=run.hosts,
+        inventory=run.inventory_source,
+        warmup=run.acceptance.warmup,
+        repetitions=run.acceptance.repetitions,
+        cv_limit=f"{run.acceptance.cv_limit:.0%}",
+        strict=strict,
+        exit_code=d["summary"]["exit_code"],
+        counts=d["summary"]["counts"],
+        rows=[_html_row(r, strict) for r in _sorted(run)],
+        whys=list(whys.items()),
+    )
 
 
 def write_report(run: VerifyRun) -> list[Path]:

@@ -171,3 +171,35 @@ def test_spec_is_read_from_pulumi_stack_file(tmp_path: Path, stack: Any) -> None
     path = tmp_path / "Pulumi.x.yaml"
     path.write_text(yaml.safe_dump(doc))
     assert load_stack(str(path)).name == "lab"
+
+
+def test_stack_names_resolve_against_stacks_dir_env_then_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kiln.spec import StackNotFound, stack_path
+
+    for d in ("cwd/stacks", "env", "flag"):
+        (tmp_path / d).mkdir(parents=True)
+    for d in ("cwd/stacks", "env", "flag"):
+        (tmp_path / d / "Pulumi.a.yaml").write_text("config: {}\n")
+    (tmp_path / "cwd" / "stacks" / "Pulumi.b.yaml").write_text("config: {}\n")
+    monkeypatch.chdir(tmp_path / "cwd")
+    monkeypatch.delenv("KILN_STACKS_DIR", raising=False)
+    assert stack_path("a") == Path("stacks/Pulumi.a.yaml")
+    monkeypatch.setenv("KILN_STACKS_DIR", str(tmp_path / "env"))
+    assert stack_path("a") == tmp_path / "env" / "Pulumi.a.yaml"
+    assert stack_path("b") == Path("stacks/Pulumi.b.yaml")  # the environment first, then ./stacks
+    assert stack_path("a", tmp_path / "flag") == tmp_path / "flag" / "Pulumi.a.yaml"
+    with pytest.raises(StackNotFound) as exc:
+        stack_path("b", tmp_path / "flag")  # --stacks-dir alone: no fallback
+    assert [why for _, why in exc.value.tried] == ["--stacks-dir"]
+    assert stack_path("x/y") == Path("x/y") and stack_path("Pulumi.z.yaml") == Path("Pulumi.z.yaml")
+
+
+def test_unknown_stack_names_every_place_looked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KILN_STACKS_DIR", str(tmp_path / "nowhere"))
+    with pytest.raises(SpecError) as exc:
+        load_stack("dev")
+    text = exc.value.render()
+    assert f"{tmp_path / 'nowhere' / 'Pulumi.dev.yaml'} ($KILN_STACKS_DIR)" in text
+    assert f"{tmp_path / 'stacks' / 'Pulumi.dev.yaml'} (./stacks of the working directory)" in text
+    assert "--stacks-dir DIR" in text and "./Pulumi.dev.yaml" in text

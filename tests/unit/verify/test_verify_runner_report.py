@@ -156,6 +156,22 @@ def test_report_files(tmp_path: Path, fake_checks: None) -> None:
     assert "NOT ACCEPTED" in render_html(run) and "<script" not in render_html(run)
 
 
+def test_html_report_escapes_check_output(tmp_path: Path, fake_checks: None) -> None:
+    """Check messages, details and raw file names come from the hosts: the HTML report shows them as text."""
+    run = make_run(tmp_path, fake_checks)
+    hostile = '<script>alert("x")</script>'
+    row = next(r for r in run.results if r.verdict is Verdict.FAIL)
+    row.message = f"fio said {hostile}"
+    row.details = [f"stderr: {hostile}", "a & b"]
+    row.raw_files = ['raw/x/"><img src=y>.txt']
+    html = render_html(run)
+    assert "<script" not in html and "<img" not in html
+    assert "fio said &lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in html
+    assert "a &amp; b" in html and 'href="raw/x/&#34;&gt;&lt;img src=y&gt;.txt"' in html
+    md = render_markdown(run)
+    assert f"fio said {hostile}" in md  # markdown and JSON keep the text as measured
+
+
 def test_strict_counts_not_applicable_as_failure(tmp_path: Path, fake_checks: None) -> None:
     run = make_run(tmp_path, fake_checks, strict=True)
     assert run.counts()["FAIL"] == 2 and run.exit_code == 1
@@ -197,7 +213,7 @@ def test_inventory_merge_and_backends() -> None:
     assert backend_spec("n1", {}, None, "ssh://admin@{host}") == "ssh://admin@n1"
 
 
-def test_cli_registers_and_rejects_bad_options(capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_registers_and_rejects_bad_options(caplog: pytest.LogCaptureFixture) -> None:
     from kiln.verify import cli
 
     ap = argparse.ArgumentParser()
@@ -205,7 +221,7 @@ def test_cli_registers_and_rejects_bad_options(capsys: pytest.CaptureFixture[str
     cli.register(sub)
     args = ap.parse_args(["verify", "lab", "--only", "conformance", "--strict", "-n", "2", "--option", "bogus=1"])
     assert args.func(args) == 2
-    assert "unknown option 'bogus'" in capsys.readouterr().err
+    assert "unknown option 'bogus'" in caplog.text  # diagnostics go through logging (kiln.cli.main sets it up)
 
 
 def test_kiln_cli_knows_verify() -> None:
