@@ -77,7 +77,8 @@ def run_verify(stack: str, out_dir: Path, options: Options | None = None, invent
     return run
 
 
-def run_jobs_verify(stack: str, out_dir: Path, options: Options | None = None, from_dir: Path | None = None) -> VerifyRun:
+def run_jobs_verify(stack: str, out_dir: Path, options: Options | None = None,
+                    from_dir: Path | None = None) -> VerifyRun:
     """Judge the in-cluster acceptance Jobs' logs (saved in `from_dir`, else via kubectl) and write the report."""
     from kiln.verify.jobs import verify_jobs
 

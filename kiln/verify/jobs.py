@@ -47,9 +47,8 @@ def measure(jc: JobCheck, log: str) -> tuple[float, dict[str, object]]:
         op = jc.tool.removeprefix("fio-")
         fio = parse_fio(fio_section(log, op))
         return fio.aggregate_Bps(op) / GB, {"numjobs": len(fio.jobs), "fio": fio.version}
-    warp = parse_warp(log)
-    op = warp.op(jc.tool.removeprefix("warp-"))
-    return op.bytes_per_s / GB, {"ops_per_s": op.ops_per_s, "requests": op.requests, "errors": op.errors}
+    w = parse_warp(log).op(jc.tool.removeprefix("warp-"))
+    return w.bytes_per_s / GB, {"ops_per_s": w.ops_per_s, "requests": w.requests, "errors": w.errors}
 
 
 def _target(plan: Plan, jc: JobCheck) -> Target:

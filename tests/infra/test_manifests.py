@@ -20,8 +20,8 @@ from kiln.render.manifests import (
     CREATE_WITH_ANNOTATION,
     SECRET_SOURCE_ANNOTATION,
     TARGETS_CONFIGMAP,
-    acceptance_jobs,
     Obj,
+    acceptance_jobs,
     build_manifests,
     helm_chart,
     is_builtin,
@@ -34,7 +34,8 @@ from kiln.spec import ClusterSpec, load_stack
 from tests.conftest import STACKS
 from tests.infra import k8s_schemas
 
-CUSTOM_KINDS = {"HelmRelease", "HelmRepository", "GitRepository", "NicClusterPolicy", "NetworkAttachmentDefinition", "MPIJob"}
+CUSTOM_KINDS = {"HelmRelease", "HelmRepository", "GitRepository", "NicClusterPolicy", "NetworkAttachmentDefinition",
+                "MPIJob"}
 
 
 def _load(stack: str) -> tuple[ClusterSpec, Plan]:

@@ -1,4 +1,4 @@
-"""`kiln verify --from-jobs` / `--kubernetes`: the acceptance Jobs' raw logs judged with the shared parsers and judge."""
+"""`kiln verify --from-jobs` / `--kubernetes`: acceptance Job logs judged with the shared parsers and judge."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from kiln.plan import build_plan
 from kiln.render.manifests import acceptance_jobs
 from kiln.spec import load_stack
 from kiln.verify.api import run_jobs_verify
-from kiln.verify.judge import Verdict, verdict_for
 from kiln.verify.jobs import fio_section, judge_logs, logs_from_dir, logs_from_kubectl
+from kiln.verify.judge import Verdict, verdict_for
 from kiln.verify.parsers import ParseError, parse_fio, parse_nccl_tests, parse_warp
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

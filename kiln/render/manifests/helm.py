@@ -93,10 +93,10 @@ def helm_chart(release: Obj, objects: Sequence[Obj]) -> HelmChart:
     ns = release["metadata"]["namespace"]
     src = next(o for o in objects if o["kind"] == ref["kind"] and o["metadata"]["name"] == ref["name"]
                and o["metadata"].get("namespace") == ref.get("namespace", ns))
-    common = {"release_name": str(spec.get("releaseName", release["metadata"]["name"])),
-              "namespace": str(spec.get("targetNamespace", ns)), "chart": str(chart["chart"]),
-              "values": dict(spec.get("values", {}))}
+    name = str(spec.get("releaseName", release["metadata"]["name"]))
+    target = str(spec.get("targetNamespace", ns))
+    values = dict(spec.get("values", {}))
     if ref["kind"] == GIT_REPOSITORY:
-        return HelmChart(version=None, repository_url=None, git_url=str(src["spec"]["url"]),
-                         git_tag=str(src["spec"]["ref"]["tag"]), **common)
-    return HelmChart(version=str(chart["version"]), repository_url=str(src["spec"]["url"]), **common)
+        return HelmChart(name, target, str(chart["chart"]), None, None, values, git_url=str(src["spec"]["url"]),
+                         git_tag=str(src["spec"]["ref"]["tag"]))
+    return HelmChart(name, target, str(chart["chart"]), str(chart["version"]), str(src["spec"]["url"]), values)
