@@ -25,7 +25,9 @@ from kiln.render.manifests.helm import helm_release, helm_source
 def lustre_csi_values() -> Obj:
     """Chart values (charts/lustre-csi-driver/values.yaml): the driver image at the pinned release."""
     k = kubernetes()
-    tag = k.git_repositories["hpe_lustre_csi"].tag.removeprefix("v")
+    git = k.charts["lustre_csi"].git_repository
+    assert git is not None
+    tag = k.git_repositories[git].tag.removeprefix("v")
     return {"deployment": {"image": k.lustre_csi.image.value, "tag": tag}}
 
 
