@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from kiln.plan import build_plan
-from kiln.render.manifests import acceptance_jobs
+from kiln.render.manifests import acceptance_jobs, build_manifests
 from kiln.spec import load_stack
 from kiln.verify.api import run_jobs_verify
 from kiln.verify.jobs import fio_section, judge_logs, logs_from_dir, logs_from_kubectl
@@ -90,3 +92,24 @@ def test_from_jobs_writes_the_usual_report(job_dir: Path, tmp_path: Path) -> Non
     assert (out / "raw" / "kiln-fio-lustre.log").read_text() == FIO_LOG.read_text()
     with pytest.raises(FileNotFoundError):
         run_jobs_verify("dev", out, from_dir=tmp_path / "missing")
+
+
+@pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed")
+def test_the_rendered_fio_job_script_runs_and_its_log_is_judged(tmp_path: Path) -> None:
+    """The fio Job's own script, shrunk (4 MiB per job, 1 MiB blocks) and pointed at a local directory."""
+    spec, plan = _dev()
+    job = next(o for c in build_manifests(plan, spec) for o in c.objects if o["metadata"]["name"] == "kiln-fio-lustre")
+    script = job["spec"]["template"]["spec"]["containers"][0]["args"][0]
+    script = re.sub(r"--size=\d+G", "--size=4M", script).replace("--bs=16M", "--bs=1M")
+    script = script.replace("/data/", f"{tmp_path}/").replace("/tmp/fio-", f"{tmp_path}/fio-")
+    proc = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=300,
+                          env={"PATH": "/usr/bin:/bin", "HOSTNAME": "node-1"}, check=False)
+    assert proc.returncode == 0, proc.stderr
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "kiln-fio-lustre.log").write_text(proc.stdout + proc.stderr)
+    results = judge_logs(plan, spec, logs_from_dir(tmp_path / "logs", ["kiln-fio-lustre"]), cv_limit=0.1)
+    fio = {r.check: r for r in results if r.check.startswith("storage.fio_lustre")}
+    assert set(fio) == {"storage.fio_lustre_write", "storage.fio_lustre_read"}
+    for r in fio.values():
+        assert r.verdict in (Verdict.PASS, Verdict.WARN, Verdict.FAIL) and r.samples[0] > 0
+    assert not (tmp_path / "kiln-acceptance" / "node-1").exists()  # the Job removes its files

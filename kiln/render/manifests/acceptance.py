@@ -213,7 +213,7 @@ def _fio_claim(plan: Plan) -> str:
 
 
 def _fio_lustre(c: Ctx, checks: list[JobCheck]) -> Obj:
-    """Single-client Lustre write then read (fio); each pass's JSON is framed by FIO_BEGIN/FIO_END lines."""
+    """Single-client Lustre write then read (fio); each pass's JSON is printed between FIO_BEGIN/FIO_END lines."""
     a = kubernetes().acceptance
     pool = c.spec.compute.pools[0]
     jobs = a.fio_numjobs.value
@@ -223,8 +223,11 @@ def _fio_lustre(c: Ctx, checks: list[JobCheck]) -> Obj:
               "--filename_format='kiln.$jobnum'")  # NOTE: the read pass reads the files the write pass wrote
     script = "set -eu\nmkdir -p /data/kiln-acceptance/$HOSTNAME\nrc=0\n"
     for op in ("write", "read"):
-        script += (f"echo '{FIO_BEGIN.format(op=op)}'\n"
-                   f"fio --name=kiln-{op} --rw={op} {common} || rc=1\n"
+        # NOTE: fio writes its JSON to a file and the frame holds only that file, so fio's notes on stderr
+        # (in the same pod log) never land inside the JSON.
+        script += (f"fio --name=kiln-{op} --rw={op} {common} --output=/tmp/fio-{op}.json || rc=1\n"
+                   f"echo '{FIO_BEGIN.format(op=op)}'\n"
+                   f"cat /tmp/fio-{op}.json || true\n"
                    f"echo '{FIO_END.format(op=op)}'\n")
     script += "rm -rf /data/kiln-acceptance/$HOSTNAME\nexit $rc\n"
     container = {"name": "fio", "image": a.fio_image.value, "command": ["/bin/sh", "-c"], "args": [script],
