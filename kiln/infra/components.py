@@ -25,7 +25,7 @@ from kiln.render.manifests import (
     Obj,
     is_builtin,
     object_role,
-    s3_secret_string_data,
+    secret_string_data,
 )
 
 
@@ -114,7 +114,7 @@ class NcclConfig(KilnComponent):
 
 
 class LustreClient(KilnComponent):
-    """The Lustre CSI driver and static PVs/PVCs for the filesystem and its directories."""
+    """The Lustre CSI driver (its chart) and static PVs/PVCs for the filesystem and its directories."""
 
     kind = LUSTRE_CLIENT
     claims: list[k8s.core.v1.PersistentVolumeClaim]
@@ -128,7 +128,7 @@ class LustreClient(KilnComponent):
 
 
 class ObjectStore(KilnComponent):
-    """SeaweedFS (or an external endpoint), the S3 credentials Secret from a Pulumi secret, the buckets."""
+    """SeaweedFS (its chart) or an external endpoint, the S3 credentials Secret from a Pulumi secret, the buckets."""
 
     kind = OBJECT_STORE
     secrets: list[k8s.core.v1.Secret]
@@ -150,8 +150,8 @@ class ObjectStore(KilnComponent):
     def _overrides(self, obj: Obj) -> dict[str, Any] | None:
         annotations = obj["metadata"].get("annotations") or {}
         if obj["kind"] == "Secret" and SECRET_SOURCE_ANNOTATION in annotations:
-            plan = self._plan
-            return {"stringData": self._secret_key.apply(lambda key: s3_secret_string_data(plan, key))}
+            plan, secret = self._plan, str(obj["metadata"]["name"])
+            return {"stringData": self._secret_key.apply(lambda key: secret_string_data(plan, secret, key))}
         return None
 
     def _extra_opts(self, obj: Obj) -> pulumi.ResourceOptions | None:

@@ -2,19 +2,23 @@
 
 Typed classes where pulumi_kubernetes has them, `apiextensions.CustomResource` for custom resources,
 `helm.v3.Release` for a Flux HelmRelease (chart, version, repository and values read from it with
-kiln.render.manifests.helm_chart). A HelmRepository is only the HelmRelease's source: no resource.
+kiln.render.manifests.helm_chart). A HelmRepository or GitRepository is only the HelmRelease's source: no
+resource. A chart published only in a git repository (the HPE Lustre CSI driver) is checked out at its
+pinned tag into a local cache (`checkout_chart`) and installed from that path.
 """
 
 from __future__ import annotations
 
 import re
+import subprocess
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from kiln.render.manifests import Obj, helm_chart
+from kiln.render.manifests import SOURCE_KINDS, HelmChart, Obj, helm_chart
 
 # (apiVersion, kind) → typed resource class.
 TYPED: dict[tuple[str, str], Callable[..., pulumi.CustomResource]] = {
@@ -33,7 +37,7 @@ TYPED: dict[tuple[str, str], Callable[..., pulumi.CustomResource]] = {
 }
 
 HELM_RELEASE = "HelmRelease"
-HELM_REPOSITORY = "HelmRepository"
+CHART_CACHE = Path.home() / ".cache" / "kiln" / "charts"
 
 
 def _snake(name: str) -> str:
@@ -46,7 +50,28 @@ def typed_kwargs(obj: Obj) -> dict[str, Any]:
 
 
 def is_source_only(obj: Obj) -> bool:
-    return obj["kind"] == HELM_REPOSITORY
+    return obj["kind"] in SOURCE_KINDS
+
+
+def chart_checkout_dir(chart: HelmChart) -> Path:
+    """Where `checkout_chart` keeps the clone of a git-published chart's pinned tag."""
+    assert chart.git_url is not None and chart.git_tag is not None
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", chart.git_url.removeprefix("https://"))
+    return CHART_CACHE / f"{slug}@{chart.git_tag}"
+
+
+def checkout_chart(chart: HelmChart) -> str:
+    """Local path of a git-published chart: a shallow clone of its pinned tag, made once per tag."""
+    assert chart.git_url is not None and chart.git_tag is not None
+    checkout = chart_checkout_dir(chart)
+    if not (checkout / ".git").is_dir():
+        checkout.parent.mkdir(parents=True, exist_ok=True)
+        proc = subprocess.run(["git", "clone", "--quiet", "--depth", "1", "--branch", chart.git_tag, chart.git_url,
+                               str(checkout)], capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            raise pulumi.RunError(f"cannot fetch chart {chart.chart} from {chart.git_url} at {chart.git_tag}: "
+                                  f"{proc.stderr.strip()[-300:]}; clone it to {checkout} and run again")
+    return str(checkout / chart.chart)
 
 
 def instantiate(
@@ -59,12 +84,15 @@ def instantiate(
     """Create the resource for `obj`; `overrides` replaces top-level fields (a Secret's stringData)."""
     if obj["kind"] == HELM_RELEASE:
         chart = helm_chart(obj, objects)
+        if chart.git_url is not None:
+            source: dict[str, Any] = {"chart": checkout_chart(chart)}
+        else:
+            source = {"chart": chart.chart, "version": chart.version,
+                      "repository_opts": k8s.helm.v3.RepositoryOptsArgs(repo=chart.repository_url)}
         return k8s.helm.v3.Release(
             name,
             name=chart.release_name,
-            chart=chart.chart,
-            version=chart.version,
-            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=chart.repository_url),
+            **source,
             namespace=chart.namespace,
             create_namespace=False,
             values=chart.values,

@@ -77,3 +77,16 @@ def run_verify(stack: str, out_dir: Path, options: Options | None = None, invent
     run = execute(p.plan, p.acceptance, p.inventory, p.remotes, p.options, out_dir, p.plan.stack, progress)
     write_report(run)
     return run
+
+
+def run_jobs_verify(stack: str, out_dir: Path, options: Options | None = None,
+                    from_dir: Path | None = None, stacks_dir: str | Path | None = None) -> VerifyRun:
+    """Judge the in-cluster acceptance Jobs' logs (saved in `from_dir`, else via kubectl) and write the report."""
+    from kiln.verify.jobs import verify_jobs
+
+    spec = load_stack(stack, stacks_dir)
+    plan = build_plan(spec, source=stack)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    run = verify_jobs(plan.stack, plan, spec, out_dir, options or Options(), from_dir)
+    write_report(run)
+    return run

@@ -46,8 +46,15 @@ def cmd_verify(args: argparse.Namespace) -> int:
         return 2
     out = Path(args.out) if args.out else Path("reports") / f"verify-{args.stack}-{time.strftime('%Y%m%d-%H%M%S')}"
     try:
-        run = run_verify(args.stack, out, opts, Path(args.inventory) if args.inventory else None,
-                         progress=ProgressPrinter(quiet=args.quiet), stacks_dir=getattr(args, "stacks_dir", None))
+        stacks_dir = getattr(args, "stacks_dir", None)
+        if args.from_jobs or args.kubernetes:
+            from kiln.verify.api import run_jobs_verify
+
+            run = run_jobs_verify(args.stack, out, opts, Path(args.from_jobs) if args.from_jobs else None,
+                                  stacks_dir=stacks_dir)
+        else:
+            run = run_verify(args.stack, out, opts, Path(args.inventory) if args.inventory else None,
+                             progress=ProgressPrinter(quiet=args.quiet), stacks_dir=stacks_dir)
     except SpecError:
         raise
     except (ValueError, FileNotFoundError) as exc:
@@ -72,6 +79,11 @@ def register(sub: argparse._SubParsersAction, parents: Sequence[argparse.Argumen
     add_stack(p)
     p.add_argument("--inventory", metavar="DIR", help="kiln inventory (kiln inventory <stack> --out DIR); default: "
                    "rendered from the plan")
+    jobs = p.add_mutually_exclusive_group()
+    jobs.add_argument("--from-jobs", metavar="DIR", help="judge the in-cluster acceptance Jobs' saved logs: "
+                      "DIR/<job>.log from `kubectl logs job/<job>` (docs/acceptance.md)")
+    jobs.add_argument("--kubernetes", action="store_true", help="judge the in-cluster acceptance Jobs' logs, "
+                      "read with `kubectl logs` from the training namespace")
     p.add_argument("--hosts", metavar="PATTERN", help="only these hosts: comma-separated globs of host or group names")
     p.add_argument("--only", nargs="+", metavar="CHECK", help="only these checks: ids, prefixes (storage) or globs")
     p.add_argument("--strict", action="store_true", help="NOT APPLICABLE counts as a failure")

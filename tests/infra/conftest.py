@@ -20,7 +20,7 @@ import pytest
 from pulumi.runtime import rpc, settings
 from pulumi.runtime.mocks import MockCallArgs, MockMonitor, MockResourceArgs, Mocks
 
-from kiln.infra import program
+from kiln.infra import program, resources
 from tests.conftest import STACKS, stack_data
 
 SECRET = "kiln-test-Z3cr3tS3KeyV4lue-do-not-leak"  # the s3SecretKey the mocked stacks are given
@@ -86,6 +86,7 @@ def run_program(stack: str, cluster: dict[str, Any], secret: str = SECRET, extra
                 ) -> Run:
     """Run kiln.infra.program.main() for one stack under mocks; collect registrations and secretness."""
     settings.ROOT.set(None)  # a fresh root stack resource for this run
+    _stub_chart_checkouts()
     mocks = RecordingMocks()
     monitor = RecordingMonitor(mocks)
     pulumi.runtime.set_mocks(mocks, project="kiln", stack=stack, preview=False, monitor=monitor)
@@ -111,6 +112,22 @@ def run_program(stack: str, cluster: dict[str, Any], secret: str = SECRET, extra
     except Exception as exc:  # the program's own errors (bad spec) are part of what tests look at
         run.error = exc
     return run
+
+
+def _stub_chart_checkouts() -> None:
+    """TEST DOUBLE: an empty `.git` in a temporary chart cache stands in for the clones of the git-published
+    charts, so the program under mocks resolves their local paths without reaching the network."""
+    import tempfile
+    from pathlib import Path
+
+    from kiln.knowledge.kubernetes import kubernetes
+    from kiln.render.manifests import HelmChart
+
+    if not str(resources.CHART_CACHE).startswith(tempfile.gettempdir()):
+        resources.CHART_CACHE = Path(tempfile.mkdtemp(prefix="kiln-charts-"))
+    for git in kubernetes().git_repositories.values():
+        chart = HelmChart("", "", "", None, None, {}, git_url=git.url, git_tag=git.tag)
+        (resources.chart_checkout_dir(chart) / ".git").mkdir(parents=True, exist_ok=True)
 
 
 @pytest.fixture(scope="session")

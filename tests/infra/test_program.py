@@ -13,6 +13,7 @@ import pulumi
 import pytest
 from pulumi.runtime import rpc
 
+from kiln.infra.resources import chart_checkout_dir, is_source_only
 from kiln.plan import build_plan
 from kiln.plan.serialize import target_dict
 from kiln.render.inventory import render_inventory
@@ -69,7 +70,7 @@ def test_components_have_stable_type_tokens_and_children_are_parented(run: Run) 
         assert comp.name == f"{plan.stack}-{kind.module}"
         assert comp.parent == stack_urn and not comp.custom
         children = run.by_parent(comp.urn)
-        expected = [o for o in objs[kind.module] if o["kind"] != "HelmRepository"]
+        expected = [o for o in objs[kind.module] if not is_source_only(o)]
         assert len(children) == len(expected), kind.token
         assert sorted(c.name for c in children) == sorted(f"{comp.name}-{object_role(o)}" for o in expected)
         assert sorted(c.type for c in children) == sorted(_type_token(o) for o in expected)
@@ -86,13 +87,17 @@ def test_resource_inputs_are_the_builder_objects(run: Run) -> None:
         comp = run.component(kind.token)
         by_name = {c.name: c for c in run.by_parent(comp.urn)}
         for obj in objs[kind.module]:
-            if obj["kind"] == "HelmRepository":
+            if is_source_only(obj):
                 continue
             rec = by_name[f"{comp.name}-{object_role(obj)}"]
             if rec.type == RELEASE:
                 chart = helm_chart(obj, objs[kind.module])
-                assert rec.inputs["chart"] == chart.chart and rec.inputs["version"] == chart.version
-                assert rec.inputs["repositoryOpts"] == {"repo": chart.repository_url}
+                if chart.git_url is not None:  # a git-published chart, installed from its checkout at the tag
+                    assert rec.inputs["chart"] == str(chart_checkout_dir(chart) / chart.chart)
+                    assert "version" not in rec.inputs and "repositoryOpts" not in rec.inputs
+                else:
+                    assert rec.inputs["chart"] == chart.chart and rec.inputs["version"] == chart.version
+                    assert rec.inputs["repositoryOpts"] == {"repo": chart.repository_url}
                 assert rec.inputs["namespace"] == chart.namespace and rec.inputs["name"] == chart.release_name
                 assert _norm(rec.inputs["values"]) == _norm(chart.values)
                 continue
@@ -132,10 +137,16 @@ def test_persistent_volumes_carry_plan_capacity_and_nids(run: Run) -> None:
 
 def test_secrets_are_secret_and_never_plaintext(run: Run) -> None:
     secrets = [r for r in run.records if r.type == "kubernetes:core/v1:Secret"]
-    assert len(secrets) == 2
+    seaweedfs = run.result is not None and run.result.plan.objectstore.backend == "seaweedfs"
+    assert len(secrets) == 2 + seaweedfs
     for rec in secrets:
         assert rpc.is_rpc_secret(rec.inputs["stringData"]), rec.name
-        assert rpc.unwrap_rpc_secret(rec.inputs["stringData"])["AWS_SECRET_ACCESS_KEY"] == SECRET
+        data = rpc.unwrap_rpc_secret(rec.inputs["stringData"])
+        if rec.inputs["metadata"]["name"] == "kiln-seaweedfs-s3-config":
+            ident = json.loads(data["seaweedfs_s3_config"])["identities"][0]
+            assert ident["credentials"][0]["secretKey"] == SECRET
+        else:
+            assert data["AWS_SECRET_ACCESS_KEY"] == SECRET
     assert run.secret_flags and all(run.secret_flags.values()), run.secret_flags  # Output.is_secret()
     leaks = [(rec.name, path) for rec in run.records for path, leaf, secret in walk(rec.inputs)
              if isinstance(leaf, str) and SECRET in leaf and not secret]

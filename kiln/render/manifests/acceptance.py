@@ -1,0 +1,279 @@
+"""Acceptance: in-cluster Jobs that run the benchmarks and print the tools' raw output.
+
+The Jobs do not judge: each prints what its tool prints (nccl-tests' table, fio's JSON, warp's JSON
+analysis) and `kiln verify <stack> --from-jobs DIR` (or `--kubernetes`) reads the logs and judges them
+with the parsers and the judge every other acceptance check uses, against the plan's targets.
+`acceptance_jobs()` is the contract between the two: Job name, the Job whose log holds the output,
+the check and target group, and the tool that printed it.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass
+from typing import Any, Literal
+from urllib.parse import urlparse
+
+from kiln.knowledge.kubernetes import kubernetes
+from kiln.plan.model import Plan, Target
+from kiln.plan.serialize import target_dict
+from kiln.render.manifests.context import (
+    ACCEPTANCE,
+    GPU_RESOURCE,
+    S3_SECRET_NAME,
+    TARGETS_CONFIGMAP,
+    Ctx,
+    Obj,
+    dns_name,
+    obj,
+    pool_label,
+    pool_rails,
+    rail_network_name,
+    rail_resource,
+    rdma_enabled,
+    s3_endpoint,
+)
+from kiln.render.manifests.lustre import lustre_claim_name
+from kiln.render.manifests.nccl import nccl_configmap_name
+from kiln.spec.models import ClusterSpec
+
+CHECK_ANNOTATION = "kiln.io/check"
+GROUP_ANNOTATION = "kiln.io/target-group"
+LOGS_ANNOTATION = "kiln.io/logs-from"
+NCCL_TESTS_BINARY = "/opt/nccl_tests/build/all_reduce_perf"
+# Lines that frame each fio pass's JSON in the fio Job's log (the Job runs a write pass, then a read pass).
+FIO_BEGIN = "kiln: begin fio-{op}"
+FIO_END = "kiln: end fio-{op}"
+
+Tool = Literal["nccl-tests", "fio-write", "fio-read", "warp-put", "warp-get"]
+
+
+@dataclass(frozen=True, slots=True)
+class JobCheck:
+    """One check an acceptance Job measures: which Job's log holds the output, and which tool printed it."""
+
+    job: str  # the Job (or MPIJob) as rendered
+    log_job: str  # the batch Job whose pod log holds the output (`kubectl logs job/<log_job>`)
+    check: str
+    group: str | None
+    tool: Tool
+
+
+def _target(plan: Plan, check: str, group: str | None = None) -> Target | None:
+    return next((t for t in plan.targets if t.check == check and (group is None or t.group == group)), None)
+
+
+def _pool_group(pool: str) -> str:
+    return f"kiln_pool_{pool.replace('-', '_')}"
+
+
+def nccl_intra_name(pool: str) -> str:
+    return f"kiln-nccl-intra-{dns_name(pool)}"
+
+
+def nccl_inter_name(pool: str) -> str:
+    return f"kiln-nccl-inter-{dns_name(pool)}"
+
+
+FIO_JOB = "kiln-fio-lustre"
+
+
+def warp_job_name(op: str) -> str:
+    return f"kiln-s3-{op}"
+
+
+def acceptance_jobs(plan: Plan, spec: ClusterSpec) -> list[JobCheck]:
+    """Every check the acceptance Jobs of this plan measure, in render order."""
+    out: list[JobCheck] = []
+    for pool in spec.compute.pools:
+        group = _pool_group(pool.name)
+        intra = _target(plan, "fabric.nccl_allreduce_intra", group)
+        if intra is not None and pool.gpu.count > 1:
+            name = nccl_intra_name(pool.name)
+            out.append(JobCheck(name, name, intra.check, intra.group, "nccl-tests"))
+        inter = _target(plan, "fabric.nccl_allreduce_inter", group)
+        if inter is not None and pool.nodes > 1:
+            name = nccl_inter_name(pool.name)
+            # NOTE: MPI Operator v2beta1 runs the launcher as a batch Job named <MPIJob>-launcher.
+            out.append(JobCheck(name, f"{name}-launcher", inter.check, inter.group, "nccl-tests"))
+    write = _target(plan, "storage.fio_lustre_write", "kiln_lustre_clients")
+    read = _target(plan, "storage.fio_lustre_read", "kiln_lustre_clients")
+    if write is not None and read is not None:
+        out.append(JobCheck(FIO_JOB, FIO_JOB, write.check, write.group, "fio-write"))
+        out.append(JobCheck(FIO_JOB, FIO_JOB, read.check, read.group, "fio-read"))
+    for op, check in (("put", "objectstore.s3_put"), ("get", "objectstore.s3_get")):
+        t = _target(plan, check)
+        if t is not None:
+            tool: Tool = "warp-put" if op == "put" else "warp-get"
+            out.append(JobCheck(warp_job_name(op), warp_job_name(op), t.check, t.group, tool))
+    return out
+
+
+def _targets_configmap(c: Ctx) -> Obj:
+    """The plan's targets, for people reading the cluster; `kiln verify` judges against the plan itself."""
+    rows = [json.dumps(target_dict(t), sort_keys=True, ensure_ascii=False) for t in c.plan.targets]
+    data = {"targets.json": "[\n" + ",\n".join(rows) + "\n]\n"}
+    meta = c.meta(ACCEPTANCE, TARGETS_CONFIGMAP, c.training, annotations={"kiln.io/plan-digest": c.plan.spec_digest})
+    return obj("v1", "ConfigMap", meta, data=data)
+
+
+def _judged(checks: list[JobCheck]) -> dict[str, str]:
+    first = checks[0]
+    out = {CHECK_ANNOTATION: ",".join(jc.check for jc in checks),
+           "kiln.io/judged-by": f"kiln verify --from-jobs (kubectl logs job/{first.log_job})"}
+    if first.group:
+        out[GROUP_ANNOTATION] = first.group
+    if first.log_job != first.job:
+        out[LOGS_ANNOTATION] = f"job/{first.log_job}"
+    return out
+
+
+def _gpu_pod(c: Ctx, pool: str, gpus: int, container: Obj) -> tuple[Obj, dict[str, str]]:
+    """A GPU pod spec on `pool`: its GPUs and every rail's RDMA resource, NCCL env, shm; and annotations."""
+    limits: dict[str, Any] = {GPU_RESOURCE: gpus}
+    annotations: dict[str, str] = {}
+    if rdma_enabled(c.plan):
+        rails = pool_rails(c.plan, pool)
+        for i, _, _ in rails:
+            limits[rail_resource(i)] = 1
+        if rails:
+            annotations["k8s.v1.cni.cncf.io/networks"] = ",".join(rail_network_name(i) for i, _, _ in rails)
+    container = {**container,
+                 "envFrom": [{"configMapRef": {"name": nccl_configmap_name(pool)}}],
+                 "resources": {"limits": dict(limits), "requests": dict(limits)},
+                 "securityContext": {"capabilities": {"add": ["IPC_LOCK"]}},
+                 "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}]}
+    pod = {"nodeSelector": {pool_label(): pool},
+           "containers": [container],
+           "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]}
+    return pod, annotations
+
+
+def _job(c: Ctx, name: str, pod: Obj, judged: dict[str, str], annotations: dict[str, str] | None = None,
+         backoff: int = 0) -> Obj:
+    sel = {"app.kubernetes.io/name": name}
+    template_meta: Obj = {"labels": c.labels(ACCEPTANCE, sel)}
+    if annotations:
+        template_meta["annotations"] = annotations
+    spec = {"backoffLimit": backoff,
+            "template": {"metadata": template_meta, "spec": {"restartPolicy": "Never", **pod}}}
+    # NOTE: skipAwait keeps `pulumi up` from blocking on the benchmarks; Flux and kubectl ignore it.
+    meta = c.meta(ACCEPTANCE, name, c.training, labels=sel, annotations={"pulumi.com/skipAwait": "true", **judged})
+    return obj("batch/v1", "Job", meta, spec=spec)
+
+
+def _nccl_args() -> list[str]:
+    return shlex.split(kubernetes().acceptance.nccl_tests_args.value)
+
+
+def _nccl_intra(c: Ctx, pool: str, gpus: int, jc: JobCheck) -> Obj:
+    container = {"name": "nccl", "image": kubernetes().acceptance.nccl_tests_image.value,
+                 "command": [NCCL_TESTS_BINARY], "args": [*_nccl_args(), "-g", str(gpus)]}
+    pod, annotations = _gpu_pod(c, pool, gpus, container)
+    return _job(c, jc.job, pod, _judged([jc]), annotations)
+
+
+def _nccl_inter(c: Ctx, pool: str, nodes: int, gpus: int, jc: JobCheck) -> Obj:
+    """MPIJob across every node of the pool: one worker per node, one rank per GPU."""
+    env_flags = [a for k in next(p for p in c.plan.nccl if p.pool == pool).env for a in ("-x", k)]
+    image = kubernetes().acceptance.nccl_tests_image.value
+    sel = {"app.kubernetes.io/name": jc.job}
+    launcher = {"name": "launcher", "image": image, "command": ["mpirun"],
+                "args": ["--allow-run-as-root", "-np", str(nodes * gpus), "-npernode", str(gpus), "--bind-to", "none",
+                         *env_flags, NCCL_TESTS_BINARY, *_nccl_args(), "-g", "1"],
+                "envFrom": [{"configMapRef": {"name": nccl_configmap_name(pool)}}]}
+    worker, annotations = _gpu_pod(c, pool, gpus, {"name": "worker", "image": image,
+                                                    "command": ["/usr/sbin/sshd", "-De"]})
+    worker["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": sel}, "topologyKey": "kubernetes.io/hostname"}]}}
+    worker_meta: Obj = {"labels": c.labels(ACCEPTANCE, sel)}
+    if annotations:
+        worker_meta["annotations"] = annotations
+    spec = {
+        "slotsPerWorker": gpus,
+        "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": 0},
+        "mpiReplicaSpecs": {
+            "Launcher": {"replicas": 1, "template": {"metadata": {"labels": c.labels(ACCEPTANCE)},
+                                                     "spec": {"restartPolicy": "Never", "containers": [launcher]}}},
+            "Worker": {"replicas": nodes, "template": {"metadata": worker_meta, "spec": worker}},
+        },
+    }
+    return obj("kubeflow.org/v2beta1", "MPIJob", c.meta(ACCEPTANCE, jc.job, c.training, labels=sel,
+                                                         annotations=_judged([jc])), spec=spec)
+
+
+def _fio_claim(plan: Plan) -> str:
+    """The PVC fio writes into: a scratch directory, else checkpoints, else the filesystem root."""
+    for purpose in ("scratch", "checkpoints"):
+        layout = next((lay for lay in plan.layouts if lay.purpose == purpose), None)
+        if layout is not None:
+            return lustre_claim_name(layout)
+    return lustre_claim_name(None)
+
+
+def _fio_lustre(c: Ctx, checks: list[JobCheck]) -> Obj:
+    """Single-client Lustre write then read (fio); each pass's JSON is printed between FIO_BEGIN/FIO_END lines."""
+    a = kubernetes().acceptance
+    pool = c.spec.compute.pools[0]
+    jobs = a.fio_numjobs.value
+    size = max(a.fio_min_size_GiB.value, c.spec.acceptance.fio_size_factor * pool.ram_GiB / jobs)
+    common = (f"--directory=/data/kiln-acceptance/$HOSTNAME --numjobs={jobs} --size={int(size)}G "
+              f"--bs={a.fio_block_size.value} --ioengine=libaio --direct=0 --output-format=json "
+              "--filename_format='kiln.$jobnum'")  # NOTE: the read pass reads the files the write pass wrote
+    script = "set -eu\nmkdir -p /data/kiln-acceptance/$HOSTNAME\nrc=0\n"
+    for op in ("write", "read"):
+        # NOTE: fio writes its JSON to a file and the frame holds only that file, so fio's notes on stderr
+        # (in the same pod log) never land inside the JSON.
+        script += (f"fio --name=kiln-{op} --rw={op} {common} --output=/tmp/fio-{op}.json || rc=1\n"
+                   f"echo '{FIO_BEGIN.format(op=op)}'\n"
+                   f"cat /tmp/fio-{op}.json || true\n"
+                   f"echo '{FIO_END.format(op=op)}'\n")
+    script += "rm -rf /data/kiln-acceptance/$HOSTNAME\nexit $rc\n"
+    container = {"name": "fio", "image": a.fio_image.value, "command": ["/bin/sh", "-c"], "args": [script],
+                 "volumeMounts": [{"name": "lustre", "mountPath": "/data"}]}
+    pod = {"nodeSelector": {pool_label(): pool.name}, "containers": [container],
+           "volumes": [{"name": "lustre", "persistentVolumeClaim": {"claimName": _fio_claim(c.plan)}}]}
+    return _job(c, FIO_JOB, pod, _judged(checks))
+
+
+def warp_bucket(plan: Plan) -> str:
+    """warp's own bucket (it creates it and deletes only what it wrote), never a data bucket of the plan."""
+    return f"kiln-warp-{dns_name(plan.stack)}"[:63]
+
+
+def _warp(c: Ctx, op: str, jc: JobCheck) -> Obj:
+    """S3 PUT or GET throughput (warp --json); the image has no shell, the log is warp's own output."""
+    a = kubernetes().acceptance
+    endpoint = urlparse(s3_endpoint(c.plan, c.spec))
+    tls = endpoint.scheme == "https"
+    host = endpoint.netloc if endpoint.port else f"{endpoint.hostname}:{443 if tls else 80}"
+    args = [op, f"--bucket={warp_bucket(c.plan)}", f"--duration={a.warp_duration.value}", "--autoterm", "--json",
+            "--no-color"]
+    if tls:
+        args.append("--tls")
+    env = [{"name": "WARP_HOST", "value": host},
+           {"name": "WARP_ACCESS_KEY", "valueFrom": {"secretKeyRef": {"name": S3_SECRET_NAME,
+                                                                     "key": "AWS_ACCESS_KEY_ID"}}},
+           {"name": "WARP_SECRET_KEY", "valueFrom": {"secretKeyRef": {"name": S3_SECRET_NAME,
+                                                                     "key": "AWS_SECRET_ACCESS_KEY"}}}]
+    container = {"name": "warp", "image": a.warp_image.value, "args": args, "env": env}
+    return _job(c, jc.job, {"containers": [container]}, _judged([jc]))
+
+
+def acceptance(c: Ctx) -> list[Obj]:
+    objs = [_targets_configmap(c)]
+    pools = {p.name: p for p in c.spec.compute.pools}
+    checks = acceptance_jobs(c.plan, c.spec)
+    fio = [jc for jc in checks if jc.tool.startswith("fio-")]
+    for jc in checks:
+        pool = next((p for p in pools.values() if jc.group == _pool_group(p.name)), None)
+        if jc.check == "fabric.nccl_allreduce_intra" and pool is not None:
+            objs.append(_nccl_intra(c, pool.name, pool.gpu.count, jc))
+        elif jc.check == "fabric.nccl_allreduce_inter" and pool is not None:
+            objs.append(_nccl_inter(c, pool.name, pool.nodes, pool.gpu.count, jc))
+        elif jc.tool == "fio-write":
+            objs.append(_fio_lustre(c, fio))
+        elif jc.tool.startswith("warp-"):
+            objs.append(_warp(c, jc.tool.removeprefix("warp-"), jc))
+    return objs

@@ -1,0 +1,81 @@
+"""LustreClient: the HPE Lustre CSI driver (its upstream chart) and static PVs/PVCs for the filesystem.
+
+The chart brings the CSIDriver and the node DaemonSet; static provisioning means the builder writes one
+PersistentVolume + PersistentVolumeClaim for the filesystem root and one for each planned directory.
+"""
+
+from __future__ import annotations
+
+from kiln.knowledge.kubernetes import kubernetes
+from kiln.plan.model import Layout, Plan
+from kiln.render.manifests.context import (
+    LUSTRE_CLIENT,
+    Ctx,
+    Obj,
+    client_mount_options,
+    dns_name,
+    mgs_spec,
+    obj,
+    ost_capacity_TB,
+    quantity_GB,
+)
+from kiln.render.manifests.helm import helm_release, helm_source
+
+
+def lustre_csi_values() -> Obj:
+    """Chart values (charts/lustre-csi-driver/values.yaml): the driver image at the pinned release."""
+    k = kubernetes()
+    git = k.charts["lustre_csi"].git_repository
+    assert git is not None
+    tag = k.git_repositories[git].tag.removeprefix("v")
+    return {"deployment": {"image": k.lustre_csi.image.value, "tag": tag}}
+
+
+def lustre_volume_name(plan: Plan, layout: Layout | None) -> str:
+    slug = "root" if layout is None else dns_name(layout.path)
+    return f"lustre-{dns_name(plan.fsname)}-{slug}"
+
+
+def lustre_claim_name(layout: Layout | None) -> str:
+    return "lustre-root" if layout is None else f"lustre-{dns_name(layout.path)}"
+
+
+def _lustre_volume(c: Ctx, layout: Layout | None, capacity: str, options: list[str]) -> list[Obj]:
+    path = "" if layout is None else layout.path.rstrip("/")
+    handle = f"{mgs_spec(c.plan)}:/{c.plan.fsname}{path}"
+    pv_name = lustre_volume_name(c.plan, layout)
+    pvc_name = lustre_claim_name(layout)
+    purpose = "filesystem" if layout is None else layout.purpose
+    annotations = {"kiln.io/lustre-path": path or "/", "kiln.io/mount-path": layout.mount_path if layout else
+                   c.plan.mount_point}
+    if layout is not None:
+        annotations["kiln.io/layout"] = layout.setstripe
+    labels = {"kiln.io/purpose": purpose}
+    pv_spec = {
+        "capacity": {"storage": capacity},
+        "accessModes": ["ReadWriteMany"],
+        "persistentVolumeReclaimPolicy": "Retain",
+        "storageClassName": "",
+        "volumeMode": "Filesystem",
+        "mountOptions": list(options),
+        "claimRef": {"kind": "PersistentVolumeClaim", "namespace": c.training, "name": pvc_name},
+        "csi": {"driver": kubernetes().lustre_csi.driver.value, "volumeHandle": handle, "fsType": "lustre",
+                "volumeAttributes": {"mgsNids": mgs_spec(c.plan), "fsName": c.plan.fsname, "fileset": path or "/"}},
+    }
+    pvc_spec = {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": pv_name,
+                "resources": {"requests": {"storage": capacity}}}
+    return [
+        obj("v1", "PersistentVolume", c.meta(LUSTRE_CLIENT, pv_name, labels=labels, annotations=annotations),
+            spec=pv_spec),
+        obj("v1", "PersistentVolumeClaim", c.meta(LUSTRE_CLIENT, pvc_name, c.training, labels=labels), spec=pvc_spec),
+    ]
+
+
+def lustre_client(c: Ctx) -> list[Obj]:
+    capacity = quantity_GB(ost_capacity_TB(c.plan, c.spec))
+    options = client_mount_options(c.plan, c.spec)
+    objs = [helm_source(c, LUSTRE_CLIENT, "lustre_csi"),
+            helm_release(c, LUSTRE_CLIENT, "lustre_csi", lustre_csi_values(), namespace=c.storage)]
+    for layout in (None, *c.plan.layouts):
+        objs.extend(_lustre_volume(c, layout, capacity, options))
+    return objs

@@ -1,0 +1,21 @@
+"""Configuration of the kiln policy pack (policy/) for one stack."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kiln.plan.model import Plan
+from kiln.render.manifests.context import GPU_RESOURCE, pool_label, rail_resource_format, rails_per_pool
+from kiln.spec.models import ClusterSpec
+
+
+def policy_config(plan: Plan, spec: ClusterSpec) -> dict[str, Any]:
+    """Configuration of the kiln policy pack (policy/) for this stack: namespaces, rails per pool."""
+    k8s = spec.kubernetes
+    return {
+        "kiln-privileged-namespaces": {"allowedNamespaces": [k8s.storage_namespace, k8s.system_namespace]},
+        "kiln-gpu-pods-request-rails": {"poolLabel": pool_label(), "gpuResource": GPU_RESOURCE,
+                                        "railResourceFormat": rail_resource_format(),
+                                        "railsPerPool": rails_per_pool(plan, spec)},
+        "kiln-no-secrets-in-configmaps": {},
+    }
