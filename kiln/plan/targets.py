@@ -44,21 +44,31 @@ def _perf(
     scope: Scope,
     group: str,
     requires: tuple[str, ...] = (),
+    gate: float | None = None,
+    env: tuple[tuple[str, str], ...] = (),
 ) -> Target:
+    """A higher-is-better target. With a production `gate` (the figure a health check fails a node below),
+    the target fails below the gate, warns below expected × warn_fraction (never below the gate), and
+    expects at least the gate."""
     a = spec.acceptance
+    fail = expected * a.fail_fraction
+    if gate is not None:
+        expected = max(expected, gate)
+        fail = gate
+    warn = max(expected * a.warn_fraction, fail)
     return Target(
-        check,
-        metric,
-        unit,
-        round(expected, 4),
-        round(expected * a.warn_fraction, 4),
-        round(expected * a.fail_fraction, 4),
-        why,
-        scope,
-        True,
-        group,
-        requires,
+        check, metric, unit, round(expected, 4), round(warn, 4), round(fail, 4), why, scope, True, group, requires,
+        env,
     )
+
+
+def nccl_algorithm(gpu_nvswitch: bool, gpu_pcie_gen: int, inter: bool) -> str:
+    """The NCCL_ALGO the all-reduce checks force: Ring across nodes (what the inter-node target models);
+    NVLS inside an NVSwitch node of the Hopper generation (PCIe Gen5: H100/H200, NCCL's default there,
+    what production gates measure); Ring elsewhere."""
+    if not inter and gpu_nvswitch and gpu_pcie_gen >= 5:
+        return "NVLS"
+    return "Ring"
 
 
 def build_targets(spec: ClusterSpec, sizing: Sizing) -> tuple[Target, ...]:
@@ -70,6 +80,7 @@ def build_targets(spec: ClusterSpec, sizing: Sizing) -> tuple[Target, ...]:
         out.append(Target(check, "mismatches", "count", 0, 0, 0, why, "host", False, group, (req,) if req else ()))
     rdma = spec.fabric.kind != "tcp"
     pay = kb.factor("rdma_payload")
+    ib_gate = kb.factor("ib_write_bw_gate")
     for pool in spec.compute.pools:
         g = f"kiln_pool_{pool.name.replace('-', '_')}"
         rail = kb.nics[pool.compute_rails.nic]
@@ -83,13 +94,16 @@ def build_targets(spec: ClusterSpec, sizing: Sizing) -> tuple[Target, ...]:
                         "GB/s",
                         rail.link_GBps * pay,
                         f"one {rail.name} rail ({rail.link_Gbps:g} Gb/s) × rdma_payload {pay:g}, per rail between "
-                        "two nodes (perftest)",
+                        f"two nodes (perftest); fails below the production gate {ib_gate:g} × line rate "
+                        f"({kb.factors['ib_write_bw_gate'].source})",
                         "pair",
                         g,
                         ("rdma",),
+                        gate=rail.link_GBps * ib_gate,
                     )
                 )
         gpu = kb.gpus[pool.gpu.model]
+        intra_algo = nccl_algorithm(gpu.nvswitch, gpu.pcie_gen, inter=False)
         if pool.gpu.count > 1:
             out.append(
                 _perf(
@@ -98,14 +112,16 @@ def build_targets(spec: ClusterSpec, sizing: Sizing) -> tuple[Target, ...]:
                     "busbw",
                     "GB/s",
                     gpu.nccl_intra_busbw_GBps,
-                    f"{gpu.name}: {gpu.source}",
+                    f"{gpu.name}, NCCL_ALGO={intra_algo}: {gpu.source}",
                     "node",
                     g,
                     ("gpu",),
+                    env=(("NCCL_ALGO", intra_algo),),
                 )
             )
         if rdma and pool.nodes > 1 and pool.compute_rails.count:
-            bw = pool.compute_rails.count * rail.link_GBps * pay * kb.factor("fabric_allreduce")
+            far = kb.factor("fabric_allreduce")
+            bw = pool.compute_rails.count * rail.link_GBps * far
             out.append(
                 _perf(
                     spec,
@@ -113,14 +129,17 @@ def build_targets(spec: ClusterSpec, sizing: Sizing) -> tuple[Target, ...]:
                     "busbw",
                     "GB/s",
                     bw,
-                    f"{pool.compute_rails.count} rails × {rail.link_GBps:g} GB/s × rdma_payload × fabric_allreduce; "
-                    "nccl-tests across all nodes of the pool",
+                    f"{pool.compute_rails.count} rails × {rail.link_GBps:g} GB/s line rate × fabric_allreduce {far:g} "
+                    "(applied once: it holds the link's payload losses); nccl-tests across all nodes of the pool "
+                    "with NCCL_ALGO=Ring",
                     "aggregate",
                     g,
                     ("gpu", "rdma"),
+                    env=(("NCCL_ALGO", nccl_algorithm(gpu.nvswitch, gpu.pcie_gen, inter=True)),),
                 )
             )
-        pcie = kb.pcie.rates[gpu.pcie_gen] * kb.factor("pcie_h2d")
+        x16 = kb.pcie.rates[gpu.pcie_gen]
+        pcie = x16 * kb.factor("pcie_h2d")
         for op in ("h2d", "d2h"):
             out.append(
                 _perf(
@@ -129,10 +148,12 @@ def build_targets(spec: ClusterSpec, sizing: Sizing) -> tuple[Target, ...]:
                     "bw",
                     "GB/s",
                     pcie,
-                    f"PCIe Gen{gpu.pcie_gen} x16 ({kb.pcie.source}) × pcie_h2d",
+                    f"PCIe Gen{gpu.pcie_gen} x16 ({kb.pcie.source}) × pcie_h2d; fails below the production gate "
+                    f"pcie_h2d_gate × x16 ({kb.factors['pcie_h2d_gate'].source})",
                     "host",
                     g,
                     ("gpu",),
+                    gate=x16 * kb.factor("pcie_h2d_gate"),
                 )
             )
         if pool.local_nvme is not None and pool.local_nvme.count:
@@ -178,7 +199,8 @@ def build_targets(spec: ClusterSpec, sizing: Sizing) -> tuple[Target, ...]:
                 "bw",
                 "GB/s",
                 single,
-                f"one client alone: min(its storage NICs, the filesystem's {op} supply)",
+                f"one client alone: min(its storage link × client_single {kb.factor('client_single'):g}, its storage "
+                f"NICs × LNet factors, the filesystem's {op} supply)",
                 "host",
                 "kiln_lustre_clients",
                 ("lustre",),

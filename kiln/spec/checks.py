@@ -18,6 +18,7 @@ def check(spec: ClusterSpec) -> list[SpecIssue]:
         *(_catalog(spec)),
         *(_compute(spec)),
         *(_lustre(spec)),
+        *(_server(spec)),
         *(_objectstore(spec)),
         *(_workload(spec)),
         *(_networks(spec)),
@@ -264,6 +265,31 @@ def _workload(spec: ClusterSpec) -> Iterator[SpecIssue]:
     elif rd.profile is not None and rd.profile not in kb.read_profiles:
         yield SpecIssue(
             "workload.read_demand.profile", rd.profile, "unknown read profile", suggest(rd.profile, kb.read_profiles)
+        )
+
+
+def _server(spec: ClusterSpec) -> Iterator[SpecIssue]:
+    sv = spec.lustre.oss.server
+    if sv is None:
+        return
+    p = "lustre.oss.server"
+    if (sv.read_GBps is None) != (sv.write_GBps is None):
+        yield SpecIssue(
+            p,
+            sv.model_dump(exclude_none=True),
+            "a published ceiling needs both read_GBps and write_GBps",
+            "give both figures as the vendor publishes them, or neither (the ceiling is then derived from PCIe)",
+        )
+    if sv.read_GBps is not None and not sv.source:
+        yield SpecIssue(
+            f"{p}.source", None, "a published ceiling needs its source", "name the document, table or URL it is from"
+        )
+    if spec.lustre.oss.nodes % sv.servers_per_unit:
+        yield SpecIssue(
+            f"{p}.servers_per_unit",
+            sv.servers_per_unit,
+            f"lustre.oss.nodes ({spec.lustre.oss.nodes}) is not a whole number of units",
+            f"make lustre.oss.nodes a multiple of {sv.servers_per_unit}",
         )
 
 

@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from kiln.spec.types import Name
+from kiln.spec.types import Name, Text
 
 FSNAME_RE = r"^[A-Za-z][A-Za-z0-9_]{0,7}$"
 IFACE_RE = r"^[A-Za-z0-9_.:-]{1,15}$"
@@ -149,10 +149,49 @@ class Mds(Model):
     mdts: TargetGroup = Field(description="MDTs per MDS node.")
 
 
+class ServerCeiling(Model):
+    """What one storage server, or one appliance whose controllers several servers share, can move.
+
+    Give the PCIe parts (the model derives a ceiling from them) or the ceiling the vendor publishes
+    (read_GBps and write_GBps with their source); a published ceiling wins over the parts.
+    """
+
+    pcie_gen: int | None = Field(
+        default=None, ge=3, le=6, description="PCIe generation of the server's slots; default the storage NIC's."
+    )
+    pcie_lanes: int | None = Field(
+        default=None,
+        ge=8,
+        le=512,
+        description="PCIe lanes that carry drive and NIC traffic; default x16 per storage NIC plus x4 per drive.",
+    )
+    read_GBps: Positive | None = Field(
+        default=None, le=10000, description="Published read ceiling of one unit (server or appliance), GB/s."
+    )
+    write_GBps: Positive | None = Field(
+        default=None, le=10000, description="Published write ceiling of one unit (server or appliance), GB/s."
+    )
+    servers_per_unit: int = Field(
+        default=1,
+        ge=1,
+        le=16,
+        description="OSS nodes that share one ceiling: 1 for a server, e.g. 4 for an appliance whose two "
+        "controllers run four OSS virtual machines.",
+    )
+    source: Text | None = Field(
+        default=None, description="Where the published ceiling comes from (document, table, URL); required with it."
+    )
+
+
 class Oss(Model):
     nodes: int = Field(ge=1, le=4096, description="OSS nodes.")
     nics: NicGroup = Field(description="Storage NICs per OSS.")
     osts: TargetGroup = Field(description="OSTs per OSS node.")
+    server: ServerCeiling | None = Field(
+        default=None,
+        description="The server (or appliance) ceiling: PCIe parts or a published figure; default derived from "
+        "the NICs' PCIe generation and x16 per NIC plus x4 per drive.",
+    )
 
 
 class LnetNetwork(Model):
@@ -228,6 +267,16 @@ class ReadDemand(Model):
     GBps_per_gpu: Positive | None = Field(default=None, description="Explicit per-GPU read demand, GB/s.")
 
 
+class Samples(Model):
+    """How training reads its data: sample size and files per sample size the request-rate layers."""
+
+    size_KB: Positive = Field(le=10_000_000, description="Mean sample size, KB (10^3 bytes).")
+    files_per_sample: int = Field(
+        default=1, ge=0, le=1024, description="Files opened per sample (1: a file per sample; 0: samples packed "
+        "into large shards, so opens do not limit reads)."
+    )
+
+
 class Workload(Model):
     model_params_B: Positive = Field(description="Model parameters, billions.")
     checkpoint: Checkpoint = Field(description="Checkpoint cadence and budget.")
@@ -235,6 +284,11 @@ class Workload(Model):
     read_demand: ReadDemand = Field(
         default_factory=lambda: ReadDemand(profile="llm-text"),
         description="Per-GPU read demand: a named profile or GBps_per_gpu.",
+    )
+    samples: Samples | None = Field(
+        default=None,
+        description="Sample size and files per sample; with it the plan adds metadata and IOPS layers "
+        "(omitted: large sequential reads are assumed).",
     )
 
 

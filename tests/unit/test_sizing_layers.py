@@ -1,0 +1,168 @@
+"""The sizing model's layers beyond NICs and drives: server ceiling, client ceiling, protection slot,
+metadata/IOPS for small files, object-store PUT replication, and NCCL targets by forced algorithm."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from kiln import knowledge
+from kiln.plan import build_plan
+from kiln.plan.serialize import plan_to_dict
+from kiln.plan.sizing import replica_count
+from kiln.spec import SpecError, validate
+
+
+def plan_of(data: dict[str, Any]) -> Any:
+    return build_plan(validate(data, "test"), "test")
+
+
+def layer(plan: Any, name: str) -> Any:
+    return next(la for la in plan.sizing.layers if la.name == name)
+
+
+def target(plan: Any, check: str) -> Any:
+    return next(t for t in plan.targets if t.check == check)
+
+
+def test_every_stack_shows_the_new_layers(stack: Any) -> None:
+    names = [la.name for la in plan_of(stack("prod-h100")).sizing.layers]
+    for name in ("client_hosts", "oss_servers", "protection"):
+        assert name in names
+
+
+def test_published_server_ceiling_bounds_the_aggregate(stack: Any) -> None:
+    data = stack("prod-h100")
+    before = plan_of(data).sizing
+    # An appliance of two OSS sharing 60/40 GB/s: 4 OSS = 2 units = 120/80 GB/s.
+    data["lustre"]["oss"]["server"] = {
+        "read_GBps": 60, "write_GBps": 40, "servers_per_unit": 2, "source": "vendor datasheet (test)"
+    }
+    s = plan_of(data).sizing
+    assert layer(plan_of(data), "oss_servers").read_GBps == pytest.approx(120)
+    assert s.aggregate_read_GBps == pytest.approx(120)
+    assert s.aggregate_read_GBps < before.aggregate_read_GBps
+    assert s.aggregate_write_GBps == pytest.approx(80)
+    assert s.read_bottleneck == "oss_servers" and s.write_bottleneck == "oss_servers"
+
+
+def test_server_ceiling_from_pcie_parts(stack: Any) -> None:
+    data = stack("prod-h100")
+    data["lustre"]["oss"]["server"] = {"pcie_gen": 4, "pcie_lanes": 24}
+    plan = plan_of(data)
+    la = layer(plan, "oss_servers")
+    kb = knowledge.load()
+    osts = data["lustre"]["oss"]["osts"]
+    nics, drives = data["lustre"]["oss"]["nics"]["count"], osts["per_node"] * osts.get("devices_per_target", 1)
+    share = 24 / (16 * nics + 4 * drives)
+    expected = min(16 * nics, 4 * drives) * share * 31.5 / 16 * kb.factor("server_pcie")
+    assert la.read_GBps == pytest.approx(data["lustre"]["oss"]["nodes"] * expected)
+    assert "server_pcie" in la.factors and plan.sizing.read_bottleneck == "oss_servers"
+
+
+def test_published_ceiling_needs_source_and_both_figures(stack: Any) -> None:
+    data = stack("prod-h100")
+    data["lustre"]["oss"]["server"] = {"read_GBps": 60}
+    with pytest.raises(SpecError) as e:
+        validate(data, "test")
+    text = str(e.value)
+    assert "lustre.oss.server" in text and "write_GBps" in text and "source" in text
+
+
+def test_appliance_units_must_divide_the_oss(stack: Any) -> None:
+    data = stack("prod-h100")
+    data["lustre"]["oss"]["server"] = {"read_GBps": 60, "write_GBps": 40, "servers_per_unit": 3, "source": "x"}
+    with pytest.raises(SpecError, match="servers_per_unit"):
+        validate(data, "test")
+
+
+def test_one_client_alone_stops_at_its_ceiling(stack: Any) -> None:
+    plan = plan_of(stack("prod-h100"))
+    kb = knowledge.load()
+    pool = stack("prod-h100")["compute"]["pools"][0]
+    link = pool["storage_nics"]["count"] * kb.nics[pool["storage_nics"]["nic"]].link_GBps
+    assert plan.sizing.single_client_read_GBps == pytest.approx(link * kb.factor("client_single"))
+    assert target(plan, "storage.fio_lustre_read").expected == pytest.approx(plan.sizing.single_client_read_GBps)
+
+
+def test_protection_layer_is_the_drives_until_a_level_is_declared(stack: Any) -> None:
+    plan = plan_of(stack("prod-h100"))
+    assert layer(plan, "protection").read_GBps == layer(plan, "ost_devices").read_GBps
+    assert layer(plan, "protection").write_GBps == layer(plan, "ost_devices").write_GBps
+
+
+def test_small_files_are_bound_by_metadata(stack: Any) -> None:
+    data = stack("prod-h100")
+    data["workload"]["samples"] = {"size_KB": 100, "files_per_sample": 1}
+    plan = plan_of(data)
+    s = plan.sizing
+    md = layer(plan, "metadata")
+    kb = knowledge.load()
+    mdts = data["lustre"]["mds"]["nodes"] * data["lustre"]["mds"]["mdts"]["per_node"]
+    assert md.read_GBps == pytest.approx(mdts * kb.workload.metadata.mdt_open_ops_per_s.nvme * 100e3 / 1e9)
+    assert s.read_bottleneck == "metadata"
+    assert math.isinf(md.write_GBps) and s.write_bottleneck != "metadata"
+    assert plan_to_dict(plan)["sizing"]["layers"][[la.name for la in s.layers].index("metadata")]["write_GBps"] is None
+
+
+def test_packed_samples_skip_the_open_layer(stack: Any) -> None:
+    data = stack("prod-h100")
+    data["workload"]["samples"] = {"size_KB": 100, "files_per_sample": 0}
+    names = [la.name for la in plan_of(data).sizing.layers]
+    assert "metadata" not in names and "ost_iops" in names
+
+
+def test_large_samples_are_not_bound_by_requests(stack: Any) -> None:
+    data = stack("prod-h100")
+    data["workload"]["samples"] = {"size_KB": 100_000, "files_per_sample": 1}
+    s = plan_of(data).sizing
+    assert s.read_bottleneck not in ("metadata", "ost_iops")
+
+
+def test_more_mdts_raise_the_small_file_ceiling(stack: Any) -> None:
+    data = stack("prod-h100")
+    data["workload"]["samples"] = {"size_KB": 100}
+    before = plan_of(data).sizing.aggregate_read_GBps
+    data["lustre"]["mds"]["mdts"]["per_node"] += 1
+    assert plan_of(data).sizing.aggregate_read_GBps > before
+
+
+@pytest.mark.parametrize(("code", "copies"), [("000", 1), ("001", 2), ("010", 2), ("200", 3), ("111", 4)])
+def test_replica_count(code: str, copies: int) -> None:
+    assert replica_count(code) == copies
+
+
+def test_put_pays_for_every_copy(stack: Any) -> None:
+    data = stack("prod-h100")
+    data["objectstore"]["replication"] = "000"
+    single = target(plan_of(data), "objectstore.s3_put").expected
+    data["objectstore"]["replication"] = "001"
+    plan = plan_of(data)
+    assert target(plan, "objectstore.s3_put").expected == pytest.approx(single / 2, rel=1e-3)
+    assert target(plan, "objectstore.s3_get").expected > target(plan, "objectstore.s3_put").expected
+
+
+def test_nccl_targets_force_their_algorithm(stack: Any) -> None:
+    plan = plan_of(stack("prod-h100"))
+    kb = knowledge.load()
+    intra, inter = target(plan, "fabric.nccl_allreduce_intra"), target(plan, "fabric.nccl_allreduce_inter")
+    assert dict(intra.env) == {"NCCL_ALGO": "NVLS"} and dict(inter.env) == {"NCCL_ALGO": "Ring"}
+    assert intra.expected == kb.gpus["h100-sxm"].nccl_intra_busbw_GBps
+    pool = stack("prod-h100")["compute"]["pools"][0]
+    rails = pool["compute_rails"]["count"] * kb.nics[pool["compute_rails"]["nic"]].link_GBps
+    # One discount (fabric_allreduce of line rate), not payload × allreduce.
+    assert inter.expected == pytest.approx(rails * kb.factor("fabric_allreduce"), rel=1e-4)
+    assert inter.expected / rails > 0.85
+
+
+def test_gated_checks_fail_at_the_production_gate(stack: Any) -> None:
+    plan = plan_of(stack("prod-h100"))
+    kb = knowledge.load()
+    ib = target(plan, "fabric.ib_write_bw")
+    assert ib.fail == pytest.approx(400 / 8 * kb.factor("ib_write_bw_gate"), rel=1e-4)  # 375 Gb/s per NDR400 port
+    assert ib.expected >= ib.warn >= ib.fail
+    h2d = target(plan, "gpu.h2d_bw")
+    assert h2d.fail == pytest.approx(63.0 * kb.factor("pcie_h2d_gate"), rel=1e-4)  # 52 GB/s on Gen5
+    assert h2d.expected >= h2d.warn >= h2d.fail
