@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from kiln import knowledge
 from kiln.plan.model import Checkpoint, Layer, Sizing
+from kiln.spec import catalog
 from kiln.spec.errors import SpecIssue
 from kiln.spec.models import ClusterSpec, Device
 
@@ -54,10 +55,9 @@ def read_demand(spec: ClusterSpec) -> tuple[float, float, str]:
 
 def per_oss(spec: ClusterSpec) -> tuple[float, float]:
     """(read, write) one OSS delivers: the least of its NICs, its server ceiling and its (protected) OSTs."""
-    kb = knowledge.load()
     lu = spec.lustre
     f, _ = lnet_factor(spec)
-    nic = lu.oss.nics.count * kb.nics[lu.oss.nics.nic].link_GBps * f
+    nic = lu.oss.nics.count * catalog.nics(spec)[lu.oss.nics.nic].link_GBps * f
     dev = device_figures(lu.oss.osts.device)
     n_dev = lu.oss.osts.per_node * lu.oss.osts.devices_per_target
     rf, wf = _ost_factors(spec)
@@ -93,7 +93,7 @@ def server_ceiling(spec: ClusterSpec) -> tuple[float, float, str, tuple[str, ...
         k = sv.servers_per_unit
         how = f"published ceiling {sv.read_GBps:g}/{sv.write_GBps:g} GB/s per unit of {k} OSS ({sv.source})"
         return sv.read_GBps / k, sv.write_GBps / k, how, ()
-    nic = kb.nics[oss.nics.nic]
+    nic = catalog.nics(spec)[oss.nics.nic]
     gen = sv.pcie_gen if sv is not None and sv.pcie_gen is not None else (nic.pcie_gen or 4)
     lane = kb.pcie.rates[gen] / 16
     drives = oss.osts.per_node * oss.osts.devices_per_target
@@ -177,7 +177,7 @@ def objectstore_rates(spec: ClusterSpec) -> tuple[float, float, str]:
         return os_.throughput_GBps, os_.throughput_GBps, "objectstore.throughput_GBps (external, as sold)"
     kb = knowledge.load()
     assert os_.nics is not None and os_.disks is not None
-    nic = os_.nics.count * kb.nics[os_.nics.nic].link_GBps * kb.factor("tcp_payload")
+    nic = os_.nics.count * catalog.nics(spec)[os_.nics.nic].link_GBps * kb.factor("tcp_payload")
     disk = kb.nvme[os_.disks.device]
     s3 = kb.factor("s3_gateway")
     copies = replica_count(os_.replication)
@@ -215,11 +215,12 @@ def build_sizing(spec: ClusterSpec) -> tuple[Sizing, list[SpecIssue]]:
     budget_s = spec.workload.checkpoint.interval_min * 60 * spec.workload.checkpoint.budget_fraction
     required_write = ck_bytes / budget_s / 1e9
 
-    client_link = sum(p.nodes * p.storage_nics.count * kb.nics[p.storage_nics.nic].link_GBps for p in pools)
+    nic_models = catalog.nics(spec)
+    client_link = sum(p.nodes * p.storage_nics.count * nic_models[p.storage_nics.nic].link_GBps for p in pools)
     client = client_link * f_lnet
     f_single = kb.factor("client_single")
     fabric = client_link * payload / spec.fabric.oversubscription
-    oss_link = lu.oss.nodes * lu.oss.nics.count * kb.nics[lu.oss.nics.nic].link_GBps
+    oss_link = lu.oss.nodes * lu.oss.nics.count * catalog.nics(spec)[lu.oss.nics.nic].link_GBps
     oss = oss_link * f_lnet
     sv_r, sv_w, sv_how, sv_factors = server_ceiling(spec)
     dev = device_figures(lu.oss.osts.device)
@@ -300,7 +301,7 @@ def build_sizing(spec: ClusterSpec) -> tuple[Sizing, list[SpecIssue]]:
     agg_read, agg_write = rb.read_GBps, wb.write_GBps
 
     node_limits = [
-        p.storage_nics.count * kb.nics[p.storage_nics.nic].link_GBps * min(f_lnet, f_single) for p in pools
+        p.storage_nics.count * nic_models[p.storage_nics.nic].link_GBps * min(f_lnet, f_single) for p in pools
     ]
     node_limit = min(node_limits)
     per_client_read = min(node_limit, agg_read / nodes)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from kiln import knowledge
 from kiln.plan.model import Scope, Sizing, Target
 from kiln.plan.sizing import objectstore_rates
+from kiln.spec import catalog
 from kiln.spec.models import ClusterSpec
 
 # Conformance checks compare state with the plan; their metric is the number of mismatches.
@@ -79,11 +80,12 @@ def build_targets(spec: ClusterSpec, sizing: Sizing) -> tuple[Target, ...]:
             continue
         out.append(Target(check, "mismatches", "count", 0, 0, 0, why, "host", False, group, (req,) if req else ()))
     rdma = spec.fabric.kind != "tcp"
+    nic_models, gpu_models = catalog.nics(spec), catalog.gpus(spec)
     pay = kb.factor("rdma_payload")
     ib_gate = kb.factor("ib_write_bw_gate")
     for pool in spec.compute.pools:
         g = f"kiln_pool_{pool.name.replace('-', '_')}"
-        rail = kb.nics[pool.compute_rails.nic]
+        rail = nic_models[pool.compute_rails.nic]
         if rdma and pool.compute_rails.count:
             for op in ("write", "read"):
                 out.append(
@@ -102,7 +104,7 @@ def build_targets(spec: ClusterSpec, sizing: Sizing) -> tuple[Target, ...]:
                         gate=rail.link_GBps * ib_gate,
                     )
                 )
-        gpu = kb.gpus[pool.gpu.model]
+        gpu = gpu_models[pool.gpu.model]
         intra_algo = nccl_algorithm(gpu.nvswitch, gpu.pcie_gen, inter=False)
         if pool.gpu.count > 1:
             out.append(
@@ -173,7 +175,7 @@ def build_targets(spec: ClusterSpec, sizing: Sizing) -> tuple[Target, ...]:
                         ("nvme",),
                     )
                 )
-    storage_nic = kb.nics[spec.compute.pools[0].storage_nics.nic]
+    storage_nic = nic_models[spec.compute.pools[0].storage_nics.nic]
     iperf = storage_nic.link_Gbps * kb.factor("tcp_payload")
     out.append(
         _perf(

@@ -6,8 +6,8 @@ import ipaddress
 from collections import Counter
 from dataclasses import dataclass
 
-from kiln import knowledge
 from kiln.plan.model import Host, LnetNet, LustreTarget, Nic, Role, TargetKind
+from kiln.spec import catalog
 from kiln.spec.checks import rail_devices
 from kiln.spec.models import ClusterSpec, NicGroup, TargetGroup
 
@@ -58,7 +58,7 @@ def _nics(
     storage: NicGroup,
     storage_alloc: _Allocator,
 ) -> tuple[Nic, ...]:
-    kb = knowledge.load()
+    nic_models = catalog.nics(spec)
     fabric = spec.fabric.kind
     rdma = fabric != "tcp"
     out: list[Nic] = []
@@ -66,7 +66,7 @@ def _nics(
     if compute is not None:
         devs = rail_devices(compute) if rdma else [None] * compute.count
         for iface, dev in zip(_interfaces(compute, fabric, 0), devs, strict=True):
-            out.append(Nic("compute", compute.nic, iface, dev, None, None, kb.nics[compute.nic].link_Gbps))
+            out.append(Nic("compute", compute.nic, iface, dev, None, None, nic_models[compute.nic].link_Gbps))
     nets = [n.name for n in spec.lustre.lnet]
     devs = rail_devices(storage, start=n_compute) if rdma else [None] * storage.count
     for j, (iface, dev) in enumerate(zip(_interfaces(storage, fabric, n_compute), devs, strict=True)):
@@ -79,7 +79,7 @@ def _nics(
                 dev,
                 addr,
                 f"{addr}@{nets[j % len(nets)]}",
-                kb.nics[storage.nic].link_Gbps,
+                nic_models[storage.nic].link_Gbps,
             )
         )
     return tuple(out)

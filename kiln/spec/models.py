@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from kiln.spec.types import Name, Text
+from kiln.spec.types import CatalogName, Name, Text
 
 FSNAME_RE = r"^[A-Za-z][A-Za-z0-9_]{0,7}$"
 IFACE_RE = r"^[A-Za-z0-9_.:-]{1,15}$"
@@ -30,7 +30,9 @@ class NicGroup(Model):
     """A set of identical NICs in one host."""
 
     count: int = Field(ge=0, le=32, description="How many NICs of this model the host has.")
-    nic: str = Field(description="NIC model from the hardware catalog (kiln/knowledge/hardware.yaml).")
+    nic: str = Field(
+        description="NIC model from the hardware catalog (kiln/knowledge/hardware.yaml) or the stack's hardware.nics."
+    )
     devices: list[str] | None = Field(
         default=None,
         description="RDMA device names (e.g. mlx5_0); default mlx5_<n> numbered after the rails before.",
@@ -41,8 +43,10 @@ class NicGroup(Model):
 
 
 class Gpus(Model):
-    model: str = Field(description="GPU model from the hardware catalog.")
-    count: int = Field(ge=1, le=16, description="GPUs per node.")
+    model: str = Field(description="GPU model from the hardware catalog or the stack's hardware.gpus.")
+    count: int = Field(
+        ge=1, le=64, description="GPUs per node (up to 64: one OS image over a large NVLink domain counts all)."
+    )
 
 
 class LocalNvme(Model):
@@ -325,6 +329,41 @@ class Acceptance(Model):
     )
 
 
+class InlineNic(Model):
+    """A NIC that is not in the hardware catalog, with its figures and where they come from."""
+
+    description: Text = Field(description="What the NIC is (vendor, model, ports).")
+    link_Gbps: float = Field(gt=0, le=3200, description="Line rate of one port as the host uses it, Gb/s.")
+    fabrics: list[Literal["infiniband", "roce", "tcp"]] = Field(min_length=1, description="Fabrics it runs.")
+    pcie_gen: int = Field(ge=3, le=6, description="PCIe generation of its host interface.")
+    source: Text = Field(description="Datasheet or measurement the figures come from.")
+
+
+class InlineGpu(Model):
+    """A GPU that is not in the hardware catalog, with its figures and where they come from."""
+
+    description: Text = Field(description="What the GPU is (vendor, model, form factor).")
+    memory_GB: float = Field(gt=0, le=4096, description="GPU memory, GB.")
+    pcie_gen: int = Field(ge=3, le=6, description="PCIe generation of its host interface.")
+    nvswitch: bool = Field(description="Whether the node's GPUs meet behind an NVSwitch.")
+    nvlink_GBps: float = Field(ge=0, le=10000, description="NVLink bandwidth per GPU, GB/s (0: none).")
+    nccl_intra_busbw_GBps: float = Field(
+        gt=0, le=10000, description="all_reduce_perf bus bandwidth inside one node at large sizes, GB/s."
+    )
+    source: Text = Field(description="Datasheet or measurement the figures come from (busbw included).")
+
+
+class Hardware(Model):
+    """Hardware the catalog lacks, described inline; names must not shadow catalog entries."""
+
+    nics: dict[CatalogName, InlineNic] = Field(
+        default_factory=dict, description="NIC models by name; NicGroup.nic may name them."
+    )
+    gpus: dict[CatalogName, InlineGpu] = Field(
+        default_factory=dict, description="GPU models by name; a pool's gpu.model may name them."
+    )
+
+
 class ClusterSpec(Model):
     """One environment: the `kiln:cluster` object of stacks/Pulumi.<env>.yaml."""
 
@@ -336,6 +375,9 @@ class ClusterSpec(Model):
     lustre: Lustre = Field(description="The Lustre filesystem.")
     objectstore: ObjectStore = Field(description="The S3 data lake.")
     workload: Workload = Field(description="What the cluster trains: sizes the plan's demand.")
+    hardware: Hardware = Field(
+        default_factory=Hardware, description="NICs and GPUs the catalog lacks, with figures and sources."
+    )
     kubernetes: Kubernetes = Field(
         default_factory=Kubernetes, description="The Kubernetes side (Pulumi program, kiln render)."
     )

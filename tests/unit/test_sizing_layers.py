@@ -166,3 +166,67 @@ def test_gated_checks_fail_at_the_production_gate(stack: Any) -> None:
     h2d = target(plan, "gpu.h2d_bw")
     assert h2d.fail == pytest.approx(63.0 * kb.factor("pcie_h2d_gate"), rel=1e-4)  # 52 GB/s on Gen5
     assert h2d.expected >= h2d.warn >= h2d.fail
+
+
+def _h100_pcie(data: dict[str, Any]) -> dict[str, Any]:
+    data["hardware"] = {
+        "gpus": {
+            "h100-pcie": {
+                "description": "NVIDIA H100 PCIe 80 GB, pairs joined by NVLink bridges",
+                "memory_GB": 80, "pcie_gen": 5, "nvswitch": False, "nvlink_GBps": 600,
+                "nccl_intra_busbw_GBps": 116,
+                "source": "H100 PCIe datasheet; busbw of 2 bridged GPUs, github.com/NVIDIA/nccl-tests/issues/194",
+            }
+        },
+        "nics": {
+            "acme-800g": {
+                "description": "a 800 Gb/s NIC the catalog lacks (test)", "link_Gbps": 800,
+                "fabrics": ["infiniband"], "pcie_gen": 5, "source": "vendor datasheet (test)",
+            }
+        },
+    }
+    return data
+
+
+def test_inline_hardware_is_planned_with_its_figures(stack: Any) -> None:
+    data = _h100_pcie(stack("prod-h100"))
+    pool = data["compute"]["pools"][0]
+    pool["gpu"] = {"model": "h100-pcie", "count": 2}
+    pool["storage_nics"] = {"count": 1, "nic": "acme-800g"}
+    plan = plan_of(data)
+    intra = target(plan, "fabric.nccl_allreduce_intra")
+    assert intra.expected == 116 and dict(intra.env) == {"NCCL_ALGO": "Ring"}
+    assert "stack (inline)" in intra.why
+    kb = knowledge.load()
+    link = pool["nodes"] * 800 / 8
+    assert layer(plan, "client_hosts").read_GBps == pytest.approx(link * kb.factor("client_single"))
+    assert plan.host("gpu001").nics[-1].link_Gbps == 800
+
+
+def test_inline_names_must_not_shadow_the_catalog(stack: Any) -> None:
+    data = _h100_pcie(stack("prod-h100"))
+    data["hardware"]["nics"]["cx7-ndr400"] = data["hardware"]["nics"].pop("acme-800g")
+    with pytest.raises(SpecError, match=r"hardware\.nics\.cx7-ndr400"):
+        validate(data, "test")
+
+
+def test_inline_entries_need_a_source(stack: Any) -> None:
+    data = _h100_pcie(stack("prod-h100"))
+    del data["hardware"]["gpus"]["h100-pcie"]["source"]
+    with pytest.raises(SpecError, match="source"):
+        validate(data, "test")
+
+
+def test_unknown_models_point_at_the_inline_section(stack: Any) -> None:
+    data = stack("prod-h100")
+    data["compute"]["pools"][0]["gpu"]["model"] = "h100-pcie"
+    with pytest.raises(SpecError, match="hardware.gpus"):
+        validate(data, "test")
+
+
+def test_more_than_sixteen_gpus_per_node(stack: Any) -> None:
+    data = stack("prod-h100")
+    data["compute"]["pools"][0]["gpu"]["count"] = 32
+    plan = plan_of(data)
+    assert plan.host("gpu001").gpus == 32
+    assert plan.sizing.gpus_total == 32 * data["compute"]["pools"][0]["nodes"]
