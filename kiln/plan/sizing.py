@@ -351,6 +351,18 @@ def build_sizing(spec: ClusterSpec) -> tuple[Sizing, list[SpecIssue]]:
         f"planner recommends ≥ {rec} OSS nodes for {headroom:g}× headroom on read demand and checkpoint writes; "
         f"the stack has {lu.oss.nodes}",
     ]
+    sv = lu.oss.server
+    if sv is None or sv.read_GBps is None:
+        notes.append(
+            "server ceiling derived from PCIe × server_pcie, a kit assumption no published storage measurement has "
+            "calibrated yet (docs/sizing-model.md, Calibration): give lustre.oss.server.read_GBps/write_GBps with "
+            "the vendor's published figure and its source"
+        )
+    if spec.workload.samples is None:
+        notes.append(
+            "request rate not modelled: large sequential reads are assumed; give workload.samples (size_KB, "
+            "files_per_sample) to add the metadata and OST IOPS layers"
+        )
     if not meets:
         notes.append(f"checkpoint misses its budget: add OSS/OSTs (recommended {rec} OSS) or relax the budget")
     sizing = Sizing(

@@ -230,3 +230,13 @@ def test_more_than_sixteen_gpus_per_node(stack: Any) -> None:
     plan = plan_of(data)
     assert plan.host("gpu001").gpus == 32
     assert plan.sizing.gpus_total == 32 * data["compute"]["pools"][0]["nodes"]
+
+
+def test_the_plan_says_what_is_assumed(stack: Any) -> None:
+    data = stack("prod-h100")
+    notes = " ".join(plan_of(data).sizing.notes)
+    assert "kit assumption" in notes and "workload.samples" in notes
+    data["lustre"]["oss"]["server"] = {"read_GBps": 90, "write_GBps": 65, "servers_per_unit": 2, "source": "x"}
+    data["workload"]["samples"] = {"size_KB": 100}
+    notes = " ".join(plan_of(data).sizing.notes)
+    assert "kit assumption" not in notes and "workload.samples" not in notes
