@@ -220,7 +220,7 @@ def test_inline_entries_need_a_source(stack: Any) -> None:
 def test_unknown_models_point_at_the_inline_section(stack: Any) -> None:
     data = stack("prod-h100")
     data["compute"]["pools"][0]["gpu"]["model"] = "h100-pcie"
-    with pytest.raises(SpecError, match="hardware.gpus"):
+    with pytest.raises(SpecError, match=r"hardware\.gpus"):
         validate(data, "test")
 
 
