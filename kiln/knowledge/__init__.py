@@ -165,6 +165,7 @@ class WorkloadFile(_File):
     checkpoint: Checkpoint
     metadata: Metadata
     pcie_GBps_per_direction: PcieRates
+    pcie_h2d_gate_GBps: PcieRates
 
     @model_validator(mode="before")
     @classmethod

@@ -140,8 +140,9 @@ def build_targets(spec: ClusterSpec, sizing: Sizing) -> tuple[Target, ...]:
                     env=(("NCCL_ALGO", nccl_algorithm(gpu.nvswitch, gpu.pcie_gen, inter=True)),),
                 )
             )
-        x16 = kb.pcie.rates[gpu.pcie_gen]
-        pcie = x16 * kb.factor("pcie_h2d")
+        gates = kb.workload.pcie_h2d_gate_GBps
+        h2d_gate = gates.rates.get(gpu.pcie_gen)
+        pcie = kb.pcie.rates[gpu.pcie_gen] * kb.factor("pcie_h2d")
         for op in ("h2d", "d2h"):
             out.append(
                 _perf(
@@ -150,12 +151,12 @@ def build_targets(spec: ClusterSpec, sizing: Sizing) -> tuple[Target, ...]:
                     "bw",
                     "GB/s",
                     pcie,
-                    f"PCIe Gen{gpu.pcie_gen} x16 ({kb.pcie.source}) × pcie_h2d; fails below the production gate "
-                    f"pcie_h2d_gate × x16 ({kb.factors['pcie_h2d_gate'].source})",
+                    f"PCIe Gen{gpu.pcie_gen} x16 ({kb.pcie.source}) × pcie_h2d"
+                    + (f"; fails below the production gate {h2d_gate:g} GB/s ({gates.source})" if h2d_gate else ""),
                     "host",
                     g,
                     ("gpu",),
-                    gate=x16 * kb.factor("pcie_h2d_gate"),
+                    gate=h2d_gate,
                 )
             )
         if pool.local_nvme is not None and pool.local_nvme.count:

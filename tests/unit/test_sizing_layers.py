@@ -4,9 +4,11 @@ metadata/IOPS for small files, object-store PUT replication, and NCCL targets by
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from kiln import knowledge
 from kiln.plan import build_plan
@@ -161,10 +163,10 @@ def test_gated_checks_fail_at_the_production_gate(stack: Any) -> None:
     plan = plan_of(stack("prod-h100"))
     kb = knowledge.load()
     ib = target(plan, "fabric.ib_write_bw")
-    assert ib.fail == pytest.approx(400 / 8 * kb.factor("ib_write_bw_gate"), rel=1e-4)  # 375 Gb/s per NDR400 port
+    assert ib.fail == pytest.approx(400 / 8 * kb.factor("ib_write_bw_gate"), rel=1e-4)  # 370 Gb/s per NDR400 port
     assert ib.expected >= ib.warn >= ib.fail
     h2d = target(plan, "gpu.h2d_bw")
-    assert h2d.fail == pytest.approx(63.0 * kb.factor("pcie_h2d_gate"), rel=1e-4)  # 52 GB/s on Gen5
+    assert h2d.fail == kb.workload.pcie_h2d_gate_GBps.rates[5] == 52  # Azure's gate on PCIe Gen5
     assert h2d.expected >= h2d.warn >= h2d.fail
 
 
@@ -240,3 +242,12 @@ def test_the_plan_says_what_is_assumed(stack: Any) -> None:
     data["workload"]["samples"] = {"size_KB": 100}
     notes = " ".join(plan_of(data).sizing.notes)
     assert "kit assumption" not in notes and "workload.samples" not in notes
+
+
+def test_host_link_gate_follows_the_pcie_generation() -> None:
+    cal = Path(__file__).resolve().parents[2] / "bench" / "calibration" / "cases" / "a100-node-hdr200.yaml"
+    doc = yaml.safe_load(cal.read_text())
+    plan = plan_of(doc["cluster"])
+    h2d = target(plan, "gpu.h2d_bw")
+    assert h2d.fail == 24  # Azure's A100 (Gen4) gate, not the H100 (Gen5) one scaled
+    assert doc["measurements"][0]["published"] >= h2d.fail  # a measured healthy A100 passes
