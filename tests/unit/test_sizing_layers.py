@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kiln import knowledge
 from kiln.plan import build_plan
@@ -251,3 +253,43 @@ def test_host_link_gate_follows_the_pcie_generation() -> None:
     h2d = target(plan, "gpu.h2d_bw")
     assert h2d.fail == 24  # Azure's A100 (Gen4) gate, not the H100 (Gen5) one scaled
     assert doc["measurements"][0]["published"] >= h2d.fail  # a measured healthy A100 passes
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.integers(1, 20),  # OSS units
+    st.sampled_from([1, 2, 4]),  # servers per unit
+    st.one_of(st.none(), st.floats(1, 200)),  # published read ceiling per unit
+    st.one_of(st.none(), st.floats(1, 10_000)),  # sample size, KB
+    st.integers(0, 4),  # files per sample
+)
+def test_new_layers_keep_the_invariants(
+    units: int, per_unit: int, ceiling: float | None, size_KB: float | None, files: int
+) -> None:
+    from tests.conftest import stack_data
+
+    data = stack_data("prod-h100")
+    data["lustre"]["failover"] = "none"
+    data["lustre"]["oss"].pop("nodes")
+    data["lustre"]["pools"] = []
+    data["workload"]["checkpoint"]["budget_fraction"] = 0.5
+
+    def plan_for(n_units: int) -> Any:
+        d = {**data, "lustre": {**data["lustre"], "oss": {**data["lustre"]["oss"], "nodes": n_units * per_unit}}}
+        d["lustre"]["oss"]["osts"] = {k: v for k, v in d["lustre"]["oss"]["osts"].items() if k != "paths"}
+        if ceiling is not None:
+            d["lustre"]["oss"]["server"] = {"read_GBps": ceiling, "write_GBps": ceiling / 2,
+                                            "servers_per_unit": per_unit, "source": "test"}
+        if size_KB is not None:
+            d["workload"] = {**d["workload"], "samples": {"size_KB": size_KB, "files_per_sample": files}}
+        return plan_of(d).sizing
+
+    s = plan_for(units)
+    for la in s.layers:
+        if la.kind == "supply":
+            assert s.aggregate_read_GBps <= la.read_GBps + 1e-9
+            assert s.aggregate_write_GBps <= la.write_GBps + 1e-9
+    assert s.single_client_read_GBps <= s.aggregate_read_GBps + 1e-9
+    bigger = plan_for(units + 1)
+    assert bigger.aggregate_read_GBps >= s.aggregate_read_GBps - 1e-9
+    assert bigger.aggregate_write_GBps >= s.aggregate_write_GBps - 1e-9
