@@ -127,3 +127,11 @@ def load() -> Knowledge:
         tuning=tuning,
         seaweedfs=seaweedfs,
     )
+
+
+@cache
+def protection_levels() -> dict[str, dict[str, Any]]:
+    """Data protection levels (kiln/knowledge/protection.yaml): backends, device rules and data shares."""
+    levels = _read("protection.yaml")["levels"]
+    assert isinstance(levels, dict)
+    return levels

@@ -59,6 +59,18 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
             f"checkpoint save takes {sizing.checkpoint.save_s:.1f} s, over its budget of "
             f"{sizing.checkpoint.budget_s:.1f} s: {sizing.notes[-1]}",
         )
+    unprotected = sorted({t.name for t in targets_map if t.protection == "none"})
+    if unprotected:
+        warnings += (
+            f"{len(unprotected)} Lustre target(s) without redundancy (protection: none): a drive failure loses "
+            f"the target ({', '.join(unprotected[:4])}{', ...' if len(unprotected) > 4 else ''})",
+        )
+    fencing = spec.lustre.ha.fencing
+    if spec.lustre.failover == "pairs" and fencing is not None and fencing.agent == "none-lab":
+        warnings += (
+            "lustre.ha.fencing.agent is none-lab: Pacemaker runs without fencing (stonith-enabled=false); "
+            "a hung server can keep a target while its partner mounts it — not for data that matters",
+        )
     if sizing.gpus_fed < sizing.gpus_total:
         warnings += (f"storage feeds {sizing.gpus_fed} of {sizing.gpus_total} GPUs at the planned read rate",)
     return Plan(

@@ -42,6 +42,9 @@ def _variant(p: dict[str, Any]) -> dict[str, Any]:
     data["lustre"]["oss"]["osts"]["devices_per_target"] = p["devs"]
     data["lustre"]["oss"]["nics"]["count"] = p["nics"]
     data["lustre"]["oss"]["osts"].pop("paths", None)
+    # One drive per OST has no redundant default; name none. Fencing: the lab value (plan warns).
+    data["lustre"]["oss"]["osts"]["protection"] = "none" if p["devs"] == 1 else None
+    data["lustre"]["ha"] = {"fencing": {"agent": "none-lab"}}
     data["lustre"]["pools"] = []
     data["lustre"]["directories"] = [d for d in data["lustre"]["directories"] if "stripe_count" not in d]
     data["compute"]["pools"][0]["nodes"] = p["nodes"]
