@@ -126,6 +126,8 @@ def _ha_vars(plan: Plan, h: Host, targets: list[LustreTarget]) -> dict[str, Any]
                 "tier": _TIER[t.kind],
                 "node": t.host,
                 "params": {"target": t.device, "mountpoint": t.mount_point},
+                # zfs: the target's pool, imported by ocf:heartbeat:ZFS (with -o cachefile=none) before the mount.
+                "zpool": t.device.split("/", 1)[0] if t.vdevs or not t.device.startswith("/") else "",
             }
             for t in sorted(targets, key=lambda t: (_TIER[t.kind], t.index))
         ],

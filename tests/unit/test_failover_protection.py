@@ -120,3 +120,30 @@ def test_layout_words() -> None:
     assert ext4_raid_options("raid6", 6, 128) == ("--mkfsoptions=-E stride=32,stripe_width=128",)
     assert ext4_raid_options("raid10", 4, 512) == ("--mkfsoptions=-E stride=128,stripe_width=256",)
     assert ext4_raid_options("raid1", 2, 128) == ()
+
+
+def test_inventory_gives_the_partner_standby_units_and_pacemaker_resources() -> None:
+    import yaml
+
+    from kiln.render.inventory import hostid, render_inventory
+
+    spec = load_stack("prod-h100")
+    files = render_inventory(build_plan(spec), spec)
+    oss01 = yaml.safe_load(files["host_vars/oss01.yml"])
+    oss02 = yaml.safe_load(files["host_vars/oss02.yml"])
+    standby = {t["name"] for t in oss01["lustre_server_standby_targets"]}
+    assert standby == {t["name"] for t in oss02["lustre_server_targets"]}
+    assert oss01["lustre_server_standby_targets"][0]["device"] == oss02["lustre_server_targets"][0]["device"]
+    assert oss01["lustre_ha_cluster_name"] == oss02["lustre_ha_cluster_name"] == "prod-oss01-oss02"
+    resources = {r["name"]: r for r in oss01["lustre_ha_resources"]}
+    assert len(resources) == 16 and resources["prod-OST0008"]["node"] == "oss02"
+    assert resources["prod-OST0008"]["agent"] == "ocf:lustre:Lustre"
+    assert resources["prod-OST0008"]["params"]["target"] == "/dev/md/prod-ost0008"
+    mds01 = yaml.safe_load(files["host_vars/mds01.yml"])
+    assert [r["tier"] for r in mds01["lustre_ha_resources"]] == [0, 1, 1]  # MGS, then MDTs
+    servers = yaml.safe_load(files["group_vars/kiln_lustre_servers.yml"])
+    assert servers["lustre_server_manage_mounts"] is False
+    fencing = servers["lustre_ha_fencing"]
+    assert fencing["agent"] == "fence_ipmilan" and fencing["password_env"] == "KILN_FENCE_PASSWORD"
+    assert "password" not in fencing
+    assert hostid("10.100.0.12") == "0a64000c" and hostid("10.100.0.12") != hostid("10.100.0.13")
