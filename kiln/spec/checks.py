@@ -159,6 +159,9 @@ def _lustre(spec: ClusterSpec) -> Iterator[SpecIssue]:
         yield SpecIssue(
             "lustre.oss.osts.devices_per_target", lu.oss.osts.devices_per_target, "zfs needs vdevs", "set ≥ 1"
         )
+    for key, group in (("mds.nics", lu.mds.nics), ("oss.nics", lu.oss.nics)):
+        if group.count < 1:
+            yield SpecIssue(f"lustre.{key}.count", group.count, "a Lustre server needs a storage NIC", "set count ≥ 1")
     yield from _targets(spec)
     yield from _ha(spec)
     kinds = {n.name.rstrip("0123456789") for n in lu.lnet}
