@@ -286,6 +286,24 @@ def _read(name: str, model: type[M]) -> M:
     return parse(name, text, model)
 
 
+class ProtectionLevel(Entry):
+    """A data protection level behind one Lustre target (kiln/knowledge/protection.yaml)."""
+
+    backends: tuple[Literal["zfs", "ldiskfs"], ...]
+    parity: int = Field(ge=0)
+    copies: int | Literal["all"]
+    min_devices: int = Field(ge=1)
+    max_devices: int | None = None
+    even: bool = False
+    reason: Words
+    source: Words
+
+
+class ProtectionFile(Entry):
+    schema_: Literal[1] = Field(alias="schema")
+    levels: dict[str, ProtectionLevel]
+
+
 class Knowledge(Entry):
     """Every knowledge file, validated."""
 
@@ -294,6 +312,7 @@ class Knowledge(Entry):
     workload: WorkloadFile
     tuning: TuningFile
     objectstore: ObjectStoreFile
+    protection: ProtectionFile
 
     # Shortcuts for the figures most code asks for.
     @property
@@ -345,6 +364,7 @@ def load() -> Knowledge:
         workload=_read("workload.yaml", WorkloadFile),
         tuning=_read("tuning.yaml", TuningFile),
         objectstore=_read("objectstore.yaml", ObjectStoreFile),
+        protection=_read("protection.yaml", ProtectionFile),
     )
 
 
@@ -354,4 +374,5 @@ FILES: dict[str, type[BaseModel]] = {
     "workload.yaml": WorkloadFile,
     "tuning.yaml": TuningFile,
     "objectstore.yaml": ObjectStoreFile,
+    "protection.yaml": ProtectionFile,
 }

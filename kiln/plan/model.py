@@ -63,7 +63,12 @@ class LustreTarget:
     mount_point: str
     servicenodes: tuple[tuple[str, ...], ...]  # one NID list per server that may mount it
     failover_host: str | None
-    vdevs: tuple[str, ...] = ()  # zfs: drives the target's pool is built from
+    vdevs: tuple[str, ...] = ()  # zfs: the `zpool create` vdev words (mirror a b ...) of the target's pool
+    protection: str = "none"  # ProtectionLevel behind the target (kiln/knowledge/protection.yaml)
+    drives: tuple[str, ...] = ()  # the physical drives behind the target (zpool vdevs or md members)
+    mkfs_options: tuple[str, ...] = ()  # extra mkfs.lustre words the layout needs (ldiskfs RAID geometry)
+    raid_chunk_KiB: int = 0  # ldiskfs on md RAID: mdadm --chunk; 0 when there is no md array
+    ashift: int = 0  # zfs: pool ashift; 0 on ldiskfs
 
 
 @dataclass(frozen=True, slots=True)

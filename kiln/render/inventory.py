@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from kiln import knowledge
-from kiln.plan.model import Host, Plan, Tunable
+from kiln.plan.model import Host, LustreTarget, Plan, Tunable
 from kiln.plan.tuning import is_namespaced_sysctl
 from kiln.spec.models import ClusterSpec
 
@@ -69,23 +69,71 @@ def _host_vars(plan: Plan, spec: ClusterSpec, h: Host) -> dict[str, Any]:
         out["kiln_local_nvme_mount"] = pool.local_nvme.mount_point
     targets = [t for t in plan.targets_map if t.host == h.name]
     if targets:
-        out["lustre_server_targets"] = [
-            {
-                "name": t.name,
-                "kind": t.kind,
-                "index": t.index,
-                "device": t.device,
-                "mount_point": t.mount_point,
-                "mgsnode": [list(x) for x in plan.mgs_nids] if t.kind != "mgt" else [],
-                "servicenode": [list(x) for x in t.servicenodes],
-                "failover_host": t.failover_host,
-                "vdevs": list(t.vdevs),
-            }
-            for t in targets
-        ]
+        out["lustre_server_targets"] = [_target(plan, t) for t in targets]
+    standby = [t for t in plan.targets_map if t.failover_host == h.name]
+    if standby:
+        # The partner's targets: mount units written here too, started only by the HA manager.
+        out["lustre_server_standby_targets"] = [_target(plan, t) for t in standby]
+    if (targets or standby) and spec.lustre.backend == "zfs":
+        out["lustre_server_hostid"] = hostid(h.management_address)
     if h.failover_partner:
         out["kiln_failover_partner"] = h.failover_partner
+        out.update(_ha_vars(plan, h, [*targets, *standby]))
     return out
+
+
+def hostid(address: str) -> str:
+    """/etc/hostid of a ZFS server, 8 hex digits, unique per management address: ZFS multihost (MMP)
+    tells the servers of a pair apart by it (zpoolprops(7) multihost). IPv4: the address's 32 bits."""
+    ip = ipaddress.ip_address(address)
+    return f"{int(ip) & 0xFFFFFFFF:08x}"
+
+
+def _target(plan: Plan, t: LustreTarget) -> dict[str, Any]:
+    return {
+        "name": t.name,
+        "kind": t.kind,
+        "index": t.index,
+        "device": t.device,
+        "mount_point": t.mount_point,
+        "mgsnode": [list(x) for x in plan.mgs_nids] if t.kind != "mgt" else [],
+        "servicenode": [list(x) for x in t.servicenodes],
+        "failover_host": t.failover_host,
+        "vdevs": list(t.vdevs),
+        "protection": t.protection,
+        "drives": list(t.drives),
+        "mkfs_options": list(t.mkfs_options),
+        "raid_chunk_KiB": t.raid_chunk_KiB,
+        "ashift": t.ashift,
+    }
+
+
+_TIER = {"mgt": 0, "mdt": 1, "ost": 2}
+
+
+def _ha_vars(plan: Plan, h: Host, targets: list[LustreTarget]) -> dict[str, Any]:
+    """lustre_ha role input for one server of a failover pair."""
+    by_name = {x.name: x for x in plan.hosts}
+    partner = by_name[h.failover_partner] if h.failover_partner else h
+    pair = sorted([h, partner], key=lambda x: x.name)
+    return {
+        "lustre_ha_cluster_name": f"{plan.fsname}-{pair[0].name}-{pair[1].name}"[:32],
+        "lustre_ha_nodes": [{"name": x.name, "address": x.management_address} for x in pair],
+        "lustre_ha_resources": [
+            {
+                "name": t.name,
+                "agent": "ocf:lustre:Lustre",
+                "tier": _TIER[t.kind],
+                "node": t.host,
+                "params": {"target": t.device, "mountpoint": t.mount_point},
+                # zfs: the target's pool, imported by ocf:heartbeat:ZFS (with -o cachefile=none) before the mount.
+                "zpool": t.device.split("/", 1)[0] if t.vdevs or not t.device.startswith("/") else "",
+            }
+            for t in sorted(targets, key=lambda t: (_TIER[t.kind], t.index))
+        ],
+        # healthLNET pings the partner's NIDs with lctl ping.
+        "lustre_ha_lnet_check": {"host_list": list(partner.nids), "lctl": True},
+    }
 
 
 def render_inventory(plan: Plan, spec: ClusterSpec) -> dict[str, str]:
@@ -146,6 +194,18 @@ def render_inventory(plan: Plan, spec: ClusterSpec) -> dict[str, str]:
             if t.apply == "module_param"
         ],
     }
+    if spec.lustre.failover == "pairs":
+        # Pacemaker owns the mounts of a failover pair (role lustre_ha): units written, not started at boot.
+        servers["lustre_server_manage_mounts"] = False
+        fencing = spec.lustre.ha.fencing
+        if fencing is not None:
+            servers["lustre_ha_fencing"] = {
+                "agent": fencing.agent,
+                "address": fencing.address or "",
+                "username": fencing.username or "",
+                "options": dict(fencing.options),
+                "password_env": "KILN_FENCE_PASSWORD",
+            }
     files["group_vars/kiln_lustre_servers.yml"] = _dump(servers, plan)
 
     mount_options = next(t for t in tun if t.id == "client.mount.options")

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from kiln import knowledge
 from kiln.spec.errors import SpecIssue, suggest
 from kiln.spec.models import ClusterSpec, Device, NicGroup
+from kiln.spec.protection import default_level, level_problem
 
 FABRIC_NIC_SUPPORT = {"infiniband": "infiniband", "roce": "roce"}
 
@@ -158,14 +159,11 @@ def _lustre(spec: ClusterSpec) -> Iterator[SpecIssue]:
         yield SpecIssue(
             "lustre.oss.osts.devices_per_target", lu.oss.osts.devices_per_target, "zfs needs vdevs", "set ≥ 1"
         )
-    for key, group in (("mds.mdts", lu.mds.mdts), ("oss.osts", lu.oss.osts)):
-        if group.paths is not None and len(group.paths) != group.per_node:
-            yield SpecIssue(
-                f"lustre.{key}.paths",
-                group.paths,
-                f"{len(group.paths)} paths for {group.per_node} targets per node",
-                f"list {group.per_node} paths, or drop `paths` for the defaults",
-            )
+    for key, group in (("mds.nics", lu.mds.nics), ("oss.nics", lu.oss.nics)):
+        if group.count < 1:
+            yield SpecIssue(f"lustre.{key}.count", group.count, "a Lustre server needs a storage NIC", "set count ≥ 1")
+    yield from _targets(spec)
+    yield from _ha(spec)
     kinds = {n.name.rstrip("0123456789") for n in lu.lnet}
     if spec.fabric.kind == "tcp" and "o2ib" in kinds:
         yield SpecIssue(
@@ -303,3 +301,78 @@ def _networks(spec: ClusterSpec) -> Iterator[SpecIssue]:
 def _prefix_for(n: int) -> int:
     bits = max(1, (n - 1).bit_length())
     return 32 - bits
+
+
+#: Fence agents that reach the node through shared storage, not a BMC address.
+STORAGE_FENCE_AGENTS = frozenset({"fence_sbd", "fence_scsi", "fence_mpath"})
+
+
+def _targets(spec: ClusterSpec) -> Iterator[SpecIssue]:
+    """Target paths (one per target, none shared) and each group's protection level."""
+    lu = spec.lustre
+    seen: dict[str, str] = {}
+    if lu.mgs.device is not None:
+        seen[lu.mgs.device] = "lustre.mgs.device"
+    for key, nodes, group in (("mds.mdts", lu.mds.nodes, lu.mds.mdts), ("oss.osts", lu.oss.nodes, lu.oss.osts)):
+        total = nodes * group.per_node
+        if group.paths is not None:
+            if len(group.paths) != total:
+                yield SpecIssue(
+                    f"lustre.{key}.paths",
+                    group.paths,
+                    f"{len(group.paths)} paths for {total} targets ({nodes} nodes × {group.per_node}); "
+                    "paths name every target of the filesystem, in index order",
+                    f"list {total} paths, or drop `paths` for the defaults",
+                )
+            for i, path in enumerate(group.paths):
+                if path in seen:
+                    yield SpecIssue(
+                        f"lustre.{key}.paths[{i}]",
+                        path,
+                        f"two targets on one device (also {seen[path]}): formatting one destroys the other",
+                        "give every target its own device",
+                    )
+                seen.setdefault(path, f"lustre.{key}.paths[{i}]")
+        kind = key.rsplit(".", 1)[1][:-1]
+        level = group.protection or default_level(lu.backend, kind, group.devices_per_target)
+        if level is None:
+            yield SpecIssue(
+                f"lustre.{key}.protection",
+                None,
+                "one drive per target has no redundancy kiln can build, and no level is named",
+                "set devices_per_target ≥ 2, or protection: external (an array LUN) or none (no redundancy)"
+                if lu.backend == "ldiskfs"
+                else "set devices_per_target ≥ 2, or protection: none (no redundancy)",
+            )
+            continue
+        problem = level_problem(level, lu.backend, group.devices_per_target)
+        if problem:
+            yield SpecIssue(f"lustre.{key}.protection", level, *problem)
+    mgt = lu.mgs.protection
+    if lu.mgs.device is None and mgt is not None:
+        problem = level_problem(mgt, lu.backend, 1 if mgt == "none" else 2)
+        if problem is None and mgt not in ("mirror", "raid1", "none"):
+            problem = (f"the MGT is a pair of drives; {mgt} needs more", "use mirror (zfs) or raid1 (ldiskfs)")
+        if problem:
+            yield SpecIssue("lustre.mgs.protection", mgt, *problem)
+
+
+def _ha(spec: ClusterSpec) -> Iterator[SpecIssue]:
+    lu = spec.lustre
+    fencing = lu.ha.fencing
+    if lu.failover == "pairs" and fencing is None:
+        yield SpecIssue(
+            "lustre.ha.fencing",
+            None,
+            "failover pairs without fencing: a hung server could keep a target mounted while its partner mounts it",
+            "name the fence agent, e.g. lustre.ha.fencing: {agent: fence_ipmilan, address: '{host}-bmc', "
+            "username: admin}; or agent: none-lab for a lab without BMCs",
+        )
+    needs_address = fencing is not None and fencing.agent not in ("none-lab", *STORAGE_FENCE_AGENTS)
+    if fencing is not None and needs_address and (fencing.address is None or "{host}" not in fencing.address):
+        yield SpecIssue(
+            "lustre.ha.fencing.address",
+            fencing.address,
+            f"{fencing.agent} needs each server's BMC address",
+            "write it with {host} for the server name, e.g. '{host}-bmc.mgmt'",
+        )

@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from kiln.spec.types import Name
+from kiln.spec.types import Name, ProtectionLevel
 
 FSNAME_RE = r"^[A-Za-z][A-Za-z0-9_]{0,7}$"
 IFACE_RE = r"^[A-Za-z0-9_.:-]{1,15}$"
@@ -132,7 +132,29 @@ class TargetGroup(Model):
     device: Device = Field(description="The drive model behind each target.")
     paths: list[str] | None = Field(
         default=None,
-        description="Block device (or zpool/dataset) per target on each node; default /dev/disk/by-id/kiln-<kind><n>.",
+        description="Block device (ldiskfs) or zpool/dataset (zfs) of every target of this kind in the filesystem, "
+        "in index order (one per target, not per node: failover partners see the same path); "
+        "default /dev/disk/by-id/kiln-<kind><index:04d> (ldiskfs), <fsname>-<kind><index>/<kind><index> (zfs).",
+    )
+    protection: ProtectionLevel | None = Field(
+        default=None,
+        description="Redundancy of the drives behind one target. zfs: mirror (striped two-way mirrors), raidz1-3, "
+        "draid1-3 or none; ldiskfs: raid1, raid5, raid6, raid10 (Linux md), external (a RAID controller or array "
+        "LUN, one device) or none. Default: zfs mirror for 2 drives (MDTs: any even count), raidz1 for 3, raidz2 "
+        "for more; ldiskfs raid1 for 2-3 drives, raid6 for 4 or more (MDTs with an even count: raid10); one "
+        "drive has no default (name external or none).",
+    )
+    chunk_KiB: int = Field(
+        default=128,
+        ge=4,
+        le=65536,
+        description="md RAID chunk size, KiB (ldiskfs raid5/6/10): sets mdadm --chunk and the ext4 stride.",
+    )
+    ashift: int = Field(
+        default=12,
+        ge=9,
+        le=16,
+        description="zfs pool ashift (log2 of the sector size ZFS writes): 12 for 4 KiB-sector and 512e drives.",
     )
 
 
@@ -140,7 +162,59 @@ class Mgs(Model):
     mode: Literal["combined", "standalone"] = Field(
         default="combined", description="MGS on the first MDS (combined) or on its own node(s)."
     )
-    device: str | None = Field(default=None, description="MGT device path (standalone or separate MGT).")
+    device: str | None = Field(
+        default=None, description="MGT device (an array LUN or existing md device); default a mirrored pair of drives."
+    )
+    protection: ProtectionLevel | None = Field(
+        default=None,
+        description="Redundancy of the MGT's two drives: default mirror (zfs) or raid1 (ldiskfs); external when "
+        "`device` names an array LUN.",
+    )
+
+
+FENCE_AGENT_RE = r"^(fence_[a-z0-9_]{2,30}|none-lab)$"
+
+
+class Fencing(Model):
+    """How Pacemaker powers off a failed server before its partner mounts the targets."""
+
+    agent: str = Field(
+        pattern=FENCE_AGENT_RE,
+        description="fence-agents agent (fence_ipmilan, fence_redfish, fence_sbd, ...), or none-lab: no fencing "
+        "(a lab without BMCs; the plan warns, and a real target could then be mounted twice).",
+    )
+    address: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9{}._:-]{1,253}$",
+        description="BMC address of each server; {host} stands for the server name, e.g. {host}-bmc.mgmt.",
+    )
+    username: str | None = Field(
+        default=None, pattern=r"^[A-Za-z0-9._@-]{1,64}$", description="BMC user (not secret)."
+    )
+    password_secret: str = Field(
+        default="kiln:fencePassword",
+        pattern=r"^[A-Za-z0-9_.:-]{1,128}$",
+        description="Name of the Pulumi secret config key (or env KILN_FENCE_PASSWORD) holding the BMC password.",
+    )
+    options: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra agent options (e.g. {lanplus: '1'}); names as `pcs stonith describe <agent>` lists them.",
+    )
+
+    @field_validator("options")
+    @classmethod
+    def _option_names(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, val in v.items():
+            if not re.fullmatch(r"[a-z][a-z0-9_]{0,40}", key) or not re.fullmatch(r"[A-Za-z0-9._:/@-]{0,200}", val):
+                raise ValueError(f"fencing option {key}={val!r} has odd characters; fix: use the agent's option names")
+        return v
+
+
+class Ha(Model):
+    """The HA manager that fails targets over between the servers of a pair."""
+
+    manager: Literal["pacemaker"] = Field(default="pacemaker", description="Cluster manager (Pacemaker/Corosync).")
+    fencing: Fencing | None = Field(default=None, description="Fencing (STONITH); required with failover pairs.")
 
 
 class Mds(Model):
@@ -182,6 +256,7 @@ class Lustre(Model):
     mds: Mds = Field(description="Metadata servers.")
     oss: Oss = Field(description="Object storage servers.")
     failover: Literal["none", "pairs"] = Field(default="pairs", description="HA pairs of servers.")
+    ha: Ha = Field(default_factory=Ha, description="Pacemaker and fencing for failover pairs.")
     lnet: list[LnetNetwork] = Field(min_length=1, description="LNet networks (multi-rail over all storage NICs).")
     mount_point: str = Field(default="/lustre", pattern=r"^/[^\s]*$", description="Client mount point.")
     pools: list[OstPool] = Field(default_factory=list, description="OST pools.")
