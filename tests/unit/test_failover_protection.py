@@ -99,7 +99,7 @@ def test_failover_pairs_require_fencing() -> None:
     del data["lustre"]["ha"]["fencing"]
     assert "without fencing" in _issues(data)["lustre.ha.fencing"]
     data["lustre"]["ha"]["fencing"] = {"agent": "none-lab"}
-    assert any("none-lab" in w for w in _plan(data).warnings)
+    assert any("none-lab" in w.line() for w in _plan(data).warnings)
 
 
 def test_sizing_write_factor_follows_protection() -> None:
