@@ -587,9 +587,10 @@ def lustre_client(c: _Ctx) -> list[Obj]:
 def _s3_secret(c: _Ctx, namespace: str) -> Obj:
     """The credentials Secret, without data: Pulumi fills it from a Pulumi secret; GitOps users create it."""
     ns_key = ":".join(credentials_config_key(c.plan))
+    # the values come from a 0600 env file (AWS_ACCESS_KEY_ID=..., AWS_SECRET_ACCESS_KEY=...), never from
+    # kubectl's argv, where any user of the machine could read them in `ps` (docs/security.md)
     create = (f"kubectl -n {namespace} create secret generic {S3_SECRET_NAME} "
-              f"--from-literal=AWS_ACCESS_KEY_ID={c.plan.objectstore.access_key_id} "
-              "--from-literal=AWS_SECRET_ACCESS_KEY=\"$KILN_S3_SECRET_KEY\" "
+              "--from-env-file=<0600 file with AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY> "
               "--dry-run=client -o yaml | kubectl apply -f -")
     # NOTE: Flux creates the data-less Secret only if it is absent and never updates it, so the data an
     # operator puts in it is kept; Pulumi ignores the annotation.

@@ -312,6 +312,20 @@ def parse_warp(stdout: str, stderr: str = "") -> WarpResult:
     return WarpResult(tuple(ops))
 
 
+WARP_SUPPORTED = "warp v1.0.x (the version scripts/build-tools.sh pins)"
+
+
+def parse_warp_version(text: str) -> str:
+    """`warp --version` → '1.0.0'; ValueError for another version (warp ≥ 1.1 changed its --json layout)."""
+    m = re.search(r"warp version v?(\d+\.\d+\.\d+)", text)
+    if not m:
+        raise ValueError(f"cannot read the warp version from {text.strip()[:120]!r}; supported: {WARP_SUPPORTED}")
+    if _version_tuple(m.group(1))[:2] != (1, 0):
+        raise ValueError(f"unsupported warp version {m.group(1)}: its JSON layout differs from v1.0's; "
+                         f"supported: {WARP_SUPPORTED}")
+    return m.group(1)
+
+
 def _warp_error_message(err: Any) -> str:
     if isinstance(err, dict):
         cause = err.get("cause") or {}
