@@ -87,14 +87,14 @@ def test_fio_2x_units_are_kib() -> None:
     new, cur = p.parse_fio(json.dumps(d)), p.parse_fio(read("fio/write_2jobs.json"))
     assert new.aggregate_Bps("write") == pytest.approx(cur.aggregate_Bps("write"), rel=1e-3)
     d["fio version"] = "fio-4.0"
-    with pytest.raises(ParseError, match="unsupported fio version fio-4.0"):
+    with pytest.raises(ParseError, match=r"unsupported fio version fio-4.0"):
         p.parse_fio(json.dumps(d))
 
 
 def test_malformed_json_is_a_parse_error_not_an_attribute_error() -> None:
     d = json.loads(read("fio/write_2jobs.json"))
     d["jobs"][0]["write"] = "oops"
-    with pytest.raises(ParseError, match="job .* write is not a JSON object"):
+    with pytest.raises(ParseError, match=r"job .* write is not a JSON object"):
         p.parse_fio(json.dumps(d))
     d = json.loads(read("fio/write_2jobs.json"))
     d["jobs"] = ["x"]
@@ -168,7 +168,7 @@ def test_warp_failed_requests_are_an_error() -> None:
 
 def test_warp_versions() -> None:
     assert p.parse_warp_version("warp version v1.0.0 - b3452c34f08a") == "1.0.0"
-    with pytest.raises(ValueError, match="unsupported warp version 1.1.0"):
+    with pytest.raises(ValueError, match=r"unsupported warp version 1.1.0"):
         p.parse_warp_version("warp version v1.1.0 - abc")
     with pytest.raises(ValueError, match="cannot read the warp version"):
         p.parse_warp_version("sh: warp: not found")
