@@ -31,6 +31,7 @@ from kiln.plan.model import Host, Layout, Plan, Target
 from kiln.plan.serialize import target_dict
 from kiln.plan.sizing import device_figures
 from kiln.render.inventory import render_inventory
+from kiln.render.networkpolicy import network_policies
 from kiln.spec.models import ClusterSpec
 
 Obj = dict[str, Any]
@@ -962,7 +963,7 @@ def build_manifests(plan: Plan, spec: ClusterSpec) -> tuple[Component, ...]:
         Component(GPU_NODE_STACK, tuple(gpu_node_stack(c))),
         Component(NCCL_CONFIG, tuple(nccl_config(c))),
         Component(LUSTRE_CLIENT, tuple(lustre_client(c))),
-        Component(OBJECT_STORE, tuple(object_store(c))),
+        Component(OBJECT_STORE, tuple(object_store(c)) + tuple(network_policies(plan, spec))),
         Component(ACCEPTANCE, tuple(acceptance(c))),
     )
 
@@ -972,6 +973,8 @@ def policy_config(plan: Plan, spec: ClusterSpec) -> dict[str, Any]:
     k8s = spec.kubernetes
     return {
         "kiln-privileged-namespaces": {"allowedNamespaces": [k8s.storage_namespace, k8s.system_namespace]},
+        "kiln-pod-security": {"allowedNamespaces": [k8s.storage_namespace, k8s.system_namespace],
+                              "allowedCapabilities": ["IPC_LOCK"]},
         "kiln-gpu-pods-request-rails": {"poolLabel": pool_label(), "gpuResource": GPU_RESOURCE,
                                         "railResourceFormat": rail_resource_format(),
                                         "railsPerPool": rails_per_pool(plan, spec)},

@@ -203,7 +203,9 @@ def test_secrets_are_rendered_without_data(built: Any) -> None:
         assert "data" not in s and "stringData" not in s
         ann = s["metadata"]["annotations"]
         assert ann[SECRET_SOURCE_ANNOTATION] == f"pulumi-config:{plan.objectstore.credentials_secret}"
-        assert "$KILN_S3_SECRET_KEY" in ann[CREATE_WITH_ANNOTATION]
+        hint = ann[CREATE_WITH_ANNOTATION]
+        assert "--from-env-file=<0600 file" in hint  # the key is read from a file, never put on kubectl's argv
+        assert "--from-literal" not in hint and "SECRET_KEY=" not in hint
 
 
 def test_object_store_is_sized_from_the_plan(built: Any) -> None:
