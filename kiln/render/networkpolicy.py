@@ -26,7 +26,8 @@ NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set on every namespace b
 BACKEND_ROLES = ("master", "volume", "filer")
 
 
-def _ports() -> tuple[dict[str, int], int]:
+def seaweedfs_ports() -> tuple[dict[str, int], int]:
+    """SeaweedFS HTTP ports by role and the gRPC offset (kiln/knowledge/kubernetes.yaml)."""
     from kiln.render.manifests import _k, knowledge  # the pins live with the manifests' knowledge file
 
     return dict(knowledge()["seaweedfs"]["ports"]), int(_k("seaweedfs", "grpc_offset"))
@@ -47,7 +48,7 @@ def network_policies(plan: Plan, spec: ClusterSpec) -> list[dict[str, Any]]:
     """The storage namespace's NetworkPolicies for a SeaweedFS deployed on Kubernetes (none otherwise)."""
     if plan.objectstore.backend != "seaweedfs":
         return []
-    ports, grpc_offset = _ports()
+    ports, grpc_offset = seaweedfs_ports()
     storage = spec.kubernetes.storage_namespace
     training = spec.kubernetes.training_namespace
     backend_ports = [{"protocol": "TCP", "port": p} for role in BACKEND_ROLES

@@ -183,7 +183,7 @@ class ObjectstoreServices(Conformance):
 
 
 # SigV4 ListBuckets with the standard library only; runs with python3 on the object-store host.
-# Credentials come through the environment (KILN_AK/KILN_SK), never through arguments or files.
+# Credentials come through the environment (KILN_AK/KILN_SK, exported from a 0600 env file), never arguments.
 _LIST_BUCKETS_PY = r"""
 import datetime, hashlib, hmac, os, sys, urllib.request, urllib.error, re
 ep = sys.argv[1].rstrip('/'); host = ep.split('://', 1)[1]

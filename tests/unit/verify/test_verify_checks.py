@@ -392,3 +392,48 @@ def test_nonzero_exit_is_an_error_even_when_the_output_parses(check: str) -> Non
     assert measure(check, {"gpu001": remote(0)}, "gpu001", opts).value > 0
     with pytest.raises(CheckError, match=r"gpu001: .* exited with rc 137 \(timed out\): mpirun noticed"):
         measure(check, {"gpu001": remote(137)}, "gpu001", opts)
+
+
+# ------------------------------------------------------------------------------------------------ security
+
+
+def _exposure(states: dict[int, str]) -> FakeRemote:
+    def answer(cmd: str) -> tuple[int, str, str]:
+        pairs = json.loads(shlex.split(cmd)[3])
+        return 0, json.dumps([[a, p, states.get(p, "dropped")] for a, p in pairs]), ""
+
+    return FakeRemote("gpu001").on(r"^python3 -c", answer)
+
+
+def test_objectstore_exposure_fails_without_a_firewall() -> None:
+    open_all = {p: "open" for p in (8333, 9333, 19333, 8080, 18080, 8888, 18888)}
+    s = measure("security.objectstore_exposure", {"gpu001": _exposure(open_all)}, "gpu001")
+    assert s.value == 6 and s.info["checked"] == 7  # s3-01 is the lab's master: master, volume, filer × HTTP, gRPC
+    assert "s3-01 seaweedfs filer 10.89.20.7:8888: planned closed to gpu001 (object-store hosts only), found open" \
+        in s.details
+
+
+def test_objectstore_exposure_passes_with_only_s3_open_and_needs_s3() -> None:
+    assert measure("security.objectstore_exposure", {"gpu001": _exposure({8333: "open"})}, "gpu001").value == 0
+    s = measure("security.objectstore_exposure", {"gpu001": _exposure({})}, "gpu001")
+    assert s.details == ["s3-01 S3 gateway 10.89.20.7:8333: planned reachable from gpu001, found dropped"]
+
+
+def test_exposure_probe_tells_open_from_refused() -> None:
+    import socket
+    import subprocess
+    import sys
+
+    from kiln.verify.checks.security import _PROBE_PY
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen()
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    free = closed.getsockname()[1]
+    closed.close()
+    pairs = json.dumps([["127.0.0.1", srv.getsockname()[1]], ["127.0.0.1", free]])
+    out = subprocess.run([sys.executable, "-c", _PROBE_PY, pairs, "2"], capture_output=True, text=True, check=True)
+    srv.close()
+    assert [state for _, _, state in json.loads(out.stdout)] == ["open", "refused"]
