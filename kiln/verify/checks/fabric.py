@@ -83,10 +83,11 @@ class Perftest(Check):
             r = ctx.run(client, cmd, o.perftest_seconds + 120)
             try:
                 res = parse_perftest(r.stdout, r.stderr)
-            except ParseError:
+            except ParseError as exc:
                 srv = ctx.run(server, f"cat {quote(log)}", 30)
-                raise CheckError(f"{tool} {client}→{server}: no result; client: {(r.stdout + r.stderr).strip()[-300:]}"
-                                 f"; server: {srv.stdout.strip()[-300:]}") from None
+                tail = (r.stdout + r.stderr).strip()[-300:]
+                raise CheckError(f"{tool} {client}→{server}: no result ({exc.reason}); client: {tail}; "
+                                 f"server: {srv.stdout.strip()[-300:]}") from None
             tool_finished(client, tool, r)
         finally:
             ctx.run(server, f"test -s {quote(pidfile)} && kill $(cat {quote(pidfile)}) 2>/dev/null; "
