@@ -534,6 +534,9 @@ class IorResult:
         return v
 
 
+IOR_SUPPORTED = "IOR 3.x and 4.x (4.0.0 is what roles/bench_tools builds)"
+
+
 def parse_ior(stdout: str, stderr: str = "") -> IorResult:
     """IOR with -O summaryFormat=JSON (the summary array), or IOR's text 'Max Write: X MiB/sec' lines."""
     _require_output("ior", stdout, stderr)
@@ -546,11 +549,17 @@ def parse_ior(stdout: str, stderr: str = "") -> IorResult:
         data = _json_object_after("ior", text, "summary")
     except ParseError:
         data = _ior_json_lenient(text)
+    version = str(data.get("Version", "")) if data is not None else ""
+    m_ver = re.search(r"^IOR-(\S+):", text, re.M)
+    version = version or (m_ver.group(1) if m_ver else "")
+    if version and (_version_tuple(version) or (0,))[0] not in (3, 4):
+        raise ParseError("ior", f"unsupported IOR version {version}; supported: {IOR_SUPPORTED}")
     if data is not None:
         w: float | None = None
         r: float | None = None
         tasks = 0
-        for s in data.get("summary") or []:
+        for s in _list("ior", data.get("summary"), "summary", text):
+            s = _obj("ior", s, "a summary[] entry", text)
             op = str(s.get("operation", "")).lower()
             bw = _num("ior", s.get("bwMaxMIB"), f"summary {op} bwMaxMIB") * MIB
             tasks = int(_num("ior", s.get("numTasks", 0), "numTasks"))

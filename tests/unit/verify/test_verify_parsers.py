@@ -278,6 +278,13 @@ def test_ior_4_0_real_run() -> None:
     assert r.write_Bps == pytest.approx(485.3483 * p.MIB) and r.read_Bps is None and r.tasks == 2
 
 
+def test_ior_other_versions_refused() -> None:
+    d = json.loads(read("ior/ior_4.0.0_write.json"))
+    d["Version"] = "2.10.3"
+    with pytest.raises(ParseError, match=r"unsupported IOR version 2\.10\.3"):
+        p.parse_ior(json.dumps(d))
+
+
 def test_ior_json_and_text_agree() -> None:
     j = p.parse_ior(read("ior/ior_easy.json"))
     t = p.parse_ior(read("ior/ior_easy_text.txt"))
