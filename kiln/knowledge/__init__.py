@@ -257,6 +257,9 @@ class SeaweedFs(Entry):
     volume_growth_per_collection: Sourced[int]
     extra_collections: Sourced[int]
     master_port: Sourced[int]
+    volume_port: Sourced[int]
+    filer_port: Sourced[int]
+    grpc_offset: Sourced[int]
 
 
 class ObjectStoreFile(_File):

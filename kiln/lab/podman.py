@@ -119,7 +119,9 @@ def ensure_container(h: HostSpec) -> str:
     if state is not None:
         _run(["start", h.container])
         return "started"
-    args = ["run", "-d", "--name", h.container, "--hostname", h.hostname, "--systemd=always", *sysctl_isolation()]
+    # NET_ADMIN in the container's own network namespace: the firewall role loads nftables rules there
+    args = ["run", "-d", "--name", h.container, "--hostname", h.hostname, "--systemd=always", "--cap-add", "NET_ADMIN",
+            *sysctl_isolation()]
     for name, ip in h.hosts:
         args += ["--add-host", f"{name}:{ip}"]
     for net, ip in h.networks:

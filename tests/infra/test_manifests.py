@@ -222,7 +222,10 @@ def test_secrets_are_rendered_without_data(built: Any) -> None:
         assert "data" not in s and "stringData" not in s
         ann = s["metadata"]["annotations"]
         assert ann[SECRET_SOURCE_ANNOTATION] == f"pulumi-config:{plan.objectstore.credentials_secret}"
-        assert "$KILN_S3_SECRET_KEY" in ann[CREATE_WITH_ANNOTATION]
+        hint = ann[CREATE_WITH_ANNOTATION]
+        # the key is read from a 0600 file, never put on kubectl's argv
+        assert "--from-env-file=<0600 file" in hint or "--from-file=seaweedfs_s3_config=<0600 file" in hint
+        assert "--from-literal" not in hint and "SECRET_KEY=" not in hint
 
 
 def test_seaweedfs_identities_secret_holds_the_plan_identity() -> None:

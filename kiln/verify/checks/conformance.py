@@ -17,8 +17,11 @@ from kiln.verify.checks.base import (
     Rep,
     Sample,
     Subject,
+    drop_env_file,
+    push_env_file,
     quote,
     register,
+    with_env_file,
 )
 from kiln.verify.parsers import (
     ParseError,
@@ -180,7 +183,7 @@ class ObjectstoreServices(Conformance):
 
 
 # SigV4 ListBuckets with the standard library only; runs with python3 on the object-store host.
-# Credentials come through the environment (KILN_AK/KILN_SK), never through arguments or files.
+# Credentials come through the environment (KILN_AK/KILN_SK, exported from a 0600 env file), never arguments.
 _LIST_BUCKETS_PY = r"""
 import datetime, hashlib, hmac, os, sys, urllib.request, urllib.error, re
 ep = sys.argv[1].rstrip('/'); host = ep.split('://', 1)[1]
@@ -234,10 +237,13 @@ def s3_tls(ctx: Context) -> bool:
 def list_buckets(ctx: Context, host: str, endpoint: str) -> tuple[list[str], str]:
     ak, sk = s3_credentials(ctx)
     code = base64.b64encode(_LIST_BUCKETS_PY.encode()).decode()
-    cmd = (f"KILN_AK={quote(ak)} KILN_SK={quote(sk)} python3 -c "
-           f"\"import base64,sys; exec(base64.b64decode(sys.argv[2]))\" "
-           f"{quote(('https://' if s3_tls(ctx) else 'http://') + endpoint)} {code}")
-    r = ctx.run(host, cmd, 60)
+    env = push_env_file(ctx, host, "s3-list-buckets.env", {"KILN_AK": ak, "KILN_SK": sk})
+    cmd = with_env_file(env, "python3 -c \"import base64,sys; exec(base64.b64decode(sys.argv[2]))\" "
+                             f"{quote(('https://' if s3_tls(ctx) else 'http://') + endpoint)} {code}")
+    try:
+        r = ctx.run(host, cmd, 60)
+    finally:
+        drop_env_file(ctx, host, env)
     if r.rc == 127:
         raise CheckError(f"{host}: python3 is needed for the S3 ListBuckets request")
     if not r.ok:

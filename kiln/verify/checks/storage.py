@@ -5,7 +5,18 @@ from __future__ import annotations
 from abc import abstractmethod
 
 from kiln.plan.model import Target
-from kiln.verify.checks.base import Check, CheckError, Context, Rep, Sample, Subject, need_tool, quote, register
+from kiln.verify.checks.base import (
+    Check,
+    CheckError,
+    Context,
+    Rep,
+    Sample,
+    Subject,
+    need_tool,
+    quote,
+    register,
+    tool_finished,
+)
 from kiln.verify.checks.launch import launch_command
 from kiln.verify.fiojob import FioJobSpec, size_per_job
 from kiln.verify.parsers import parse_fio, parse_ior, parse_mdtest, size_bytes
@@ -57,8 +68,7 @@ class FioCheck(Check):
                f"fio --output-format=json {quote(jobfile)}")
         r = ctx.run(host, cmd, timeout)
         res = parse_fio(r.stdout, r.stderr)
-        if not r.ok:
-            raise CheckError(f"{host}: fio exited with rc {r.rc}: {r.stderr.strip()[-300:]}")
+        tool_finished(host, "fio", r)
         bw = res.aggregate_Bps(self.op)
         return Sample(bw / GB, raw={"fio.json": r.stdout, "job.fio": job.text()},
                       info={"per_job_GBps": [round(x / GB, 4) for x in res.per_job_Bps(self.op)],
@@ -138,6 +148,7 @@ class IorEasy(Check):
         cmd = launch_command(ctx, subject.hosts, o.ior_procs_per_node, ior)
         r = ctx.run(launcher, cmd, o.command_timeout_s)
         res = parse_ior(r.stdout, r.stderr)
+        tool_finished(launcher, "ior", r)
         return Sample(res.bw(self.op) / GB, raw={"ior.json": r.stdout, "command.txt": cmd},
                       info={"tasks": res.tasks})
 
@@ -174,5 +185,6 @@ class MdtestCreate(Check):
         cmd = launch_command(ctx, subject.hosts, o.ior_procs_per_node, md)
         r = ctx.run(launcher, cmd, o.command_timeout_s)
         res = parse_mdtest(r.stdout, r.stderr)
+        tool_finished(launcher, "mdtest", r)
         return Sample(res.rate("File creation").mean, raw={"mdtest.txt": r.stdout, "command.txt": cmd},
                       info={"file_stat_ops": res.rates["File stat"].mean if "File stat" in res.rates else None})

@@ -4,6 +4,7 @@ what a mismatch says, how tool output becomes a sample. Real hosts: tests/accept
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -113,9 +114,10 @@ def test_buckets_need_the_secret_and_never_pass_it_as_an_argument() -> None:
         measure("conformance.objectstore_buckets", {"s3-01": r}, "s3-01")
     s = measure("conformance.objectstore_buckets", {"s3-01": r}, "s3-01", Options(s3_secret_key="s3cr3t"))
     assert s.details[0].startswith("bucket checkpoints (checkpoints): planned, not listed by 10.89.20.")
-    cmd = r.commands[-1]
-    assert "KILN_SK=s3cr3t python3" in cmd  # environment of the process, not argv
-    assert "s3cr3t" not in cmd.split("python3", 1)[1]
+    assert not any("s3cr3t" in c for c in r.commands)  # no command line carries the secret
+    [(content, mode)] = r.secret_files.values()
+    assert "KILN_SK=s3cr3t" in content and mode == 0o600
+    assert any(c.startswith("rm -f") and c.endswith("s3-list-buckets.env") for c in r.commands)  # removed after
 
 
 def test_list_buckets_script_signs_like_sigv4() -> None:
@@ -248,6 +250,7 @@ def test_iperf3_pair_uses_storage_addresses_and_retries() -> None:
 def test_warp_credentials_only_in_the_environment() -> None:
     put = (FIX / "warp/put.json").read_text()
     r = FakeRemote("gpu001").on("command -v warp", (0, "/usr/local/bin/warp\n", "")).on(r"warp put", (0, put, ""))
+    r.on(r"warp --version", (0, "warp version v1.0.0 - b3452c34f08a\n", ""))
     ctx = context({"gpu001": r, "s3-01": FakeRemote("s3-01")}, Options(s3_secret_key="s3cr3t"))
     chk = REGISTRY["objectstore.s3_put"]
     [subject] = chk.subjects(ctx, target("objectstore.s3_put"))
@@ -256,7 +259,42 @@ def test_warp_credentials_only_in_the_environment() -> None:
     s = chk.measure(ctx, target("objectstore.s3_put"), subject, REP)
     assert s.value > 0 and s.info["endpoints"] == [f"{ctx.inventory.storage_addresses('s3-01')[0]}:8333"]
     assert "s3cr3t" not in s.raw["command.txt"] and "--secret-key" not in s.raw["command.txt"]
-    assert "WARP_SECRET_KEY=s3cr3t" in r.commands[-1]
+    assert not any("s3cr3t" in c for c in r.commands)
+    assert [c for c, m in r.secret_files.values()] == ["WARP_ACCESS_KEY=kiln\nWARP_SECRET_KEY=s3cr3t\n"]
+
+
+SECRET = "s3cr3t-Value/With+Chars"
+
+
+@pytest.mark.parametrize("check", ["conformance.objectstore_buckets", "objectstore.s3_get", "objectstore.s3_put"])
+def test_no_secret_in_any_argv(check: str) -> None:
+    """Every command line a check builds (the remote `sh -c` argument and the local transfer) lacks the secret."""
+    put = (FIX / "warp/put.json").read_text()
+    get = (FIX / "warp/get.json").read_text()
+    remotes = {h: FakeRemote(h).on("command -v warp", (0, "/usr/local/bin/warp\n", ""))
+               .on(r"warp --version", (0, "warp version v1.0.0 - b3452c34f08a\n", ""))
+               .on(r"warp put", (0, put, "")).on(r"warp get", (0, get, "")).on(r"python3 -c", (0, "datasets\n", ""))
+               .on(r"weed shell", (0, "", "")).on(r"^mkdir|^rm -f", (0, "", ""))
+               for h in ("gpu001", "s3-01")}
+    ctx = context(remotes, Options(s3_secret_key=SECRET))  # type: ignore[arg-type]
+    chk = REGISTRY[check]
+    t = target(check)
+    for subject in chk.subjects(ctx, t):
+        chk.prepare(ctx, t, subject)
+        chk.measure(ctx, t, subject, REP)
+    argvs = [c for r in remotes.values() for c in r.commands]
+    assert argvs and not [c for c in argvs if SECRET in c or shlex.quote(SECRET) in c]
+    assert any(SECRET in content for r in remotes.values() for content, _ in r.secret_files.values())
+
+
+def test_warp_of_another_version_is_refused() -> None:
+    r = (FakeRemote("gpu001").on("command -v warp", (0, "/usr/local/bin/warp\n", ""))
+         .on(r"warp --version", (0, "warp version v1.1.2 - 1234567\n", "")))
+    ctx = context({"gpu001": r, "s3-01": FakeRemote("s3-01")}, Options(s3_secret_key="s3cr3t"))
+    chk = REGISTRY["objectstore.s3_get"]
+    [subject] = chk.subjects(ctx, target("objectstore.s3_get"))
+    with pytest.raises(CheckError, match=r"unsupported warp version 1.1.2.*supported: warp v1.0.x"):
+        chk.prepare(ctx, target("objectstore.s3_get"), subject)
 
 
 def test_perftest_and_nccl_and_gpu_copy() -> None:
@@ -327,3 +365,75 @@ def test_warp_without_secret_copies_nothing() -> None:
     with pytest.raises(CheckError, match="KILN_S3_SECRET_KEY"):
         chk.prepare(ctx, target("objectstore.s3_get"), subject)
     assert not any(c.startswith("PUT ") for c in r.commands)
+
+
+# ------------------------------------------------------------------------------ a failed run is never a pass
+
+_GOOD = {
+    "storage.mdtest_create": (r"mdtest -n", "mdtest/mdtest_files.txt"),
+    "storage.ior_easy_write": (r"ior -a POSIX", "ior/ior_4.0.0_write.json"),
+    "fabric.nccl_allreduce_intra": (r"^all_reduce_perf -b", "nccl/all_reduce_intra_8gpu.txt"),
+    "storage.fio_local_read": (r"fio --output-format=json", "fio/read_2jobs.json"),
+    "gpu.h2d_bw": (r"nvbandwidth -t host_to_device", "cuda/nvbandwidth.txt"),
+}
+
+
+@pytest.mark.parametrize("check", sorted(_GOOD))
+def test_nonzero_exit_is_an_error_even_when_the_output_parses(check: str) -> None:
+    pattern, fixture = _GOOD[check]
+    good = (FIX / fixture).read_text()
+
+    def remote(rc: int) -> FakeRemote:
+        r = FakeRemote("gpu001").on("command -v", (0, "/usr/bin/x\n", "")).on("MemTotal", (0, "2048000\n", ""))
+        r.on(r"^mkdir|^ls ", (0, "", ""))
+        return r.on(pattern, (rc, good, "mpirun noticed that process rank 3 exited on signal 9 (Killed).\n"))
+
+    opts = Options(local_nvme_path="/scratch", fio_jobs=2)
+    assert measure(check, {"gpu001": remote(0)}, "gpu001", opts).value > 0
+    with pytest.raises(CheckError, match=r"gpu001: .* exited with rc 137 \(timed out\): mpirun noticed"):
+        measure(check, {"gpu001": remote(137)}, "gpu001", opts)
+
+
+# ------------------------------------------------------------------------------------------------ security
+
+
+def _exposure(states: dict[int, str]) -> FakeRemote:
+    def answer(cmd: str) -> tuple[int, str, str]:
+        pairs = json.loads(shlex.split(cmd)[3])
+        return 0, json.dumps([[a, p, states.get(p, "dropped")] for a, p in pairs]), ""
+
+    return FakeRemote("gpu001").on(r"^python3 -c", answer)
+
+
+def test_objectstore_exposure_fails_without_a_firewall() -> None:
+    open_all = {p: "open" for p in (8333, 9333, 19333, 8080, 18080, 8888, 18888)}
+    s = measure("security.objectstore_exposure", {"gpu001": _exposure(open_all)}, "gpu001")
+    assert s.value == 6 and s.info["checked"] == 7  # s3-01 is the lab's master: master, volume, filer × HTTP, gRPC
+    assert "s3-01 seaweedfs filer 10.89.20.7:8888: planned closed to gpu001 (object-store hosts only), found open" \
+        in s.details
+
+
+def test_objectstore_exposure_passes_with_only_s3_open_and_needs_s3() -> None:
+    assert measure("security.objectstore_exposure", {"gpu001": _exposure({8333: "open"})}, "gpu001").value == 0
+    s = measure("security.objectstore_exposure", {"gpu001": _exposure({})}, "gpu001")
+    assert s.details == ["s3-01 S3 gateway 10.89.20.7:8333: planned reachable from gpu001, found dropped"]
+
+
+def test_exposure_probe_tells_open_from_refused() -> None:
+    import socket
+    import subprocess
+    import sys
+
+    from kiln.verify.checks.security import _PROBE_PY
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen()
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    free = closed.getsockname()[1]
+    closed.close()
+    pairs = json.dumps([["127.0.0.1", srv.getsockname()[1]], ["127.0.0.1", free]])
+    out = subprocess.run([sys.executable, "-c", _PROBE_PY, pairs, "2"], capture_output=True, text=True, check=True)
+    srv.close()
+    assert [state for _, _, state in json.loads(out.stdout)] == ["open", "refused"]
