@@ -1,10 +1,12 @@
-"""Target helpers in kiln_lustre: tunefs.lustre/blkid parsing, NIDs, mkfs/tunefs command builders."""
+"""kiln.lustre.lustre_target (and lustre_common): tunefs.lustre/blkid parsing, NIDs, mkfs/tunefs commands."""
 
 from __future__ import annotations
 
-import kiln_lustre as kl
 import pytest
 from kiln_ansible_support import load_fixture
+
+from kiln.lustre import lustre_common as common
+from kiln.lustre import lustre_target as kl
 
 
 def ost_spec(**overrides: object) -> kl.TargetSpec:
@@ -133,23 +135,23 @@ def test_blkid_nothing_found_output_is_empty() -> None:
     ],
 )
 def test_normalize_nid(nid: str, expected: str) -> None:
-    assert kl.normalize_nid(nid) == expected
+    assert common.normalize_nid(nid) == expected
 
 
 def test_nid_groups_round_trip_and_compare_ignoring_order_and_net_zero() -> None:
-    groups = kl.parse_nid_groups("a@o2ib,b@o2ib:c@o2ib")
+    groups = common.parse_nid_groups("a@o2ib,b@o2ib:c@o2ib")
     assert groups == [["a@o2ib", "b@o2ib"], ["c@o2ib"]]
-    assert kl.format_nid_groups(groups) == "a@o2ib,b@o2ib:c@o2ib"
-    assert kl.nid_groups_key([["c@o2ib0"], ["b@o2ib", "a@o2ib0"]]) == kl.nid_groups_key(groups)
-    assert kl.nid_groups_key([["a@o2ib"], ["b@o2ib", "c@o2ib"]]) != kl.nid_groups_key(groups)
+    assert common.format_nid_groups(groups) == "a@o2ib,b@o2ib:c@o2ib"
+    assert common.nid_groups_key([["c@o2ib0"], ["b@o2ib", "a@o2ib0"]]) == common.nid_groups_key(groups)
+    assert common.nid_groups_key([["a@o2ib"], ["b@o2ib", "c@o2ib"]]) != common.nid_groups_key(groups)
 
 
 def test_coerce_nid_groups_accepts_lists_and_comma_strings() -> None:
-    assert kl.coerce_nid_groups([["a@tcp", "b@tcp"], "c@tcp, d@tcp"]) == [["a@tcp", "b@tcp"], ["c@tcp", "d@tcp"]]
+    assert common.coerce_nid_groups([["a@tcp", "b@tcp"], "c@tcp, d@tcp"]) == [["a@tcp", "b@tcp"], ["c@tcp", "d@tcp"]]
     with pytest.raises(ValueError):
-        kl.coerce_nid_groups([[]])
+        common.coerce_nid_groups([[]])
     with pytest.raises(ValueError):
-        kl.coerce_nid_groups("a@tcp")
+        common.coerce_nid_groups("a@tcp")
 
 
 # -- spec validation -----------------------------------------------------------

@@ -7,10 +7,10 @@ import os
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.kiln_lustre import (
+from ansible_collections.kiln.cluster.plugins.module_utils.lustre_common import normalize_param_value
+from ansible_collections.kiln.cluster.plugins.module_utils.lustre_param import (
     conf_param_values,
     module_param_path,
-    normalize_param_value,
     param_drift,
     parse_get_param,
     parse_llog_records,

@@ -7,15 +7,15 @@ import os
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.kiln_lustre import (
+from ansible_collections.kiln.cluster.plugins.module_utils.lustre_common import coerce_nid_groups
+from ansible_collections.kiln.cluster.plugins.module_utils.lustre_target import (
     BLKID_AMBIVALENT,
     BLKID_NOTHING_FOUND,
-    LustreTarget,
+    TargetOnDisk,
     TargetSpec,
     blkid_signature,
     build_mkfs_command,
     build_tunefs_update_command,
-    coerce_nid_groups,
     describe_target,
     parse_blkid_export,
     parse_tunefs_dryrun,
@@ -291,7 +291,7 @@ class TargetRun:
         rc, _, _ = self.module.run_command([self.tool("zpool", "zpool"), "list", "-H", "-o", "name", pool])
         return int(rc) == 0
 
-    def probe_lustre(self) -> LustreTarget | None:
+    def probe_lustre(self) -> TargetOnDisk | None:
         cmd = [self.tool("tunefs_lustre", "tunefs.lustre"), "--dryrun", self.spec.device]
         rc, out, err = self.module.run_command(cmd)
         if rc != 0:
@@ -348,7 +348,7 @@ class TargetRun:
     def fail(self, msg: str, **extra: Any) -> None:
         self.module.fail_json(msg=msg, commands=self.commands, **extra)
 
-    def verify(self) -> LustreTarget:
+    def verify(self) -> TargetOnDisk:
         after = self.probe_lustre()
         if after is None:
             self.fail(f"after formatting, tunefs.lustre --dryrun {self.spec.device} shows no Lustre target")
@@ -369,7 +369,7 @@ class TargetRun:
             self.fail(refusal_message(self.spec, found), found=found, target=_dict(current))
         self.format(current, found, wipe)
 
-    def foreign_content(self, current: LustreTarget | None) -> tuple[str | None, list[str]]:
+    def foreign_content(self, current: TargetOnDisk | None) -> tuple[str | None, list[str]]:
         """(summary of what is on the device, paths to wipefs) - (None, []) for a blank device."""
         if current is not None:
             return describe_target(current), []
@@ -380,7 +380,7 @@ class TargetRun:
         wipe = [path for path in signatures if path.startswith("/")]
         return summary, wipe
 
-    def format(self, current: LustreTarget | None, found: str | None, wipe: list[str]) -> None:
+    def format(self, current: TargetOnDisk | None, found: str | None, wipe: list[str]) -> None:
         reformat = found is not None
         for path in wipe:
             self.run([self.tool("wipefs", "wipefs"), "-a", path])
@@ -400,7 +400,7 @@ class TargetRun:
             after=after_state,
         )
 
-    def ensure_params(self, current: LustreTarget) -> None:
+    def ensure_params(self, current: TargetOnDisk) -> None:
         drift = target_param_drift(current, self.spec)
         before = target_state(self.spec.device, current)
         if not drift:
@@ -438,7 +438,7 @@ class TargetRun:
         *,
         changed: bool,
         operation: str,
-        target: LustreTarget | None,
+        target: TargetOnDisk | None,
         found: str | None,
         drift: list[dict[str, Any]],
         before: dict[str, Any],
@@ -456,7 +456,7 @@ class TargetRun:
         )
 
 
-def _dict(target: LustreTarget | None) -> dict[str, Any] | None:
+def _dict(target: TargetOnDisk | None) -> dict[str, Any] | None:
     return None if target is None else target.to_dict()
 
 
