@@ -24,6 +24,7 @@ Formats parsed here, and where each is documented:
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -199,8 +200,93 @@ def blkid_signature(props: dict[str, str]) -> str | None:
     return " ".join(f"{key}={props[key]}" for key in ("TYPE", "PTTYPE", "LABEL") if key in props)
 
 
+# Exit codes of blkid (util-linux misc-utils/blkid.c, BLKID_EXIT_*). BLKID_EXIT_NOTFOUND (2) means
+# "nothing found" but also: main() silently drops a path it cannot stat(), and lowprobe_device()
+# returns it after open() fails (printing "error: DEVICE: <errno text>") or when the probe fails.
+# So blkid alone never proves a device blank: wipefs (misc-utils/wipefs.c) lists every signature
+# and exits 1 with "probing initialization failed" when it cannot open the device (new_probe()),
+# 0 with an empty list when there is nothing. See blank_verdict().
 BLKID_NOTHING_FOUND = 2
 BLKID_AMBIVALENT = 8
+BLANK = "blank"
+CONTENT = "content"
+UNKNOWN = "unknown"
+CONFIRM = "confirm"  # blkid found nothing: run wipefs and ask again
+
+
+def parse_wipefs_json(text: str) -> list[str]:
+    """``wipefs --no-act --json DEVICE`` -> ``["ext4 at 0x438 (LABEL=data)", ...]``; ValueError if not that JSON."""
+    data = json.loads(text) if text.strip() else {"signatures": []}
+    if not isinstance(data, dict) or not isinstance(data.get("signatures"), list):
+        raise ValueError("no signatures list")
+    found = []
+    for sig in data["signatures"]:
+        label = f" (LABEL={sig['label']})" if sig.get("label") else ""
+        found.append(f"{sig.get('type', '?')} at {sig.get('offset', '?')}{label}")
+    return found
+
+
+def blank_verdict(blkid: tuple[int, str, str], wipefs: tuple[int, str, str] | None) -> tuple[str, str]:
+    """What the probes prove about a device: (BLANK, ""), (CONTENT, what), (UNKNOWN, why) or (CONFIRM, "").
+
+    ``blkid`` is (rc, stdout, stderr) of ``blkid -p -o export DEVICE``; ``wipefs`` the same for
+    ``wipefs --no-act --json DEVICE``, which is needed only when blkid found nothing: without it
+    that case answers CONFIRM. Blank
+    needs both: blkid found nothing without an error, and wipefs opened the device and listed no
+    signature. Anything else is content or unknown, and unknown content is refused like content.
+    """
+    rc, out, err = blkid
+    if rc == 0:
+        signature = blkid_signature(parse_blkid_export(out))
+        if signature:
+            return CONTENT, signature
+    elif rc == BLKID_AMBIVALENT:
+        return CONTENT, "several signatures (blkid: ambivalent result; see wipefs -n)"
+    if rc not in (0, BLKID_NOTHING_FOUND) or err.strip():
+        detail = err.strip() or out.strip()
+        return UNKNOWN, f"blkid -p exited {rc}" + (f": {detail}" if detail else "")
+    if wipefs is None:
+        return CONFIRM, ""
+    wrc, wout, werr = wipefs
+    if wrc != 0:
+        return UNKNOWN, f"blkid found nothing, but wipefs could not probe it (exit {wrc}: {(werr or wout).strip()})"
+    try:
+        signatures = parse_wipefs_json(wout)
+    except ValueError:
+        return UNKNOWN, f"wipefs --json printed something else: {wout.strip()[:200]}"
+    if signatures:
+        return CONTENT, "signatures " + ", ".join(signatures) + " (wipefs)"
+    return BLANK, ""
+
+
+def device_type_problem(name: str, path: str, kind: str, allow_file: bool, what: str = "device") -> str | None:
+    """Why ``path`` (of ``kind`` block/file/missing/other) cannot hold target ``name``; None when it can.
+
+    ldiskfs targets and ZFS vdevs must be block devices. A regular file is accepted only with
+    ``allow_file`` (test labs: mkfs.lustre and zpool attach files themselves).
+    """
+    if kind == "block":
+        return None
+    if kind == "missing":
+        return f"{what} {path} for {name} does not exist; refusing to continue. Check the inventory's device path"
+    if kind == "file" and allow_file:
+        return None
+    if kind == "file":
+        return (
+            f"refusing to use {path} for {name}: it is a regular file, not a block device. Give the {what}'s "
+            "block device (e.g. /dev/disk/by-id/...) in the inventory; for a file-backed test target "
+            "set allow_file_device: true on the module (module_defaults for kiln.cluster.lustre_target)"
+        )
+    return f"refusing to use {path} for {name}: it is {kind}, not a block device. Give the {what}'s block device"
+
+
+def unknown_content_message(spec: TargetSpec, path: str, why: str, hint_var: str = "kiln_lustre_reformat") -> str:
+    """The data-safety error when a device's content cannot be established."""
+    return (
+        f"refusing to format {spec.name} on {path}: cannot prove the device is blank: {why}. "
+        f"Check that {path} is the intended device and readable (ls -l {path}; blkid -p {path}); "
+        f'if its content is disposable whatever it is, add "{spec.name}" to {hint_var} (the module\'s reformat list)'
+    )
 
 
 @dataclass

@@ -329,3 +329,47 @@ def test_zfs_vdev_paths_drop_layout_words() -> None:
         "/dev/sdc",
         "/dev/nvme0n1",
     ]
+
+
+# -- blank proof and device kinds (issue 11) ------------------------------------------------
+
+WIPEFS_EMPTY = (0, '{\n   "signatures": [\n\n   ]\n}\n', "")
+WIPEFS_EXT4 = (0, '{"signatures": [{"device": "d", "offset": "0x438", "type": "ext4", "label": "data"}]}', "")
+
+
+def test_blkid_nothing_found_needs_wipefs_to_confirm() -> None:
+    assert kl.blank_verdict((2, "", ""), None) == (kl.CONFIRM, "")
+    assert kl.blank_verdict((2, "", ""), WIPEFS_EMPTY) == (kl.BLANK, "")
+    assert kl.blank_verdict((2, "", ""), WIPEFS_EXT4) == (kl.CONTENT, "signatures ext4 at 0x438 (LABEL=data) (wipefs)")
+    verdict, why = kl.blank_verdict((2, "", ""), (1, "", "wipefs: error: /dev/x: probing initialization failed"))
+    assert verdict == kl.UNKNOWN and "probing initialization failed" in why
+
+
+def test_blkid_errors_are_unknown_not_blank() -> None:
+    """blkid exits 2 after a failed open() too; its stderr then says so (lowprobe_device())."""
+    verdict, why = kl.blank_verdict((2, "", "blkid: error: /dev/sdx: Permission denied\n"), WIPEFS_EMPTY)
+    assert verdict == kl.UNKNOWN and why == "blkid -p exited 2: blkid: error: /dev/sdx: Permission denied"
+    assert kl.blank_verdict((4, "", "usage"), WIPEFS_EMPTY)[0] == kl.UNKNOWN
+    assert kl.blank_verdict((8, "", "ambivalent"), None)[0] == kl.CONTENT
+    assert kl.blank_verdict((0, "DEVNAME=/dev/x\nTYPE=xfs\n", ""), None) == (kl.CONTENT, "TYPE=xfs")
+    assert kl.blank_verdict((2, "", ""), (0, "not json", ""))[0] == kl.UNKNOWN
+
+
+def test_blank_partition_entry_still_needs_wipefs() -> None:
+    assert kl.blank_verdict((0, "PART_ENTRY_SCHEME=gpt\nPART_ENTRY_NUMBER=1\n", ""), None) == (kl.CONFIRM, "")
+
+
+@pytest.mark.parametrize(
+    "kind,allow,expected",
+    [
+        ("block", False, None),
+        ("file", True, None),
+        ("file", False, "it is a regular file, not a block device"),
+        ("missing", True, "does not exist"),
+        ("a character device", True, "it is a character device, not a block device"),
+    ],
+)
+def test_device_type_problem(kind: str, allow: bool, expected: str | None) -> None:
+    problem = kl.device_type_problem("lab-OST0003", "/dev/x", kind, allow)
+    assert problem is None if expected is None else expected in (problem or "")
+
