@@ -384,7 +384,7 @@ def real_probe(image: Path) -> subprocess.CompletedProcess[str]:
 
 
 def safety_args(doubles: Doubles, image: Path, **overrides: Any) -> dict[str, Any]:
-    return ost_args(doubles, image, blkid=REAL_BLKID, wipefs=REAL_WIPEFS, **overrides)
+    return ost_args(doubles, image, **{"blkid": REAL_BLKID, "wipefs": REAL_WIPEFS, **overrides})
 
 
 @needs_util_linux
