@@ -372,4 +372,3 @@ def test_blank_partition_entry_still_needs_wipefs() -> None:
 def test_device_type_problem(kind: str, allow: bool, expected: str | None) -> None:
     problem = kl.device_type_problem("lab-OST0003", "/dev/x", kind, allow)
     assert problem is None if expected is None else expected in (problem or "")
-

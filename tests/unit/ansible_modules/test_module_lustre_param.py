@@ -202,4 +202,3 @@ def test_persistent_value_not_visible_here_is_unknown_not_applied(
     assert result["applied"][BRW]["applied"] == "unknown"
     assert "no device on this host matches obdfilter.*.brw_size" in result["applied"][BRW]["reason"]
     assert "mode=set_param" in result["applied"][BRW]["reason"]
-

@@ -470,4 +470,3 @@ def test_real_ext4_that_blkid_cannot_open_is_refused(
     assert "LABEL=data" in result["msg"]
     assert doubles.calls("mkfs.lustre") == []
     assert "TYPE=ext4" in real_probe(image).stdout
-
