@@ -93,6 +93,18 @@ class LayoutComponent:
     dom: bool = False
     pool: str | None = None
 
+    def layout_args(self) -> dict[str, object]:
+        """The component as the lustre_layout module's `layout` argument (inventory) and
+        kiln.lustre.lustre_layout.layout_from_spec() (conformance) take it."""
+        return {
+            "extent_end": self.extent_end,
+            "stripe_count": self.stripe_count,
+            "stripe_size": self.stripe_size,
+            "overstripe_count": self.stripe_count if self.overstripe else None,
+            "pool": self.pool,
+            "dom": self.dom,
+        }
+
 
 @dataclass(frozen=True, slots=True)
 class Layout:

@@ -218,17 +218,7 @@ def render_inventory(plan: Plan, spec: ClusterSpec) -> dict[str, str]:
                 "purpose": lay.purpose,
                 "kind": lay.kind,
                 "setstripe": lay.setstripe,
-                "components": [
-                    {
-                        "extent_end": c.extent_end,
-                        "stripe_count": c.stripe_count,
-                        "stripe_size": c.stripe_size,
-                        "overstripe_count": c.stripe_count if c.overstripe else None,
-                        "pool": c.pool,
-                        "dom": c.dom,
-                    }
-                    for c in lay.components
-                ],
+                "components": [c.layout_args() for c in lay.components],
             }
             for lay in plan.layouts
         ],

@@ -3,7 +3,9 @@
 Every parser takes the tool's stdout (and stderr where the tool reports errors there) and returns a typed,
 frozen result in base units (bytes/s, bits/s, ops/s), or raises ParseError saying what was wrong: no output,
 the tool's own error text, a missing table or a non-numeric field. Units: GB/s = 10^9 bytes/s,
-MiB = 2^20 bytes. Formats and their sources are listed in docs/acceptance.md.
+MiB = 2^20 bytes. Formats and their sources are listed in docs/acceptance.md. Lustre's own formats (lfs getstripe,
+lctl get_param, NIDs, sizes, parameter values) are parsed and compared by kiln.lustre, the library the Ansible
+modules use too (docs/architecture.md, "Lustre library").
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
+
+from kiln.lustre.lustre_common import normalize_lnet_net, normalize_nid
 
 MIB = 1 << 20
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\r")
@@ -728,20 +732,10 @@ def parse_nvbandwidth(stdout: str, stderr: str = "") -> GpuCopyResult:
 
 @dataclass(frozen=True, slots=True)
 class LnetNi:
-    net: str  # normalized: tcp0, o2ib0
-    nid: str  # normalized: 10.0.0.1@tcp0
+    net: str  # normalized by kiln.lustre.lustre_common.normalize_lnet_net: tcp, o2ib, o2ib1
+    nid: str  # normalized: 10.0.0.1@tcp
     status: str
     interfaces: tuple[str, ...]
-
-
-def normalize_lnet_net(net: str) -> str:
-    """lnetctl prints 'tcp' for tcp0 and 'o2ib' for o2ib0; the plan writes tcp0/o2ib0."""
-    return net if re.search(r"\d$", net) else net + "0"
-
-
-def normalize_nid(nid: str) -> str:
-    addr, _, net = nid.partition("@")
-    return f"{addr}@{normalize_lnet_net(net)}" if net else nid
 
 
 def parse_lnetctl_net_show(stdout: str, stderr: str = "") -> tuple[LnetNi, ...]:
@@ -766,55 +760,6 @@ def parse_lnetctl_net_show(stdout: str, stderr: str = "") -> tuple[LnetNi, ...]:
                 interfaces=tuple(str(v) for v in (ifaces.values() if isinstance(ifaces, dict) else ifaces)),
             ))
     return tuple(out)
-
-
-@dataclass(frozen=True, slots=True)
-class LayoutComponentSeen:
-    extent_end: int | None  # None = EOF
-    stripe_count: int
-    stripe_size: int
-    pattern: str  # raid0, mdt, raid0,overstriped
-    pool: str | None
-
-
-def parse_lfs_getstripe_dir(stdout: str, stderr: str = "") -> tuple[LayoutComponentSeen, ...]:
-    """`lfs getstripe -d DIR`: a plain layout (one line) or composite (lcme_* blocks) default layout."""
-    _require_output("lfs getstripe", stdout, stderr)
-    blocks = re.split(r"(?m)^\s*lcme_id:", stdout)
-    comps: list[LayoutComponentSeen] = []
-    composite = len(blocks) > 1
-    for block in (blocks[1:] if composite else [stdout]):
-        end_m = re.search(r"lcme_extent\.e_end:\s*(\S+)", block)
-        count = re.search(r"(?:lmm_)?stripe_count:\s*(-?\d+)", block)
-        size = re.search(r"(?:lmm_)?stripe_size:\s*(\d+)", block)
-        pattern = re.search(r"(?:lmm_)?pattern:\s*(\S+)", block)
-        pool = re.search(r"(?:lmm_)?pool:\s*(\S+)", block)
-        if not count or not size:
-            if composite and pattern and pattern.group(1) == "mdt" and size:
-                comps.append(LayoutComponentSeen(_extent(end_m), 0, int(size.group(1)), "mdt", None))
-                continue
-            raise ParseError("lfs getstripe", "no stripe_count/stripe_size in the layout", block)
-        comps.append(LayoutComponentSeen(
-            extent_end=_extent(end_m) if composite else None,
-            stripe_count=int(count.group(1)), stripe_size=int(size.group(1)),
-            pattern=pattern.group(1) if pattern else "raid0", pool=pool.group(1) if pool else None,
-        ))
-    return tuple(comps)
-
-
-def _extent(m: re.Match[str] | None) -> int | None:
-    if m is None or m.group(1).upper() == "EOF":
-        return None
-    return int(m.group(1))
-
-
-def size_bytes(text: str) -> int:
-    """'64M' / '4G' / '1048576' / '16M' → bytes (binary units, as lfs and lctl use them)."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGTP]?)(?:i?B)?\s*", str(text), re.I)
-    if not m:
-        raise ValueError(f"not a size: {text!r}")
-    mult = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}[m.group(2).upper()]
-    return int(float(m.group(1)) * mult)
 
 
 def parse_ib_rate(text: str) -> float:

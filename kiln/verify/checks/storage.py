@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 
+from kiln.lustre.lustre_common import parse_size
 from kiln.plan.model import Target
 from kiln.verify.checks.base import (
     Check,
@@ -19,7 +20,7 @@ from kiln.verify.checks.base import (
 )
 from kiln.verify.checks.launch import launch_command
 from kiln.verify.fiojob import FioJobSpec, size_per_job
-from kiln.verify.parsers import parse_fio, parse_ior, parse_mdtest, size_bytes
+from kiln.verify.parsers import parse_fio, parse_ior, parse_mdtest
 
 RUNBOOK = "docs/runbooks/acceptance-storage.md"
 GB = 1e9
@@ -47,7 +48,7 @@ class FioCheck(Check):
     def job(self, ctx: Context, host: str) -> FioJobSpec:
         o = ctx.options
         if o.fio_size_per_job:
-            size = size_bytes(o.fio_size_per_job)
+            size = parse_size(o.fio_size_per_job)
         else:
             size = size_per_job(ctx.acceptance.fio_size_factor, host_ram_bytes(ctx, host), o.fio_jobs)
         return FioJobSpec(self.op, self.directory(ctx, host), size, o.fio_jobs, o.fio_runtime_s, o.fio_block_size,

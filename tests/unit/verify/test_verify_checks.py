@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from verify_fakes import FakeRemote, context, fake_tool, lab
 
+from kiln.lustre.lustre_common import values_equal
 from kiln.plan.model import Target
 from kiln.verify.checks import REGISTRY
 from kiln.verify.checks.base import CheckError, NotApplicable, Options, Rep, Subject
-from kiln.verify.checks.conformance import same_value
 from kiln.verify.checks.launch import launch_command
 from kiln.verify.parsers import ParseError
 
@@ -72,12 +72,17 @@ def test_sysctls_on_bare_metal_check_every_key(tmp_path: Path) -> None:
     assert "net.core.rmem_max: planned 268435456, found 212992" in s.details
 
 
-def test_same_value_rules() -> None:
-    assert same_value("4096 87380 134217728", "4096\t87380\t134217728")
-    assert same_value("16M", "4096", page_size=4096)  # lctl reports max_pages_per_rpc in pages
-    assert same_value("32M", "33554432") and same_value(1, "1") and same_value(0.5, "0.50")
-    assert not same_value("16M", "256", page_size=4096) and not same_value(1, "0")
-    assert not same_value("4096 87380", "4096 87380 6291456")
+def test_values_compare_with_the_lustre_library_rules() -> None:
+    """conformance compares with kiln.lustre.lustre_common.values_equal (the lustre_param module's rules)."""
+    assert values_equal("net.ipv4.tcp_rmem", "4096 87380 134217728", "4096\t87380\t134217728")
+    rpc = "osc.lab-OST0000-osc-ffff.max_pages_per_rpc"
+    assert values_equal(rpc, "16M", "4096", page_size=4096)  # lctl reports max_pages_per_rpc in pages
+    assert values_equal("osc.*.max_dirty_mb", "2G", "2048")  # *_mb counts MiB
+    assert values_equal("obdfilter.*.readcache_max_filesize", "32M", "33554432")
+    assert values_equal("x.y", 1, "1") and values_equal("x.y", 0.5, "0.50")
+    assert not values_equal(rpc, "16M", "256", page_size=4096) and not values_equal("x.y", 1, "0")
+    assert not values_equal("osc.*.max_dirty_mb", "2G", "2147483648")  # MiB, not bytes
+    assert not values_equal("net.ipv4.tcp_rmem", "4096 87380", "4096 87380 6291456")
 
 
 # ------------------------------------------------------------------------------------------------- nccl
@@ -187,7 +192,7 @@ def test_lustre_layouts(tmp_path: Path) -> None:
     }
     r = FakeRemote("gpu001")
     for path, text in outputs.items():
-        r.on(rf"lfs getstripe -d {path}$", (0, text, ""))
+        r.on(rf"lfs getstripe -d --yaml {path}$", (0, text, ""))
     s = measure("conformance.lustre_layouts", {"gpu001": r}, "gpu001")
     assert s.details == ["/lustre/datasets component 2 stripe_count: planned 4, found -1"]
 
@@ -199,8 +204,8 @@ def test_lnet(tmp_path: Path) -> None:
     assert measure("conformance.lnet", {"gpu001": r}, "gpu001").value == 0
     r = FakeRemote("gpu001").on("lnetctl net show", (0, (FIX / "lustre/lnetctl_net_show.yaml").read_text(), ""))
     s = measure("conformance.lnet", {"gpu001": r}, "gpu001")
-    assert s.details[0].startswith("NID 10.89.20.2@tcp0: planned, not configured")
-    assert any("net o2ib0 (NID 10.20.1.11@o2ib0): not in the plan" in d for d in s.details)
+    assert s.details[0].startswith("NID 10.89.20.2@tcp: planned, not configured")
+    assert any("net o2ib (NID 10.20.1.11@o2ib): not in the plan" in d for d in s.details)
 
 
 def test_gpus_and_rdma() -> None:
@@ -351,7 +356,7 @@ def test_lustre_mounts_use_the_plans_mount_options() -> None:
     r = FakeRemote("gpu001").on("findmnt", (0, json.dumps(fs), ""))
     s = measure("conformance.lustre_mounts", {"gpu001": r}, "gpu001")
     assert "/lustre option flock: planned, not in the mount options (rw,user_xattr)" in s.details
-    assert any(d.startswith("/lustre MGS NIDs: planned ['10.89.20.4@tcp0']") for d in s.details)
+    assert any(d.startswith("/lustre MGS NIDs: planned ['10.89.20.4@tcp']") for d in s.details)
     r = FakeRemote("gpu001").on("findmnt", (1, "", ""))
     assert measure("conformance.lustre_mounts", {"gpu001": r}, "gpu001").details == [
         "/lustre: planned a Lustre mount of lab, nothing mounted there"]

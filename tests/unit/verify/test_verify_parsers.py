@@ -8,7 +8,10 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
+from kiln.lustre.lustre_common import normalize_nid, parse_size
+from kiln.lustre.lustre_layout import LayoutComponent, parse_getstripe
 from kiln.verify import parsers as p
 from kiln.verify.parsers import ParseError
 
@@ -389,20 +392,33 @@ def test_nvbandwidth() -> None:
 
 def test_lnetctl() -> None:
     nis = p.parse_lnetctl_net_show(read("lustre/lnetctl_net_show.yaml"))
-    assert [(n.nid, n.status) for n in nis] == [("10.20.0.11@o2ib0", "up"), ("10.20.1.11@o2ib0", "down")]
+    assert [(n.nid, n.status) for n in nis] == [("10.20.0.11@o2ib", "up"), ("10.20.1.11@o2ib", "down")]
+    assert {n.net for n in nis} == {"o2ib"}  # libcfs_net2str_r() spells network 0 without its number
     assert nis[0].interfaces == ("ib0",)
     with pytest.raises(ParseError, match="no 'net:' list"):
         p.parse_lnetctl_net_show("show:\n    - net:\n          errno: -100\n")
 
 
-def test_getstripe_layouts() -> None:
-    pfl = p.parse_lfs_getstripe_dir(read("lustre/getstripe_pfl.txt"))
+def test_getstripe_layouts_through_the_lustre_library() -> None:
+    """kiln verify reads lfs getstripe with kiln.lustre (the lustre_layout module's parser)."""
+    pfl = parse_getstripe(read("lustre/getstripe_pfl.txt"))
+    assert pfl is not None
     assert [(c.extent_end, c.stripe_count, c.stripe_size) for c in pfl] == [
         (64 << 20, 1, 1 << 20), (4 << 30, 4, 4 << 20), (None, -1, 4 << 20)]
-    dom = p.parse_lfs_getstripe_dir(read("lustre/getstripe_dom.txt"))
-    assert dom[0].pattern == "mdt" and dom[1].stripe_count == 1
-    plain = p.parse_lfs_getstripe_dir(read("lustre/getstripe_plain.txt"))
-    assert plain == (p.LayoutComponentSeen(None, 1, 1 << 20, "raid0", None),)
+    dom = parse_getstripe(read("lustre/getstripe_dom.txt"))
+    assert dom is not None and dom[0].dom and dom[1].stripe_count == 1
+    assert parse_getstripe(read("lustre/getstripe_plain.txt")) == [LayoutComponent(None, 1, 1 << 20)]
+
+
+def test_getstripe_yaml_fixture() -> None:
+    """The --yaml form (2.16: a `components:` list, one key per line) gives DoM, pool and overstriping."""
+    comps = parse_getstripe(read("lustre/getstripe_yaml_pfl.yaml"))
+    assert comps == [
+        LayoutComponent(1 << 20, stripe_size=1 << 20, dom=True),
+        LayoutComponent(64 << 20, stripe_count=1, stripe_size=1 << 20, pool="flash"),
+        LayoutComponent(None, stripe_size=4 << 20, overstripe_count=-1),
+    ]
+    assert yaml.safe_load(read("lustre/getstripe_yaml_pfl.yaml"))["lcm_entry_count"] == 3  # it is YAML
 
 
 def test_small_inspection_helpers() -> None:
@@ -416,5 +432,5 @@ def test_small_inspection_helpers() -> None:
         p.parse_nvidia_smi_csv("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.")
     assert p.parse_env_file("# c\nNCCL_SOCKET_IFNAME==eth0\nNCCL_IB_DISABLE=1\n") == {
         "NCCL_SOCKET_IFNAME": "=eth0", "NCCL_IB_DISABLE": "1"}
-    assert p.size_bytes("16M") == 16 << 20 and p.size_bytes("1048576") == 1 << 20
-    assert p.normalize_nid("10.0.0.1@tcp") == "10.0.0.1@tcp0"
+    assert parse_size("16M") == 16 << 20 and parse_size("1048576") == 1 << 20
+    assert normalize_nid("10.0.0.1@tcp0") == normalize_nid("10.0.0.1@tcp") == "10.0.0.1@tcp"

@@ -4,20 +4,22 @@
 from __future__ import annotations
 
 import os
+import stat
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.kiln_lustre import (
-    BLKID_AMBIVALENT,
-    BLKID_NOTHING_FOUND,
-    LustreTarget,
+from ansible_collections.kiln.cluster.plugins.module_utils.lustre_common import coerce_nid_groups
+from ansible_collections.kiln.cluster.plugins.module_utils.lustre_target import (
+    CONFIRM,
+    CONTENT,
+    UNKNOWN,
+    TargetOnDisk,
     TargetSpec,
-    blkid_signature,
+    blank_verdict,
     build_mkfs_command,
     build_tunefs_update_command,
-    coerce_nid_groups,
     describe_target,
-    parse_blkid_export,
+    device_type_problem,
     parse_tunefs_dryrun,
     refusal_message,
     render_target_state,
@@ -26,6 +28,7 @@ from ansible.module_utils.kiln_lustre import (
     target_param_drift,
     target_state,
     tunefs_says_not_lustre,
+    unknown_content_message,
     validate_target_spec,
     zfs_vdev_paths,
 )
@@ -39,9 +42,15 @@ description:
     (same name, kind, fsname, index and backend) nothing is formatted; stored NID parameters
     (mgsnode, servicenode) that differ are reported in C(drift) and the diff, and rewritten only
     when O(update_params=true).
+  - The device (ldiskfs) or every vdev (zfs) must be a block device; a regular file is refused
+    unless O(allow_file_device=true), any other kind of path always.
   - If the device holds anything else (a filesystem or partition table seen by
     C(blkid -p -o export), or another Lustre target), the module fails and names the target, the
     device and what it found, unless the exact target name is listed in O(reformat).
+  - A device is taken as blank only when C(blkid -p) finds nothing without an error and
+    C(wipefs --no-act --json) then opens the device and lists no signature, because blkid also exits 2
+    ("nothing found") when it cannot open or even stat the device. Any other result leaves the
+    content unknown, and unknown content is refused like existing content.
   - A blank device is formatted with C(mkfs.lustre). C(--reformat) is passed only when reformatting
     a device whose target name is in O(reformat); foreign signatures are first removed with C(wipefs -a).
   - After formatting, the device is probed again and the module fails unless it shows the wanted target.
@@ -68,7 +77,9 @@ options:
     description: Target index (decimal). Required for mdt and ost.
     type: int
   device:
-    description: Block device or file for ldiskfs; C(pool/dataset) for zfs.
+    description:
+      - For ldiskfs, the block device (a regular file only with O(allow_file_device)).
+      - For zfs, C(pool/dataset).
     type: str
     required: true
   backend:
@@ -79,7 +90,8 @@ options:
   vdevs:
     description:
       - For zfs, the vdev words that follow the dataset on the mkfs.lustre command line,
-        e.g. C([mirror, /dev/sdb, /dev/sdc]). Empty when the pool exists.
+        e.g. C([mirror, /dev/sdb, /dev/sdc]). Empty when the pool exists. Each path must be a
+        block device (a regular file only with O(allow_file_device)).
     type: list
     elements: str
     default: []
@@ -116,6 +128,12 @@ options:
     type: list
     elements: str
     default: []
+  allow_file_device:
+    description:
+      - Accept a regular file as the ldiskfs device or as a zfs vdev (mkfs.lustre and zpool attach
+        files themselves). For test systems only; set it with C(module_defaults) in the play.
+    type: bool
+    default: false
   update_params:
     description:
       - Rewrite drifted mgsnode/servicenode with C(tunefs.lustre --erase-params); other stored
@@ -218,6 +236,7 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "mkfs_options": {"type": "list", "elements": "str", "default": []},
     "reformat": {"type": "list", "elements": "str", "default": []},
     "update_params": {"type": "bool", "default": False},
+    "allow_file_device": {"type": "bool", "default": False},
     "mkfs_lustre": {"type": "path"},
     "tunefs_lustre": {"type": "path"},
     "blkid": {"type": "path"},
@@ -274,15 +293,16 @@ class TargetRun:
     # -- probes ------------------------------------------------------------
 
     def require_device(self) -> None:
+        """ldiskfs: the device must be a block device; zfs: every vdev must be (files only when allowed)."""
         spec = self.spec
-        if spec.backend == "ldiskfs":
-            if not os.path.exists(spec.device):
-                self.fail(f"device {spec.device} for {spec.name} does not exist; refusing to continue")
-            return
-        missing = [path for path in zfs_vdev_paths(spec.vdevs) if not os.path.exists(path)]
-        if missing:
-            self.fail(f"vdev(s) {', '.join(missing)} for {spec.name} do not exist; refusing to continue")
-        if not spec.vdevs and not self._zpool_exists():
+        allow_file = bool(self.params["allow_file_device"])
+        paths = [spec.device] if spec.backend == "ldiskfs" else zfs_vdev_paths(spec.vdevs)
+        what = "device" if spec.backend == "ldiskfs" else "vdev"
+        for path in paths:
+            problem = device_type_problem(spec.name, path, _path_kind(path), allow_file, what)
+            if problem:
+                self.fail(problem)
+        if spec.backend == "zfs" and not spec.vdevs and not self._zpool_exists():
             pool = spec.device.split("/", 1)[0]
             self.fail(f"ZFS pool {pool} for {spec.name} does not exist and no vdevs were given to create it")
 
@@ -291,7 +311,7 @@ class TargetRun:
         rc, _, _ = self.module.run_command([self.tool("zpool", "zpool"), "list", "-H", "-o", "name", pool])
         return int(rc) == 0
 
-    def probe_lustre(self) -> LustreTarget | None:
+    def probe_lustre(self) -> TargetOnDisk | None:
         cmd = [self.tool("tunefs_lustre", "tunefs.lustre"), "--dryrun", self.spec.device]
         rc, out, err = self.module.run_command(cmd)
         if rc != 0:
@@ -303,9 +323,10 @@ class TargetRun:
             self.fail(f"tunefs.lustre --dryrun {self.spec.device} succeeded but printed no Target: {out}")
         return target
 
-    def probe_signatures(self) -> dict[str, str]:
-        """Foreign content per probed path (device, or zfs vdevs/dataset)."""
+    def probe_signatures(self) -> tuple[dict[str, str], dict[str, str]]:
+        """(foreign content per probed path, why the content is unknown per path) for the device or zfs vdevs."""
         found: dict[str, str] = {}
+        unknown: dict[str, str] = {}
         if self.spec.backend == "zfs":
             if self._zfs_dataset_exists():
                 found[self.spec.device] = f"an existing ZFS dataset {self.spec.device} that is not a Lustre target"
@@ -313,26 +334,27 @@ class TargetRun:
         else:
             paths = [self.spec.device]
         for path in paths:
-            signature = self._blkid(path)
-            if signature:
-                found[path] = signature
-        return found
+            verdict, what = self._blkid(path)
+            if verdict == CONTENT:
+                found[path] = what
+            elif verdict == UNKNOWN:
+                unknown[path] = what
+        return found, unknown
 
     def _zfs_dataset_exists(self) -> bool:
         cmd = [self.tool("zfs", "zfs"), "list", "-H", "-o", "name", self.spec.device]
         rc, _, _ = self.module.run_command(cmd)
         return int(rc) == 0
 
-    def _blkid(self, path: str) -> str | None:
-        cmd = [self.tool("blkid", "blkid"), "-p", "-o", "export", path]
-        rc, out, err = self.module.run_command(cmd)
-        if rc == BLKID_NOTHING_FOUND:
-            return None
-        if rc == BLKID_AMBIVALENT:
-            return "several signatures (blkid: ambivalent result; see wipefs)"
-        if rc != 0:
-            self.fail(f"cannot tell what {path} holds: {' '.join(cmd)} exited {rc}: {err or out}")
-        return blkid_signature(parse_blkid_export(out))
+    def _blkid(self, path: str) -> tuple[str, str]:
+        """blank_verdict() for path: blkid first; wipefs confirms (or refutes) an empty blkid result."""
+        rc, out, err = self.module.run_command([self.tool("blkid", "blkid"), "-p", "-o", "export", path])
+        blkid = (int(rc), str(out), str(err))
+        verdict, what = blank_verdict(blkid, None)
+        if verdict != CONFIRM:
+            return verdict, what
+        wrc, wout, werr = self.module.run_command([self.tool("wipefs", "wipefs"), "--no-act", "--json", path])
+        return blank_verdict(blkid, (int(wrc), str(wout), str(werr)))
 
     # -- actions -----------------------------------------------------------
 
@@ -348,7 +370,7 @@ class TargetRun:
     def fail(self, msg: str, **extra: Any) -> None:
         self.module.fail_json(msg=msg, commands=self.commands, **extra)
 
-    def verify(self) -> LustreTarget:
+    def verify(self) -> TargetOnDisk:
         after = self.probe_lustre()
         if after is None:
             self.fail(f"after formatting, tunefs.lustre --dryrun {self.spec.device} shows no Lustre target")
@@ -364,23 +386,32 @@ class TargetRun:
         if current is not None and not target_identity_mismatch(current, self.spec):
             self.ensure_params(current)
             return
-        found, wipe = self.foreign_content(current)
-        if found and self.spec.name not in self.params["reformat"]:
+        found, wipe, unknown = self.foreign_content(current)
+        allowed = self.spec.name in self.params["reformat"]
+        if unknown and not allowed:
+            path, why = next(iter(unknown.items()))
+            self.fail(unknown_content_message(self.spec, path, why), found=found, unknown=unknown)
+        if found and not allowed:
             self.fail(refusal_message(self.spec, found), found=found, target=_dict(current))
+        if unknown:
+            found = "; ".join(filter(None, [found, *(f"{p}: unknown content ({w})" for p, w in unknown.items())]))
         self.format(current, found, wipe)
 
-    def foreign_content(self, current: LustreTarget | None) -> tuple[str | None, list[str]]:
-        """(summary of what is on the device, paths to wipefs) - (None, []) for a blank device."""
+    def foreign_content(self, current: TargetOnDisk | None) -> tuple[str | None, list[str], dict[str, str]]:
+        """(summary of what is on the device, paths to wipefs, paths whose content is unknown and why).
+
+        (None, [], {}) is a device proven blank.
+        """
         if current is not None:
-            return describe_target(current), []
-        signatures = self.probe_signatures()
+            return describe_target(current), [], {}
+        signatures, unknown = self.probe_signatures()
         if not signatures:
-            return None, []
+            return None, [], unknown
         summary = "; ".join(sig if path == self.spec.device else f"{path}: {sig}" for path, sig in signatures.items())
         wipe = [path for path in signatures if path.startswith("/")]
-        return summary, wipe
+        return summary, wipe, unknown
 
-    def format(self, current: LustreTarget | None, found: str | None, wipe: list[str]) -> None:
+    def format(self, current: TargetOnDisk | None, found: str | None, wipe: list[str]) -> None:
         reformat = found is not None
         for path in wipe:
             self.run([self.tool("wipefs", "wipefs"), "-a", path])
@@ -400,7 +431,7 @@ class TargetRun:
             after=after_state,
         )
 
-    def ensure_params(self, current: LustreTarget) -> None:
+    def ensure_params(self, current: TargetOnDisk) -> None:
         drift = target_param_drift(current, self.spec)
         before = target_state(self.spec.device, current)
         if not drift:
@@ -438,7 +469,7 @@ class TargetRun:
         *,
         changed: bool,
         operation: str,
-        target: LustreTarget | None,
+        target: TargetOnDisk | None,
         found: str | None,
         drift: list[dict[str, Any]],
         before: dict[str, Any],
@@ -456,7 +487,26 @@ class TargetRun:
         )
 
 
-def _dict(target: LustreTarget | None) -> dict[str, Any] | None:
+def _path_kind(path: str) -> str:
+    """block, file, missing, or a description of another kind of path."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "missing"
+    except OSError as exc:
+        return f"not inspectable ({exc.strerror})"
+    if stat.S_ISBLK(mode):
+        return "block"
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    return "not a regular file or device"
+
+
+def _dict(target: TargetOnDisk | None) -> dict[str, Any] | None:
     return None if target is None else target.to_dict()
 
 

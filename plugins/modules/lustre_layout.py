@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.kiln_lustre import (
+from ansible_collections.kiln.cluster.plugins.module_utils.lustre_layout import (
     LayoutComponent,
     build_setstripe_args,
     layout_drift,

@@ -1,10 +1,12 @@
-"""Target helpers in kiln_lustre: tunefs.lustre/blkid parsing, NIDs, mkfs/tunefs command builders."""
+"""kiln.lustre.lustre_target (and lustre_common): tunefs.lustre/blkid parsing, NIDs, mkfs/tunefs commands."""
 
 from __future__ import annotations
 
-import kiln_lustre as kl
 import pytest
 from kiln_ansible_support import load_fixture
+
+from kiln.lustre import lustre_common as common
+from kiln.lustre import lustre_target as kl
 
 
 def ost_spec(**overrides: object) -> kl.TargetSpec:
@@ -133,23 +135,23 @@ def test_blkid_nothing_found_output_is_empty() -> None:
     ],
 )
 def test_normalize_nid(nid: str, expected: str) -> None:
-    assert kl.normalize_nid(nid) == expected
+    assert common.normalize_nid(nid) == expected
 
 
 def test_nid_groups_round_trip_and_compare_ignoring_order_and_net_zero() -> None:
-    groups = kl.parse_nid_groups("a@o2ib,b@o2ib:c@o2ib")
+    groups = common.parse_nid_groups("a@o2ib,b@o2ib:c@o2ib")
     assert groups == [["a@o2ib", "b@o2ib"], ["c@o2ib"]]
-    assert kl.format_nid_groups(groups) == "a@o2ib,b@o2ib:c@o2ib"
-    assert kl.nid_groups_key([["c@o2ib0"], ["b@o2ib", "a@o2ib0"]]) == kl.nid_groups_key(groups)
-    assert kl.nid_groups_key([["a@o2ib"], ["b@o2ib", "c@o2ib"]]) != kl.nid_groups_key(groups)
+    assert common.format_nid_groups(groups) == "a@o2ib,b@o2ib:c@o2ib"
+    assert common.nid_groups_key([["c@o2ib0"], ["b@o2ib", "a@o2ib0"]]) == common.nid_groups_key(groups)
+    assert common.nid_groups_key([["a@o2ib"], ["b@o2ib", "c@o2ib"]]) != common.nid_groups_key(groups)
 
 
 def test_coerce_nid_groups_accepts_lists_and_comma_strings() -> None:
-    assert kl.coerce_nid_groups([["a@tcp", "b@tcp"], "c@tcp, d@tcp"]) == [["a@tcp", "b@tcp"], ["c@tcp", "d@tcp"]]
+    assert common.coerce_nid_groups([["a@tcp", "b@tcp"], "c@tcp, d@tcp"]) == [["a@tcp", "b@tcp"], ["c@tcp", "d@tcp"]]
     with pytest.raises(ValueError):
-        kl.coerce_nid_groups([[]])
+        common.coerce_nid_groups([[]])
     with pytest.raises(ValueError):
-        kl.coerce_nid_groups("a@tcp")
+        common.coerce_nid_groups("a@tcp")
 
 
 # -- spec validation -----------------------------------------------------------
@@ -327,3 +329,46 @@ def test_zfs_vdev_paths_drop_layout_words() -> None:
         "/dev/sdc",
         "/dev/nvme0n1",
     ]
+
+
+# -- blank proof and device kinds (issue 11) ------------------------------------------------
+
+WIPEFS_EMPTY = (0, '{\n   "signatures": [\n\n   ]\n}\n', "")
+WIPEFS_EXT4 = (0, '{"signatures": [{"device": "d", "offset": "0x438", "type": "ext4", "label": "data"}]}', "")
+
+
+def test_blkid_nothing_found_needs_wipefs_to_confirm() -> None:
+    assert kl.blank_verdict((2, "", ""), None) == (kl.CONFIRM, "")
+    assert kl.blank_verdict((2, "", ""), WIPEFS_EMPTY) == (kl.BLANK, "")
+    assert kl.blank_verdict((2, "", ""), WIPEFS_EXT4) == (kl.CONTENT, "signatures ext4 at 0x438 (LABEL=data) (wipefs)")
+    verdict, why = kl.blank_verdict((2, "", ""), (1, "", "wipefs: error: /dev/x: probing initialization failed"))
+    assert verdict == kl.UNKNOWN and "probing initialization failed" in why
+
+
+def test_blkid_errors_are_unknown_not_blank() -> None:
+    """blkid exits 2 after a failed open() too; its stderr then says so (lowprobe_device())."""
+    verdict, why = kl.blank_verdict((2, "", "blkid: error: /dev/sdx: Permission denied\n"), WIPEFS_EMPTY)
+    assert verdict == kl.UNKNOWN and why == "blkid -p exited 2: blkid: error: /dev/sdx: Permission denied"
+    assert kl.blank_verdict((4, "", "usage"), WIPEFS_EMPTY)[0] == kl.UNKNOWN
+    assert kl.blank_verdict((8, "", "ambivalent"), None)[0] == kl.CONTENT
+    assert kl.blank_verdict((0, "DEVNAME=/dev/x\nTYPE=xfs\n", ""), None) == (kl.CONTENT, "TYPE=xfs")
+    assert kl.blank_verdict((2, "", ""), (0, "not json", ""))[0] == kl.UNKNOWN
+
+
+def test_blank_partition_entry_still_needs_wipefs() -> None:
+    assert kl.blank_verdict((0, "PART_ENTRY_SCHEME=gpt\nPART_ENTRY_NUMBER=1\n", ""), None) == (kl.CONFIRM, "")
+
+
+@pytest.mark.parametrize(
+    "kind,allow,expected",
+    [
+        ("block", False, None),
+        ("file", True, None),
+        ("file", False, "it is a regular file, not a block device"),
+        ("missing", True, "does not exist"),
+        ("a character device", True, "it is a character device, not a block device"),
+    ],
+)
+def test_device_type_problem(kind: str, allow: bool, expected: str | None) -> None:
+    problem = kl.device_type_problem("lab-OST0003", "/dev/x", kind, allow)
+    assert problem is None if expected is None else expected in (problem or "")

@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.kiln_lustre import (
+from ansible_collections.kiln.cluster.plugins.module_utils.lustre_common import normalize_param_value
+from ansible_collections.kiln.cluster.plugins.module_utils.lustre_param import (
     conf_param_values,
     module_param_path,
-    normalize_param_value,
     param_drift,
     parse_get_param,
     parse_llog_records,
@@ -32,8 +33,12 @@ description:
   - "O(mode=set_param_persistent): run on the MGS. Reads the C(params) configuration log with
     C(lctl --device MGS llog_print params), the documented listing of what C(lctl set_param -P) stored,
     and compares the latest record for exactly NAME. Sets with C(lctl set_param -P NAME=VALUE). The
-    running value on the MGS is not consulted: the MGS usually has no osc/llite devices, and the record
-    is what clients and servers apply at mount."
+    record alone does not prove the value took: each target or client applies it and may reject or
+    clamp it. So the module then reads the running value with C(lctl get_param NAME) on the host it
+    runs on, waiting up to O(readback_timeout) seconds for the MGS to propagate it, and fails if it
+    differs. Where no device matches NAME on this host (an MGS has no obdfilter or osc devices), the
+    result says C(applied=unknown) with the reason, never that the value is applied; run the module
+    with O(mode=set_param) in check mode on a host that applies it to read it back."
   - "O(mode=conf_param): run on the MGS. Reads the configuration logs in O(llogs) with C(llog_print) and
     compares the latest C(conf_param) record per device. Sets with C(lctl conf_param NAME=VALUE). The
     manual prefers C(set_param -P) for new parameters."
@@ -66,6 +71,12 @@ options:
   fsname:
     description: Filesystem name; needed for O(mode=conf_param) when O(llogs) is not given.
     type: str
+  readback_timeout:
+    description:
+      - For O(mode=set_param_persistent), seconds to wait for this host's running value to match the
+        stored record (C(set_param -P) reaches the devices asynchronously). 0 reads once.
+    type: int
+    default: 30
   llogs:
     description:
       - Configuration logs read in O(mode=conf_param).
@@ -125,6 +136,13 @@ current:
   description: Values read before the run, per parameter name, per device.
   returned: always
   type: dict
+applied:
+  description:
+    - For O(mode=set_param_persistent), per parameter name, whether this host's running value was read
+      back and matches, as C({applied, reason, readback}). C(applied) is C(yes) (read back and equal)
+      or C(unknown) (not verifiable here; C(reason) says why). A value read back different fails the task.
+  returned: always
+  type: dict
 commands:
   description:
     - The commands run (or that would run), each an argv list.
@@ -149,6 +167,7 @@ ARGUMENT_SPEC: dict[str, Any] = {
     },
     "fsname": {"type": "str"},
     "llogs": {"type": "list", "elements": "str"},
+    "readback_timeout": {"type": "int", "default": 30},
     "page_size": {"type": "int"},
     "sysfs_root": {"type": "path", "default": "/sys"},
     "lctl": {"type": "path"},
@@ -271,27 +290,59 @@ class ParamRun:
             shown = ", ".join(f"{item['device']}={item['current']}" for item in left)
             self.fail(f"set {name}={value} but it reads back as {shown}")
 
+    def readback(self, name: str, value: Any, was_set: bool) -> dict[str, Any]:
+        """Persistent mode: this host's running value of ``name``, waited for and compared (issue 12)."""
+        if was_set and self.module.check_mode:
+            return {"applied": "unknown", "reason": "check mode: the value was not stored, so not read back"}
+        deadline = time.monotonic() + max(self.module.params["readback_timeout"], 0)
+        while True:
+            rc, out, err = self.module.run_command([self.lctl, "get_param", name])
+            entries = parse_get_param(out) if rc == 0 else []
+            if not entries:
+                return {
+                    "applied": "unknown",
+                    "reason": f"no device on this host matches {name} ({(err or out).strip() or 'lctl get_param'}"
+                    "); the record is on the MGS but is not read back here. Run lustre_param with mode=set_param"
+                    " in check mode on a host that applies it (an OSS for obdfilter.*, an MDS for mdt.*/mdd.*,"
+                    " a client for osc.*/llite.*/mdc.*)",
+                }
+            left = param_drift(name, value, entries, self.page_size)
+            if not left or time.monotonic() >= deadline:
+                break
+            time.sleep(2)
+        if left and not self.module.check_mode:
+            shown = ", ".join(f"{item['device']}={item['current']}" for item in left)
+            self.fail(
+                f"the MGS stores {name}={value}, but this host runs {shown}: the value was rejected or clamped "
+                "where it applies (see dmesg), or has not arrived yet (raise readback_timeout)"
+            )
+        return {"applied": "no" if left else "yes", "reason": "" if not left else "running value differs",
+                "readback": dict(entries)}
+
     def main(self) -> None:
         drift: list[dict[str, Any]] = []
         current: dict[str, dict[str, str]] = {}
         changed_params: list[str] = []
+        applied: dict[str, dict[str, Any]] = {}
         for item in self.module.params["params"]:
             name, value = item["name"], item["value"]
             reading = self.read(name)
             current[name] = reading
             found = self.drift(name, value, reading)
-            if not found:
-                continue
-            drift.extend(found)
-            changed_params.append(name)
-            self.set(name, value)
-            if not self.module.check_mode:
-                self.verify(name, value)
+            if found:
+                drift.extend(found)
+                changed_params.append(name)
+                self.set(name, value)
+                if not self.module.check_mode:
+                    self.verify(name, value)
+            if self.mode == "set_param_persistent":
+                applied[name] = self.readback(name, value, bool(found))
         self.module.exit_json(
             changed=bool(changed_params),
             drift=drift,
             changed_params=changed_params,
             current=current,
+            applied=applied,
             commands=self.commands,
             diff=self.diff(drift),
         )

@@ -1,12 +1,14 @@
-"""Parameter helpers in kiln_lustre: lctl get_param / llog_print parsing and value normalisation."""
+"""kiln.lustre.lustre_param (and lustre_common): lctl get_param / llog_print parsing, value normalisation."""
 
 from __future__ import annotations
 
-import kiln_lustre as kl
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from kiln_ansible_support import load_fixture
+
+from kiln.lustre import lustre_common as common
+from kiln.lustre import lustre_param as kl
 
 OSC_RPC = "osc.*.max_pages_per_rpc"
 
@@ -67,20 +69,21 @@ def test_no_drift_when_all_devices_match_in_other_units() -> None:
     ],
 )
 def test_normalize_param_value(name: str, value: object, page_size: int, expected: str) -> None:
-    assert kl.normalize_param_value(name, value, page_size) == expected
+    assert common.normalize_param_value(name, value, page_size) == expected
 
 
 @given(st.integers(min_value=1, max_value=1 << 20), st.sampled_from(["K", "M", "G"]))
 def test_size_suffix_equals_its_byte_count(number: int, unit: str) -> None:
     factor = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[unit]
     name = "obdfilter.*.readcache_max_filesize"
-    assert kl.normalize_param_value(name, f"{number}{unit}") == kl.normalize_param_value(name, number * factor)
+    assert common.normalize_param_value(name, f"{number}{unit}") == common.normalize_param_value(name, number * factor)
 
 
 @given(st.integers(min_value=1, max_value=4096))
 def test_pages_and_megabytes_agree_for_max_pages_per_rpc(megabytes: int) -> None:
     pages = megabytes * (1 << 20) // 4096
-    assert kl.normalize_param_value(OSC_RPC, f"{megabytes}M", 4096) == kl.normalize_param_value(OSC_RPC, pages, 4096)
+    as_size = common.normalize_param_value(OSC_RPC, f"{megabytes}M", 4096)
+    assert as_size == common.normalize_param_value(OSC_RPC, pages, 4096)
 
 
 def test_drift_uses_the_parameter_name_for_units_not_the_device_label() -> None:

@@ -1,12 +1,14 @@
-"""Layout helpers in kiln_lustre: lfs getstripe parsing, setstripe builder, validation, drift."""
+"""kiln.lustre.lustre_layout (and lustre_common): lfs getstripe parsing, setstripe builder, validation, drift."""
 
 from __future__ import annotations
 
-import kiln_lustre as kl
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from kiln_ansible_support import load_fixture
+
+from kiln.lustre import lustre_common as common
+from kiln.lustre import lustre_layout as kl
 
 M = 1 << 20
 C = kl.LayoutComponent
@@ -180,18 +182,18 @@ def test_render_layout_is_readable() -> None:
     [("1M", M), ("64k", 65536), ("1.5K", 1536), ("4MiB", 4 * M), ("1G", 1 << 30), ("4096", 4096), (7, 7)],
 )
 def test_parse_size(text: object, nbytes: int) -> None:
-    assert kl.parse_size(text) == nbytes
+    assert common.parse_size(text) == nbytes
 
 
 @pytest.mark.parametrize("bad", ["1.3K", "M", "-", "1X", True])
 def test_parse_size_rejects(bad: object) -> None:
     with pytest.raises(ValueError):
-        kl.parse_size(bad)
+        common.parse_size(bad)
 
 
 @given(st.integers(min_value=1, max_value=1 << 50))
 def test_format_size_round_trips(nbytes: int) -> None:
-    assert kl.parse_size(kl.format_size(nbytes)) == nbytes
+    assert common.parse_size(common.format_size(nbytes)) == nbytes
 
 
 components = st.builds(
