@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from kiln.plan.serialize import target_dict
 from kiln.plan.sizing import device_figures
 from kiln.render.inventory import render_inventory
 from kiln.spec.models import ClusterSpec
+from kiln.spec.types import dns_name
 
 Obj = dict[str, Any]
 
@@ -107,12 +107,6 @@ def _k(*path: str) -> Any:
 
 
 # ----------------------------------------------------------------------------------------- plan helpers
-
-
-def dns_name(text: str) -> str:
-    """A DNS-1123 label from free text (pool names, directory paths)."""
-    name = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
-    return name[:63].strip("-") or "root"
 
 
 def pool_label() -> str:

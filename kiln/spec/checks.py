@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from kiln import knowledge
 from kiln.spec.errors import SpecIssue, suggest
 from kiln.spec.models import ClusterSpec, Device, NicGroup
+from kiln.spec.types import dns_name
 
 FABRIC_NIC_SUPPORT = {"infiniband": "infiniband", "roce": "roce"}
 
@@ -21,6 +22,9 @@ def check(spec: ClusterSpec) -> list[SpecIssue]:
         *(_objectstore(spec)),
         *(_workload(spec)),
         *(_networks(spec)),
+        *(_host_names(spec)),
+        *(_duplicates(spec)),
+        *(_target_devices(spec)),
     ]
 
 
@@ -154,6 +158,12 @@ def _lustre(spec: ClusterSpec) -> Iterator[SpecIssue]:
                 "failover pairs need an even number of MDS nodes",
                 f"set lustre.mds.nodes to {lu.mds.nodes + 1}, or lustre.failover: none",
             )
+    for role in ("mds", "oss"):
+        count = getattr(lu, role).nics.count
+        if count < 1:
+            yield SpecIssue(
+                f"lustre.{role}.nics.count", count, "Lustre servers need a storage NIC for LNet", "set count ≥ 1"
+            )
     if lu.backend == "zfs" and lu.oss.osts.devices_per_target < 1:
         yield SpecIssue(
             "lustre.oss.osts.devices_per_target", lu.oss.osts.devices_per_target, "zfs needs vdevs", "set ≥ 1"
@@ -242,6 +252,12 @@ def _objectstore(spec: ClusterSpec) -> Iterator[SpecIssue]:
         if os_.nodes < 1:
             yield SpecIssue("objectstore.nodes", os_.nodes, "seaweedfs needs at least one node", "set nodes ≥ 1")
         for field in ("nics", "disks"):
+            group = getattr(os_, field)
+            if group is not None and group.count < 1:
+                yield SpecIssue(
+                    f"objectstore.{field}.count", group.count, f"seaweedfs nodes need {field}", "set count ≥ 1"
+                )
+        for field in ("nics", "disks"):
             if getattr(os_, field) is None:
                 yield SpecIssue(
                     f"objectstore.{field}", None, f"seaweedfs nodes need `{field}`", f"add objectstore.{field}"
@@ -303,3 +319,95 @@ def _networks(spec: ClusterSpec) -> Iterator[SpecIssue]:
 def _prefix_for(n: int) -> int:
     bits = max(1, (n - 1).bit_length())
     return 32 - bits
+
+
+def _first_seen(path: str, values: list[str], what: str) -> Iterator[SpecIssue]:
+    """One issue per value that repeats an earlier one in `values` (path holds '{i}')."""
+    first: dict[str, int] = {}
+    for i, value in enumerate(values):
+        if value in first:
+            yield SpecIssue(
+                path.format(i=i), value, f"same {what} as {path.format(i=first[value])}", f"give each its own {what}"
+            )
+        first.setdefault(value, i)
+
+
+def _duplicates(spec: ClusterSpec) -> Iterator[SpecIssue]:
+    lu = spec.lustre
+    yield from _first_seen("compute.pools[{i}].name", [p.name for p in spec.compute.pools], "pool name")
+    yield from _first_seen("lustre.pools[{i}].name", [p.name for p in lu.pools], "OST pool name")
+    for i, pool in enumerate(lu.pools):
+        yield from _first_seen(f"lustre.pools[{i}].osts[{{i}}]", [str(x) for x in pool.osts], "OST index")
+    # Directory paths are canonical already ('//', '/.' and trailing '/' removed); their Kubernetes names must
+    # differ too (PersistentVolumes and claims are named after them).
+    yield from _first_seen(
+        "lustre.directories[{i}].path",
+        [dns_name(d.path) for d in lu.directories],
+        "Kubernetes name (lustre-<path in lower case, other characters as '-'>)",
+    )
+
+
+def _target_devices(spec: ClusterSpec) -> Iterator[SpecIssue]:
+    """One target per device: no device listed twice on a server, and the MGT not on an MDT's device."""
+    lu = spec.lustre
+    for key, group in (("mds.mdts", lu.mds.mdts), ("oss.osts", lu.oss.osts)):
+        if group.paths:
+            yield from _first_seen(f"lustre.{key}.paths[{{i}}]", list(group.paths), "target device")
+    if lu.mgs.device is not None and lu.mgs.mode == "combined":
+        mdt_devices = lu.mds.mdts.paths or (
+            [] if lu.backend == "zfs" else [f"/dev/disk/by-id/kiln-mdt{t}" for t in range(lu.mds.mdts.per_node)]
+        )
+        if lu.mgs.device in mdt_devices:
+            yield SpecIssue(
+                "lustre.mgs.device",
+                lu.mgs.device,
+                "the MGT would be formatted on a device an MDT of the same server uses",
+                "give the MGT a device of its own (or drop lustre.mgs.device for the default)",
+            )
+
+
+def _host_names(spec: ClusterSpec) -> Iterator[SpecIssue]:
+    """Generated host names (<prefix><zero-padded number>, kiln.plan.topology) must not collide across pools and
+    servers: e.g. a pool prefixed `oss` with 100 nodes and 100 OSS servers would both name a host oss100."""
+    lu = spec.lustre
+    # (path, prefix, digits, count); the digit widths are the ones kiln.plan.topology.build_hosts uses.
+    families: list[tuple[str, str, int, int]] = [
+        (f"compute.pools[{i}].hostname_prefix", p.hostname_prefix or p.name, max(3, len(str(p.nodes))), p.nodes)
+        for i, p in enumerate(spec.compute.pools)
+    ]
+    if lu.mgs.mode == "standalone":
+        families.append(("lustre.mgs.mode", "mgs", 2, 1))
+    families.append(("lustre.mds.nodes", "mds", max(2, len(str(lu.mds.nodes))), lu.mds.nodes))
+    families.append(("lustre.oss.nodes", "oss", max(2, len(str(lu.oss.nodes))), lu.oss.nodes))
+    if spec.objectstore.backend == "seaweedfs":
+        n = spec.objectstore.nodes
+        families.append(("objectstore.nodes", "s3-", max(2, len(str(n))), n))
+    for a, (path_a, pa, wa, na) in enumerate(families):
+        for b, (path_b, pb, wb, nb) in enumerate(families):
+            if a == b or (pa == pb and a > b) or not pb.startswith(pa):
+                continue
+            if pa == pb and path_a.startswith("compute") and path_b.startswith("compute"):
+                continue  # reported by _compute as a shared prefix
+            name = _collision(pa, wa, na, pb, wb, nb)
+            if name is not None:
+                path = path_a if path_a.startswith("compute") else path_b
+                yield SpecIssue(
+                    path,
+                    pa if path == path_a else pb,
+                    f"host {name} would be generated by both {path_a.rsplit('.', 1)[0]} "
+                    f"and {path_b.rsplit('.', 1)[0]}",
+                    "choose a hostname_prefix that is not another prefix followed by digits (e.g. not mds, oss, s3-)",
+                )
+
+
+def _collision(pa: str, wa: int, na: int, pb: str, wb: int, nb: int) -> str | None:
+    """A name both pa+f'{i:0{wa}d}' (1 ≤ i ≤ na) and pb+f'{j:0{wb}d}' (1 ≤ j ≤ nb) produce, where pb starts with pa.
+
+    Every number is written with exactly its family's width, so pb's extra characters must be digits that lead
+    pa's number: i = int(extra) · 10^wb + j. The two ranges are compared, not enumerated."""
+    extra = pb[len(pa) :]
+    if (extra and not extra.isdigit()) or len(extra) + wb != wa:
+        return None
+    base = int(extra or 0) * 10**wb
+    low, high = max(base + 1, 1), min(base + nb, na)
+    return f"{pa}{low:0{wa}d}" if low <= high else None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import reprlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -53,16 +54,39 @@ def suggest(word: str, choices: Iterable[str]) -> str:
     return f"choose one of: {', '.join(options)}"
 
 
+def _shortener() -> reprlib.Repr:
+    r = reprlib.Repr()
+    r.maxlevel, r.maxlist, r.maxtuple, r.maxdict, r.maxset = 3, 6, 6, 4, 6
+    r.maxstring, r.maxother, r.maxlong = 60, 60, 40
+    return r
+
+
+_SHORT = _shortener()
+_MAX_JSON_DEPTH = 8
+_MAX_JSON_ITEMS = 50
+
+
 def _short(value: Any) -> str:
-    text = repr(value)
+    """A bounded repr: depth, items and lengths are capped before the text is built (values can be huge)."""
+    try:
+        text = _SHORT.repr(value)
+    except ValueError:  # an integer over Python's digit limit
+        return "(a value too large to show)"
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _jsonable(value: Any) -> Any:
-    if value is None or isinstance(value, str | int | float | bool):
+def _jsonable(value: Any, depth: int = 0) -> Any:
+    if isinstance(value, str):
+        return value if len(value) <= 200 else value[:197] + "..."
+    if value is None or isinstance(value, bool | float):
         return value
+    if isinstance(value, int):
+        return value if abs(value) < 10**18 else _short(value)
+    if depth >= _MAX_JSON_DEPTH:
+        return "..."
     if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
+        return [_jsonable(v, depth + 1) for v in value[:_MAX_JSON_ITEMS]]
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    return repr(value)
+        items = list(value.items())[:_MAX_JSON_ITEMS]
+        return {(k if isinstance(k, str) else _short(k))[:200]: _jsonable(v, depth + 1) for k, v in items}
+    return _short(value)

@@ -15,6 +15,8 @@ from kiln.spec.models import ClusterSpec
 
 CONFIG_KEY = "kiln:cluster"
 STACKS_DIR = Path(__file__).resolve().parents[2] / "stacks"
+#: A stack file is a few KiB; anything over this is refused before it is read or parsed.
+MAX_STACK_BYTES = 1 << 20
 
 
 def stack_path(stack: str, stacks_dir: Path | None = None) -> Path:
@@ -29,6 +31,8 @@ def load_stack(stack: str, stacks_dir: Path | None = None) -> ClusterSpec:
     """Load and validate the spec of a stack. Raises SpecError with every problem found."""
     path = stack_path(stack, stacks_dir)
     try:
+        if path.is_file() and path.stat().st_size > MAX_STACK_BYTES:
+            raise SpecError(str(path), [_too_large(path.stat().st_size)])
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         known = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in (stacks_dir or STACKS_DIR).glob("Pulumi.*.yaml"))
@@ -43,8 +47,15 @@ def load_stack(stack: str, stacks_dir: Path | None = None) -> ClusterSpec:
 
 def parse_stack_text(text: str, source: str = "<spec>") -> ClusterSpec:
     """Parse the text of a Pulumi stack file and validate its `kiln:cluster` object."""
+    if len(text) > MAX_STACK_BYTES:
+        raise SpecError(source, [_too_large(len(text))])
     try:
-        doc = yamlio.load(text)
+        doc = yamlio.load_bounded(text)
+    except (ValueError, RecursionError) as exc:
+        problem = str(exc).splitlines()[0][:200] if isinstance(exc, ValueError) else "nested too deeply"
+        raise SpecError(
+            source, [SpecIssue("(yaml)", "(document)", f"cannot be read: {problem}", "write plain, short values")]
+        ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
@@ -71,6 +82,12 @@ def parse_stack_text(text: str, source: str = "<spec>") -> ClusterSpec:
             ],
         )
     return validate(config[CONFIG_KEY], source)
+
+
+def _too_large(size: int) -> SpecIssue:
+    return SpecIssue(
+        "(file)", f"{size} bytes", f"larger than the {MAX_STACK_BYTES} bytes a stack file may have", "trim the file"
+    )
 
 
 def validate(data: Any, source: str = "<spec>") -> ClusterSpec:

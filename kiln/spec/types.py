@@ -75,8 +75,11 @@ def _url(value: str) -> str:
 #: Free text (descriptions): printable, one line, no template delimiters.
 Text = Annotated[str, Field(max_length=512), AfterValidator(check_plain)]
 
-#: A lower-case name (pools, environments): letters, digits and '-', starting with a letter.
-Name = Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,30}$", description="lower-case name: letters, digits, '-'")]
+#: A lower-case name (pools, environments): letters, digits and '-', starting with a letter and not ending in '-'
+#: (it becomes part of Kubernetes names and Ansible groups).
+Name = Annotated[
+    str, Field(pattern=r"^[a-z]([a-z0-9-]{0,29}[a-z0-9])?$", description="lower-case name: letters, digits, '-'")
+]
 
 #: A Kubernetes object name or namespace (DNS-1123 label: no leading or trailing '-').
 K8sName = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")]
@@ -98,11 +101,38 @@ AbsPath = Annotated[
     AfterValidator(_canonical_path),
 ]
 
+def _mount_point(value: str) -> str:
+    value = _canonical_path(value)
+    if value == "/":
+        raise ValueError("'/' cannot be a mount point; fix: name a directory such as /lustre")
+    return value
+
+
+#: A mount point: an absolute path other than '/'.
+MountPoint = Annotated[
+    str,
+    Field(pattern=r"^/[A-Za-z0-9._/@+:=,-]*$", max_length=4096),
+    AfterValidator(_mount_point),
+]
+
 #: A block device (or by-id link) under /dev.
 DevicePath = Annotated[
     str,
     Field(pattern=r"^/dev/[A-Za-z0-9._/@+:=,-]+$", max_length=4096),
     AfterValidator(_canonical_path),
+]
+
+def _target_device(value: str) -> str:
+    return _canonical_path(value) if value.startswith("/") else check_plain(value)
+
+
+#: What a Lustre target is formatted on: a block device under /dev, or (zfs) a pool/dataset name.
+TargetDevice = Annotated[
+    str,
+    Field(
+        pattern=r"^(/dev/[A-Za-z0-9._/@+:=,-]+|[A-Za-z][A-Za-z0-9_.:-]{0,254}(/[A-Za-z0-9_.:-]+)*)$", max_length=4096
+    ),
+    AfterValidator(_target_device),
 ]
 
 #: An S3 bucket name (AWS general-purpose bucket naming rules).
@@ -113,8 +143,28 @@ KeyPrefix = Annotated[
     str, Field(pattern=r"^([A-Za-z0-9!_.*'()-][A-Za-z0-9!_.*'()/-]{0,1023})?$"), AfterValidator(check_plain)
 ]
 
-#: An http(s) URL whose port, if any, is in range.
-Url = Annotated[str, Field(max_length=2048), AfterValidator(_url)]
+#: An http(s) URL whose port, if any, is in range (no quotes, spaces or shell characters).
+Url = Annotated[str, Field(pattern=r"^[A-Za-z0-9._~:/?#\[\]@%+,=-]+$", max_length=2048), AfterValidator(_url)]
+
+#: A user name on a Linux host (useradd's default NAME_REGEX, plus upper case).
+UserName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_-]{0,31}$")]
+
+#: A secret's name (a Pulumi config key such as kiln:s3SecretKey, or an environment variable); never its value.
+SecretName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}(:[A-Za-z_][A-Za-z0-9_.-]{0,63})?$")]
+
+#: A tuning override's value when it is a string: one word or a short list (sysctl triples, mount options);
+#: no quotes, '$', '`', ';', '\\' or shell operators, so it stays one value in every file it lands in.
+OverrideText = Annotated[str, Field(pattern=r"^[A-Za-z0-9 _.,:/=+@%-]{0,256}$"), AfterValidator(check_plain)]
+
+#: A tuning id (see docs/tuning.md); '*' matches several.
+OverrideId = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.*-]{1,128}$")]
+
+
+def dns_name(text: str) -> str:
+    """A DNS-1123 label from free text (pool names, directory paths): what Kubernetes object names are built from."""
+    name = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
+    return name[:63].strip("-") or "root"
+
 
 #: A model name from the hardware catalog (letters, digits, '-', '_', '.').
 CatalogName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
