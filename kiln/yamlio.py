@@ -44,6 +44,33 @@ class _StrictLoader(_Loader):  # type: ignore[misc,valid-type]
         return super().construct_mapping(node, deep=deep)
 
 
+UNSAFE_TAG = "!unsafe"
+
+
+class UnsafeDumper(yaml.SafeDumper):
+    """Writes every string as `!unsafe '...'`: Ansible then uses it as the literal it is and never evaluates a
+    template in it (a spec value such as /x{{ lookup('pipe', ...) }} stays text on the controller)."""
+
+
+def _unsafe_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    return dumper.represent_scalar(UNSAFE_TAG, value, style="'")
+
+
+UnsafeDumper.add_representer(str, _unsafe_str)
+
+
+class _InventoryLoader(yaml.SafeLoader):
+    """Safe loader that reads Ansible's `!unsafe` strings back as plain strings (kiln's own inventories)."""
+
+
+_InventoryLoader.add_constructor(UNSAFE_TAG, lambda loader, node: loader.construct_scalar(node))
+
+
+def load_inventory(text: str) -> Any:
+    """Parse an inventory file kiln wrote (strings tagged `!unsafe`)."""
+    return yaml.load(text, Loader=_InventoryLoader)
+
+
 def load(text: str) -> Any:
     """Parse YAML safely (no arbitrary objects)."""
     return yaml.load(text, Loader=_Loader)

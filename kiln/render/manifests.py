@@ -26,6 +26,7 @@ from urllib.parse import urlparse
 
 import yaml
 
+from kiln import yamlio
 from kiln.plan.model import Host, Layout, Plan, Target
 from kiln.plan.serialize import target_dict
 from kiln.plan.sizing import device_figures
@@ -195,7 +196,7 @@ def client_mount_options(plan: Plan, spec: ClusterSpec) -> list[str]:
     Read from the inventory the roles consume so a CSI mount and an Ansible mount use the same options.
     """
     files = render_inventory(plan, spec)
-    clients = yaml.safe_load(files["group_vars/kiln_lustre_clients.yml"])
+    clients = yamlio.load_inventory(files["group_vars/kiln_lustre_clients.yml"])
     options: list[str] = list(clients["lustre_client_mounts"][0]["options"])
     fstab_only = set(_k("lustre_csi", "fstab_only_options"))
     return [o for o in options if o not in fstab_only]
