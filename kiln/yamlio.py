@@ -63,7 +63,13 @@ class _InventoryLoader(yaml.SafeLoader):
     """Safe loader that reads Ansible's `!unsafe` strings back as plain strings (kiln's own inventories)."""
 
 
-_InventoryLoader.add_constructor(UNSAFE_TAG, lambda loader, node: loader.construct_scalar(node))
+def _unsafe_scalar(loader: yaml.SafeLoader, node: yaml.Node) -> str:
+    if not isinstance(node, yaml.ScalarNode):
+        raise ConstructorError(None, None, "!unsafe tags a string", node.start_mark)
+    return str(loader.construct_scalar(node))
+
+
+_InventoryLoader.add_constructor(UNSAFE_TAG, _unsafe_scalar)
 
 
 def load_inventory(text: str) -> Any:

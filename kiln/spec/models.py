@@ -398,7 +398,7 @@ def _override_value(value: object) -> int | float | str:
             return _OVERRIDE_TEXT.validate_python(value.strip())
         except ValidationError:
             raise ValueError(
-                "a string override holds letters, digits, spaces and _ . , : / = + @ % - only (at most 256); "
+                "a string override holds letters, digits, spaces and _ . , : / = + @ - only (at most 256); "
                 "fix: remove quotes and shell characters"
             ) from None
     raise ValueError("an override value is a number or a string; fix: write one value per id")
@@ -427,5 +427,5 @@ class ClusterSpec(Model):
         default_factory=dict,
         max_length=1024,
         description="Replace any derived tuning value by its id (see docs/tuning.md). A string value is one line "
-        "of letters, digits, spaces and _ . , : / = + @ % - (no quotes or shell characters).",
+        "of letters, digits, spaces and _ . , : / = + @ - (no quotes or shell characters).",
     )

@@ -154,7 +154,7 @@ SecretName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}(:[A-Z
 
 #: A tuning override's value when it is a string: one word or a short list (sysctl triples, mount options);
 #: no quotes, '$', '`', ';', '\\' or shell operators, so it stays one value in every file it lands in.
-OverrideText = Annotated[str, Field(pattern=r"^[A-Za-z0-9 _.,:/=+@%-]{0,256}$"), AfterValidator(check_plain)]
+OverrideText = Annotated[str, Field(pattern=r"^[A-Za-z0-9 _.,:/=+@-]{0,256}$"), AfterValidator(check_plain)]
 
 #: A tuning id (see docs/tuning.md); '*' matches several.
 OverrideId = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.*-]{1,128}$")]
