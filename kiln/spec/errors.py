@@ -19,7 +19,7 @@ class SpecIssue:
     fix: str
 
     def render(self) -> str:
-        shown = "(missing)" if self.value is _MISSING else _short(self.value)
+        shown = "(missing)" if self.value is _MISSING else short(self.value)
         return f"  - {self.path} = {shown}: {self.problem}\n    fix: {self.fix}"
 
     def as_dict(self) -> dict[str, Any]:
@@ -66,7 +66,7 @@ _MAX_JSON_DEPTH = 8
 _MAX_JSON_ITEMS = 50
 
 
-def _short(value: Any) -> str:
+def short(value: Any) -> str:
     """A bounded repr: depth, items and lengths are capped before the text is built (values can be huge)."""
     try:
         text = _SHORT.repr(value)
@@ -81,12 +81,12 @@ def _jsonable(value: Any, depth: int = 0) -> Any:
     if value is None or isinstance(value, bool | float):
         return value
     if isinstance(value, int):
-        return value if abs(value) < 10**18 else _short(value)
+        return value if abs(value) < 10**18 else short(value)
     if depth >= _MAX_JSON_DEPTH:
         return "..."
     if isinstance(value, list | tuple):
         return [_jsonable(v, depth + 1) for v in value[:_MAX_JSON_ITEMS]]
     if isinstance(value, dict):
         items = list(value.items())[:_MAX_JSON_ITEMS]
-        return {(k if isinstance(k, str) else _short(k))[:200]: _jsonable(v, depth + 1) for k, v in items}
-    return _short(value)
+        return {(k if isinstance(k, str) else short(k))[:200]: _jsonable(v, depth + 1) for k, v in items}
+    return short(value)

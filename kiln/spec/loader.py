@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,7 @@ from pydantic import BaseModel, ValidationError
 
 from kiln import yamlio
 from kiln.spec.checks import check
-from kiln.spec.errors import SpecError, SpecIssue, missing, suggest
+from kiln.spec.errors import SpecError, SpecIssue, short, missing, suggest
 from kiln.spec.models import ClusterSpec
 
 CONFIG_KEY = "kiln:cluster"
@@ -109,8 +110,10 @@ def _path(loc: tuple[Any, ...]) -> str:
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        else:
-            out += ("." if out else "") + str(part)
+        elif isinstance(part, str) and re.fullmatch(r"[A-Za-z0-9_.*\[\]-]{1,128}", part):
+            out += ("." if out else "") + part
+        else:  # a hostile mapping key: shown escaped and shortened, never raw on the terminal
+            out += f"[{short(part)}]"
     return out or CONFIG_KEY
 
 

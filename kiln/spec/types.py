@@ -20,7 +20,9 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, Field
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+#: C0/C1 controls, Unicode line and paragraph separators (YAML and some parsers break lines there), and the
+#: invisible format characters that reorder or hide text (bidi overrides, zero-width, BOM).
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
 _JINJA = re.compile(r"\{[{%#]|[}%#]\}")
 
 
