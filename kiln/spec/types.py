@@ -36,6 +36,7 @@ def check_plain(value: str) -> str:
 
 
 def _canonical_path(value: str) -> str:
+    """Absolute path, canonicalised ('//', '/.', trailing '/' removed), '..' refused."""
     check_plain(value)
     parts = value.split("/")
     if ".." in parts:
@@ -46,6 +47,7 @@ def _canonical_path(value: str) -> str:
 
 
 def _bucket(value: str) -> str:
+    """S3 bucket naming rules (no '..', '.-', '-.', reserved prefixes/suffixes, not an IP address)."""
     check_plain(value)
     if ".." in value or ".-" in value or "-." in value:
         raise ValueError("adjacent '.'/'-' are not allowed in a bucket name (S3 naming rules); fix: remove them")
@@ -59,6 +61,7 @@ def _bucket(value: str) -> str:
 
 
 def _url(value: str) -> str:
+    """An http(s) URL with a host, port 1-65535 if given, no user or password."""
     check_plain(value)
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -104,6 +107,7 @@ AbsPath = Annotated[
 ]
 
 def _mount_point(value: str) -> str:
+    """Absolute path other than '/', canonicalised, '..' refused."""
     value = _canonical_path(value)
     if value == "/":
         raise ValueError("'/' cannot be a mount point; fix: name a directory such as /lustre")
@@ -125,6 +129,7 @@ DevicePath = Annotated[
 ]
 
 def _target_device(value: str) -> str:
+    """A /dev path (canonicalised, '..' refused) or a zfs pool/dataset name."""
     return _canonical_path(value) if value.startswith("/") else check_plain(value)
 
 
