@@ -11,7 +11,7 @@ from pydantic import BaseModel, ValidationError
 
 from kiln import yamlio
 from kiln.spec.checks import check
-from kiln.spec.errors import SpecError, SpecIssue, short, missing, suggest
+from kiln.spec.errors import SpecError, SpecIssue, missing, short, suggest
 from kiln.spec.models import ClusterSpec
 
 CONFIG_KEY = "kiln:cluster"
