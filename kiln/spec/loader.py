@@ -32,9 +32,11 @@ def load_stack(stack: str, stacks_dir: Path | None = None) -> ClusterSpec:
     """Load and validate the spec of a stack. Raises SpecError with every problem found."""
     path = stack_path(stack, stacks_dir)
     try:
-        if path.is_file() and path.stat().st_size > MAX_STACK_BYTES:
-            raise SpecError(str(path), [_too_large(path.stat().st_size)])
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as fh:  # at most one byte past the limit: /dev/zero or a 50 GB file end here too
+            raw = fh.read(MAX_STACK_BYTES + 1)
+        if len(raw) > MAX_STACK_BYTES:
+            raise SpecError(str(path), [_too_large(len(raw))])
+        text = raw.decode("utf-8")
     except FileNotFoundError:
         known = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in (stacks_dir or STACKS_DIR).glob("Pulumi.*.yaml"))
         raise SpecError(
@@ -87,7 +89,8 @@ def parse_stack_text(text: str, source: str = "<spec>") -> ClusterSpec:
 
 def _too_large(size: int) -> SpecIssue:
     return SpecIssue(
-        "(file)", f"{size} bytes", f"larger than the {MAX_STACK_BYTES} bytes a stack file may have", "trim the file"
+        "(file)", f"over {size - 1} bytes", f"larger than the {MAX_STACK_BYTES} bytes a stack file may have",
+        "trim the file",
     )
 
 

@@ -119,8 +119,10 @@ class LocalNvme(Model):
 class ComputePool(Model):
     name: Name = Field(description="Pool name; also the Ansible group kiln_pool_<name>.")
     nodes: int = Field(ge=1, le=65536, description="Number of GPU nodes in the pool.")
-    hostname_prefix: Name | None = Field(
-        default=None, description="Host names are <prefix><NNN>; default the pool name."
+    hostname_prefix: Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,30}$")] | None = Field(
+        default=None,
+        description="Host names are <prefix><NNN> (e.g. gpu-001 for gpu-); default the pool name. Generated names "
+        "may not collide with another pool's or a server's.",
     )
     gpu: Gpus = Field(description="GPU model and GPUs per node.")
     compute_rails: NicGroup = Field(description="NICs for GPU-to-GPU traffic (NCCL), one per rail.")

@@ -131,3 +131,9 @@ def test_planning_is_near_linear_in_pools() -> None:
     small, large = timed(100), timed(800)
     # 8× the pools: linear work takes ~8×, quadratic ~64×; allow noise from a shared machine.
     assert large < small * 20 + 1.0, (small, large)
+
+
+def test_a_hostname_prefix_may_end_in_a_dash() -> None:
+    """Host names such as gpu-001 are fine; only Kubernetes-facing names refuse a trailing '-'."""
+    spec = validate(_set(PROD, "compute.pools.0.hostname_prefix", "gpu-"))
+    assert build_plan(spec).hosts[0].name == "gpu-001"

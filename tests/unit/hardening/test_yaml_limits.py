@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kiln.cli import main
-from kiln.spec import SpecError, parse_stack_text
+from kiln.spec import SpecError, load_stack, parse_stack_text
 from kiln.spec.errors import SpecIssue
 from kiln.spec.loader import MAX_STACK_BYTES
 
@@ -109,4 +109,13 @@ def test_mutated_stack_text_is_accepted_or_refused_cleanly(line: int, col: int, 
         parse_stack_text("".join(lines))
     except SpecError as exc:
         assert exc.issues and exc.render()
+    assert time.perf_counter() - start < 2.0
+
+
+def test_an_endless_file_is_refused_after_reading_one_byte_past_the_limit() -> None:
+    if not Path("/dev/zero").exists():
+        pytest.skip("not applicable on this host: no /dev/zero")
+    start = time.perf_counter()
+    with pytest.raises(SpecError, match="larger than"):
+        load_stack("/dev/zero")
     assert time.perf_counter() - start < 2.0
