@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kiln.cli import main
 from kiln.spec import SpecError, validate
 from tests.unit.hardening.helpers import (
     ALWAYS_REFUSED,
@@ -103,3 +106,17 @@ def test_random_strings_are_refused_or_harmless(index: int, text: str) -> None:
         if name in FREE_TEXT:
             allowed = SHELL_META - {"\n", "\r", "\t", "\x00"}
         assert not (set(value) & (SHELL_META - allowed)), (leaf, value)
+
+
+@pytest.mark.parametrize("index", range(0, len(FIELDS), 7))
+def test_the_cli_exits_2_naming_the_field(
+    index: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    variant, path, value = FIELDS[index]
+    data = replaced(SPECS[variant](), path, value + "\n{{ lookup('pipe', 'id') }}")
+    stack = tmp_path / "Pulumi.hostile.yaml"
+    stack.write_text(yaml.safe_dump({"config": {"kiln:cluster": data}}))
+    assert main(["validate", str(stack)]) == 2
+    err = capsys.readouterr().err
+    prefix = dotted(path) if path[-1] != "<key>" else dotted(path[:-2])
+    assert prefix in err and "fix:" in err and "Traceback" not in err
