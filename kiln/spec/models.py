@@ -77,15 +77,16 @@ class Model(BaseModel):
         return value
 
 
-# Positive floats with physical upper bounds (inf, NaN and absurd magnitudes are refused). The bounds are generous
-# ceilings, not recommendations: they keep the sizing model's arithmetic finite.
-DeviceGBps = Annotated[float, Field(gt=0, le=1000.0)]  # one drive's or one GPU's rate, GB/s
-DeviceTB = Annotated[float, Field(gt=0, le=10000.0)]  # one drive
-CapacityTB = Annotated[float, Field(gt=0, le=1e7)]  # 10 EB
-ThroughputGBps = Annotated[float, Field(gt=0, le=1e6)]
-Minutes = Annotated[float, Field(gt=0, le=525600.0)]  # a year
-BytesPerParam = Annotated[float, Field(gt=0, le=1024.0)]
-BillionParams = Annotated[float, Field(gt=0, le=1e6)]
+# Positive floats with physical bounds (inf, NaN, denormals and absurd magnitudes are refused). The bounds are
+# generous, not recommendations: they keep the sizing model's arithmetic finite (a rate of 5e-324 GB/s or a
+# budget of 1e-300 would turn its divisions into infinity).
+DeviceGBps = Annotated[float, Field(ge=0.001, le=1000.0)]  # one drive's or one GPU's rate, GB/s
+DeviceTB = Annotated[float, Field(ge=0.001, le=10000.0)]  # one drive
+CapacityTB = Annotated[float, Field(ge=0.001, le=1e7)]  # 1 GB .. 10 EB
+ThroughputGBps = Annotated[float, Field(ge=0.001, le=1e6)]
+Minutes = Annotated[float, Field(ge=0.1, le=525600.0)]  # 6 s .. a year
+BytesPerParam = Annotated[float, Field(ge=0.1, le=1024.0)]
+BillionParams = Annotated[float, Field(ge=0.001, le=1e6)]  # a million parameters .. a quadrillion
 
 
 class NicGroup(Model):
@@ -316,7 +317,7 @@ class ObjectStore(Model):
 
 class Checkpoint(Model):
     interval_min: Minutes = Field(description="Minutes between checkpoints (at most a year).")
-    budget_fraction: float = Field(gt=0, lt=1, description="Share of training time checkpoint saves may take.")
+    budget_fraction: float = Field(ge=0.001, lt=1, description="Share of training time checkpoint saves may take.")
     sharded: bool = Field(default=True, description="One file per rank (DCP/FSDP) rather than one big file.")
     bytes_per_param: BytesPerParam | None = Field(default=None, description="Override the catalog's 14 B/param.")
 
@@ -364,9 +365,9 @@ class Inventory(Model):
 class Acceptance(Model):
     repetitions: int = Field(default=5, ge=1, le=100, description="Measured repetitions after warm-up.")
     warmup: int = Field(default=1, ge=0, le=10, description="Unmeasured warm-up runs before the repetitions.")
-    warn_fraction: float = Field(default=0.9, gt=0, le=1, description="Median below expected × this warns.")
-    fail_fraction: float = Field(default=0.75, gt=0, le=1, description="Median below expected × this fails.")
-    cv_limit: float = Field(default=0.1, gt=0, le=1, description="Coefficient of variation above this is unstable.")
+    warn_fraction: float = Field(default=0.9, ge=0.01, le=1, description="Median below expected × this warns.")
+    fail_fraction: float = Field(default=0.75, ge=0.01, le=1, description="Median below expected × this fails.")
+    cv_limit: float = Field(default=0.1, ge=0.01, le=1, description="Coefficient of variation above this is unstable.")
     fio_size_factor: float = Field(
         default=2.0,
         ge=0.0,
