@@ -80,13 +80,13 @@ class Model(BaseModel):
 # Positive floats with physical bounds (inf, NaN, denormals and absurd magnitudes are refused). The bounds are
 # generous, not recommendations: they keep the sizing model's arithmetic finite (a rate of 5e-324 GB/s or a
 # budget of 1e-300 would turn its divisions into infinity).
-DeviceGBps = Annotated[float, Field(ge=0.001, le=1000.0)]  # one drive's or one GPU's rate, GB/s
-DeviceTB = Annotated[float, Field(ge=0.001, le=10000.0)]  # one drive
-CapacityTB = Annotated[float, Field(ge=0.001, le=1e7)]  # 1 GB .. 10 EB
-ThroughputGBps = Annotated[float, Field(ge=0.001, le=1e6)]
-Minutes = Annotated[float, Field(ge=0.1, le=525600.0)]  # 6 s .. a year
+DeviceGBps = Annotated[float, Field(ge=1e-6, le=1000.0)]  # one drive's or one GPU's rate, GB/s
+DeviceTB = Annotated[float, Field(ge=1e-6, le=10000.0)]  # one drive
+CapacityTB = Annotated[float, Field(ge=1e-6, le=1e7)]  # 1 MB .. 10 EB
+ThroughputGBps = Annotated[float, Field(ge=1e-6, le=1e6)]
+Minutes = Annotated[float, Field(ge=0.01, le=525600.0)]  # 0.6 s .. a year
 BytesPerParam = Annotated[float, Field(ge=0.1, le=1024.0)]
-BillionParams = Annotated[float, Field(ge=0.001, le=1e6)]  # a million parameters .. a quadrillion
+BillionParams = Annotated[float, Field(ge=1e-6, le=1e6)]  # a thousand parameters .. a quadrillion
 
 
 class NicGroup(Model):
@@ -317,7 +317,7 @@ class ObjectStore(Model):
 
 class Checkpoint(Model):
     interval_min: Minutes = Field(description="Minutes between checkpoints (at most a year).")
-    budget_fraction: float = Field(ge=0.001, lt=1, description="Share of training time checkpoint saves may take.")
+    budget_fraction: float = Field(ge=1e-4, lt=1, description="Share of training time checkpoint saves may take.")
     sharded: bool = Field(default=True, description="One file per rank (DCP/FSDP) rather than one big file.")
     bytes_per_param: BytesPerParam | None = Field(default=None, description="Override the catalog's 14 B/param.")
 
