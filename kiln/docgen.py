@@ -133,7 +133,8 @@ def stack_reference() -> str:
         "- a checkpoint budget that needs more write bandwidth than the GPU nodes' storage NICs can send is rejected;",
         "- names are unique: compute pools, OST pools (and the OST indexes within one), buckets, LNet networks"
         " (`o2ib` is `o2ib0`), directory paths after canonicalisation, and directory paths once turned into"
-        " Kubernetes names (`/Datasets` and `/datasets` both become `lustre-datasets`);",
+        " Kubernetes names (`/Datasets` and `/datasets` both become `lustre-datasets`), and the devices and"
+        " interfaces of one NIC group (interfaces also as Kubernetes names);",
         "- generated host names (`<prefix><zero-padded number>`, servers `mgs01`, `mds<NN>`, `oss<NN>`,"
         " `s3-<NN>`) may not collide: a pool prefixed `oss` with 100 nodes and 100 OSS servers would both"
         " name `oss100`;",

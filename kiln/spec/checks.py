@@ -49,6 +49,11 @@ def _nic(path: str, group: NicGroup, fabric: str) -> Iterator[SpecIssue]:
         )
     for field in ("devices", "interfaces"):
         names = getattr(group, field)
+        if names is not None:
+            # Interfaces also name Kubernetes objects (kiln-storage-<interface>), so compare those forms too.
+            what = "device" if field == "devices" else "interface (or Kubernetes name kiln-storage-<interface>)"
+            forms = list(names) if field == "devices" else [dns_name(n) for n in names]
+            yield from _first_seen(f"{path}.{field}[{{i}}]", forms, what)
         if names is not None and len(names) != group.count:
             yield SpecIssue(
                 f"{path}.{field}",
