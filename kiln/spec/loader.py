@@ -13,6 +13,7 @@ from kiln import yamlio
 from kiln.spec.checks import check
 from kiln.spec.errors import SpecError, SpecIssue, missing, short, suggest
 from kiln.spec.models import ClusterSpec
+from kiln.spec.types import PATTERN_HINTS
 
 CONFIG_KEY = "kiln:cluster"
 STACKS_DIR = Path(__file__).resolve().parents[2] / "stacks"
@@ -172,7 +173,9 @@ def _issue_from_pydantic(err: Any, data: dict[str, Any]) -> SpecIssue:
     if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
         return SpecIssue(path, value, "out of range", f"use a value that is {msg.removeprefix('Input should be ')}")
     if kind == "string_pattern_mismatch":
-        return SpecIssue(path, value, "badly formed", f"it must match {ctx.get('pattern', '')}")
+        pattern = str(ctx.get("pattern", ""))
+        hint = PATTERN_HINTS.get(pattern)
+        return SpecIssue(path, value, "badly formed", f"write {hint}" if hint else f"it must match {pattern}")
     if kind in ("too_short", "too_long"):
         return SpecIssue(path, value, msg, "add or remove entries")
     return SpecIssue(path, value, msg, _type_fix(kind, msg))

@@ -182,3 +182,33 @@ ProtectionLevel = Literal[
     "none", "mirror", "raidz1", "raidz2", "raidz3", "draid1", "draid2", "draid3",
     "raid1", "raid5", "raid6", "raid10", "external",
 ]
+
+
+def _regex(kind: object) -> str:
+    """The pattern of a constrained type (Annotated[str, Field(pattern=...)])."""
+    for meta in getattr(kind, "__metadata__", ()):
+        for item in getattr(meta, "metadata", ()):
+            if getattr(item, "pattern", None):
+                return str(item.pattern)
+    raise ValueError(f"{kind} has no pattern")
+
+
+#: The pattern of each constrained type → what it means in words, for error messages.
+PATTERN_HINTS: dict[str, str] = {
+    _regex(Name): "lower-case letters, digits and '-', starting with a letter, not ending in '-', at most 31",
+    _regex(K8sName): "a Kubernetes name (DNS-1123 label): a-z, 0-9 and '-', not starting or ending in '-'",
+    _regex(LabelKey): "a Kubernetes label key such as nvidia.com/gpu.present",
+    _regex(RdmaDevice): "an RDMA device name as in /sys/class/infiniband (letters, digits, '_', '-'), e.g. mlx5_0",
+    _regex(Interface): "a network interface name (at most 15 of letters, digits, '_', '.', ':', '-'), e.g. ib0",
+    _regex(AbsPath): "an absolute path of letters, digits and . _ / @ + : = , - (no spaces or shell characters)",
+    _regex(DevicePath): "a device under /dev, e.g. /dev/disk/by-id/nvme-...",
+    _regex(TargetDevice): "a device under /dev, or (zfs) a pool/dataset name such as lustre-ost0/ost0",
+    _regex(BucketName): "an S3 bucket name: 3-63 of a-z, 0-9, '.' and '-', starting and ending with a letter or digit",
+    _regex(KeyPrefix): "an object-key prefix of S3-safe characters, without a leading '/'",
+    _regex(Url): "a URL such as https://s3.example.com:443 (no spaces, quotes or shell characters)",
+    _regex(UserName): "a Linux user name (letters, digits, '_', '-')",
+    _regex(SecretName): "a secret's name such as kiln:s3SecretKey (never the secret itself)",
+    _regex(OverrideText): "one line of letters, digits, spaces and _ . , : / = + @ - (no quotes or shell characters)",
+    _regex(OverrideId): "a tuning id from docs/tuning.md",
+    _regex(CatalogName): "a model name from the hardware catalog (letters, digits, '_', '.', '-')",
+}
