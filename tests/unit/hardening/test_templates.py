@@ -92,3 +92,27 @@ def test_nccl_env_script_quotes_every_value(prod_inventory: dict[str, Any]) -> N
     r = subprocess.run(["sh", "-c", script + '\nprintf "%s" "$NCCL_DEBUG_FILE"'], capture_output=True, text=True,
                        timeout=30)
     assert r.stdout == env["NCCL_DEBUG_FILE"]
+
+
+def test_the_most_hostile_accepted_mount_options_stay_one_directive() -> None:
+    """End to end: the strangest mount-options override the spec accepts (every character the override type
+    allows) goes through plan and inventory into the mount unit as one Options= line, and adds no directive."""
+    from kiln.spec import validate
+    from tests.conftest import stack_data
+
+    data = stack_data("prod-h100")
+    options = "flock,lazystatfs,x=1 2:3/4@5+6_7.8-9"
+    data["overrides"] = {"client.mount.options": options}
+    spec = validate(data)
+    files = render_inventory(build_plan(spec), spec)
+    clients = load_inventory(files["group_vars/kiln_lustre_clients.yml"])
+    mount = clients["lustre_client_mounts"][0]
+    text = render("lustre_client", "lustre-client.mount.j2", {
+        **load_inventory(files["group_vars/all/kiln.yml"]), "item": mount,
+        "__lustre_client_sources": {mount["mount_point"]: "10.0.0.1@o2ib0:/fs"},
+        "lustre_client_lnet_unit": "kiln-lnet.service",
+    })
+    directives = [line.split("=", 1)[0] for line in text.splitlines() if line and line[0] not in "#["]
+    assert directives == ["Description", "Documentation", "Wants", "After", "What", "Where", "Type", "Options",
+                          "TimeoutSec", "WantedBy"]
+    assert f"Options=_netdev,{options}" in text.splitlines()
