@@ -141,3 +141,8 @@ def test_a_hostname_prefix_may_end_in_a_dash() -> None:
     """Host names such as gpu-001 are fine; only Kubernetes-facing names refuse a trailing '-'."""
     spec = validate(_set(PROD, "compute.pools.0.hostname_prefix", "gpu-"))
     assert build_plan(spec).hosts[0].name == "gpu-001"
+
+
+def test_free_text_may_hold_dots_and_punctuation() -> None:
+    spec = validate(_set(PROD, "description", "Llama-style pre-training... (see docs/runbooks; owner: ml-infra)"))
+    assert spec.description.endswith("ml-infra)")
