@@ -22,7 +22,13 @@ def _run(args: list[str], check: bool = True, timeout: float = 300) -> subproces
     podman = shutil.which("podman")
     if podman is None:
         raise PodmanError("podman is not installed; run scripts/host-prereqs.sh (make lab does)")
-    proc = subprocess.run([podman, *args], capture_output=True, text=True, timeout=timeout, check=False)
+    try:
+        proc = subprocess.run([podman, *args], capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        raise PodmanError(
+            f"podman {' '.join(args)} did not finish within {timeout:.0f} s; check `podman ps` and "
+            "`systemctl status podman` (a stuck container or storage lock), then run the command again"
+        ) from None
     if check and proc.returncode != 0:
         raise PodmanError(
             f"podman {' '.join(args)} failed ({proc.returncode}): {proc.stderr.strip() or proc.stdout.strip()}"

@@ -10,7 +10,7 @@ from kiln import knowledge
 from kiln.plan.model import Host, LnetNet, LustreTarget, Nic, Role, TargetKind
 from kiln.spec.checks import rail_devices
 from kiln.spec.models import ClusterSpec, NicGroup, TargetGroup
-from kiln.spec.protection import default_level, ext4_raid_options, zfs_vdevs
+from kiln.spec.protection import default_drive_base, default_level, ext4_raid_options, zfs_vdevs
 
 
 @dataclass
@@ -176,7 +176,7 @@ def _target_storage(
     <fsname>-<kind><idx>/<kind><idx> built from the drives at the group's protection level."""
     level = group.protection or default_level(backend, kind, group.devices_per_target) or "none"
     n = group.devices_per_target
-    base = f"/dev/disk/by-id/kiln-{kind}{idx:04d}"
+    base = default_drive_base(kind, idx)
     drives = (base,) if n == 1 and backend == "ldiskfs" else tuple(f"{base}-{d}" for d in range(n))
     given = group.paths[idx] if group.paths else None
     if backend == "zfs":

@@ -299,9 +299,13 @@ def _mib(value: int | float | str) -> int | None:
 
 
 def nccl_pools(tunables: list[Tunable], spec: ClusterSpec) -> tuple[NcclPool, ...]:
+    by_pool: dict[str | None, list[Tunable]] = {}
+    for t in tunables:  # one pass, not one per pool: planning stays linear in pools
+        if t.side == "nccl":
+            by_pool.setdefault(t.pool, []).append(t)
     out = []
     for pool in spec.compute.pools:
-        env = {t.param: str(t.value) for t in tunables if t.side == "nccl" and t.pool == pool.name}
+        env = {t.param: str(t.value) for t in by_pool.get(pool.name, [])}
         hcas = tuple(env.get("NCCL_IB_HCA", "=").lstrip("=").split(",")) if "NCCL_IB_HCA" in env else ()
         out.append(NcclPool(pool.name, dict(sorted(env.items())), hcas))
     return tuple(out)

@@ -8,7 +8,8 @@ from collections.abc import Iterator
 from kiln import knowledge
 from kiln.spec.errors import SpecIssue, suggest
 from kiln.spec.models import ClusterSpec, Device, NicGroup
-from kiln.spec.protection import default_level, level_problem
+from kiln.spec.protection import default_drive_base, default_level, level_problem
+from kiln.spec.types import dns_name
 
 FABRIC_NIC_SUPPORT = {"infiniband": "infiniband", "roce": "roce"}
 
@@ -22,6 +23,8 @@ def check(spec: ClusterSpec) -> list[SpecIssue]:
         *(_objectstore(spec)),
         *(_workload(spec)),
         *(_networks(spec)),
+        *(_host_names(spec)),
+        *(_duplicates(spec)),
     ]
 
 
@@ -46,6 +49,11 @@ def _nic(path: str, group: NicGroup, fabric: str) -> Iterator[SpecIssue]:
         )
     for field in ("devices", "interfaces"):
         names = getattr(group, field)
+        if names is not None:
+            # Interfaces also name Kubernetes objects (kiln-storage-<interface>), so compare those forms too.
+            what = "device" if field == "devices" else "interface (or Kubernetes name kiln-storage-<interface>)"
+            forms = list(names) if field == "devices" else [dns_name(n) for n in names]
+            yield from _first_seen(f"{path}.{field}[{{i}}]", forms, what)
         if names is not None and len(names) != group.count:
             yield SpecIssue(
                 f"{path}.{field}",
@@ -155,6 +163,12 @@ def _lustre(spec: ClusterSpec) -> Iterator[SpecIssue]:
                 "failover pairs need an even number of MDS nodes",
                 f"set lustre.mds.nodes to {lu.mds.nodes + 1}, or lustre.failover: none",
             )
+    for role in ("mds", "oss"):
+        count = getattr(lu, role).nics.count
+        if count < 1:
+            yield SpecIssue(
+                f"lustre.{role}.nics.count", count, "Lustre servers need a storage NIC for LNet", "set count ≥ 1"
+            )
     if lu.backend == "zfs" and lu.oss.osts.devices_per_target < 1:
         yield SpecIssue(
             "lustre.oss.osts.devices_per_target", lu.oss.osts.devices_per_target, "zfs needs vdevs", "set ≥ 1"
@@ -239,6 +253,12 @@ def _objectstore(spec: ClusterSpec) -> Iterator[SpecIssue]:
             )
         if os_.nodes < 1:
             yield SpecIssue("objectstore.nodes", os_.nodes, "seaweedfs needs at least one node", "set nodes ≥ 1")
+        for field in ("nics", "disks"):
+            group = getattr(os_, field)
+            if group is not None and group.count < 1:
+                yield SpecIssue(
+                    f"objectstore.{field}.count", group.count, f"seaweedfs nodes need {field}", "set count ≥ 1"
+                )
         for field in ("nics", "disks"):
             if getattr(os_, field) is None:
                 yield SpecIssue(
@@ -348,6 +368,17 @@ def _targets(spec: ClusterSpec) -> Iterator[SpecIssue]:
         problem = level_problem(level, lu.backend, group.devices_per_target)
         if problem:
             yield SpecIssue(f"lustre.{key}.protection", level, *problem)
+    if lu.mgs.device is not None and lu.mds.mdts.paths is None:
+        # The MGT must not be formatted over a default MDT drive either.
+        for idx in range(lu.mds.nodes * lu.mds.mdts.per_node):
+            base = default_drive_base("mdt", idx)
+            if lu.mgs.device == base or lu.mgs.device.startswith(base + "-"):
+                yield SpecIssue(
+                    "lustre.mgs.device",
+                    lu.mgs.device,
+                    f"the MGT would be formatted on a drive of MDT{idx:04x} (its default device)",
+                    "give the MGT a device of its own (or drop lustre.mgs.device for the default mirrored pair)",
+                )
     mgt = lu.mgs.protection
     if lu.mgs.device is None and mgt is not None:
         problem = level_problem(mgt, lu.backend, 1 if mgt == "none" else 2)
@@ -376,3 +407,74 @@ def _ha(spec: ClusterSpec) -> Iterator[SpecIssue]:
             f"{fencing.agent} needs each server's BMC address",
             "write it with {host} for the server name, e.g. '{host}-bmc.mgmt'",
         )
+def _first_seen(path: str, values: list[str], what: str) -> Iterator[SpecIssue]:
+    """One issue per value that repeats an earlier one in `values` (path holds '{i}')."""
+    first: dict[str, int] = {}
+    for i, value in enumerate(values):
+        if value in first:
+            yield SpecIssue(
+                path.format(i=i), value, f"same {what} as {path.format(i=first[value])}", f"give each its own {what}"
+            )
+        first.setdefault(value, i)
+
+
+def _duplicates(spec: ClusterSpec) -> Iterator[SpecIssue]:
+    lu = spec.lustre
+    yield from _first_seen("compute.pools[{i}].name", [p.name for p in spec.compute.pools], "pool name")
+    yield from _first_seen("lustre.pools[{i}].name", [p.name for p in lu.pools], "OST pool name")
+    for i, pool in enumerate(lu.pools):
+        yield from _first_seen(f"lustre.pools[{i}].osts[{{i}}]", [str(x) for x in pool.osts], "OST index")
+    # Directory paths are canonical already ('//', '/.' and trailing '/' removed); their Kubernetes names must
+    # differ too (PersistentVolumes and claims are named after them).
+    yield from _first_seen(
+        "lustre.directories[{i}].path",
+        [dns_name(d.path) for d in lu.directories],
+        "Kubernetes name (lustre-<path in lower case, other characters as '-'>)",
+    )
+
+
+def _host_names(spec: ClusterSpec) -> Iterator[SpecIssue]:
+    """Generated host names (<prefix><zero-padded number>, kiln.plan.topology) must not collide across pools and
+    servers: e.g. a pool prefixed `oss` with 100 nodes and 100 OSS servers would both name a host oss100."""
+    lu = spec.lustre
+    # (path, prefix, digits, count); the digit widths are the ones kiln.plan.topology.build_hosts uses.
+    families: list[tuple[str, str, int, int]] = [
+        (f"compute.pools[{i}].hostname_prefix", p.hostname_prefix or p.name, max(3, len(str(p.nodes))), p.nodes)
+        for i, p in enumerate(spec.compute.pools)
+    ]
+    if lu.mgs.mode == "standalone":
+        families.append(("lustre.mgs.mode", "mgs", 2, 1))
+    families.append(("lustre.mds.nodes", "mds", max(2, len(str(lu.mds.nodes))), lu.mds.nodes))
+    families.append(("lustre.oss.nodes", "oss", max(2, len(str(lu.oss.nodes))), lu.oss.nodes))
+    if spec.objectstore.backend == "seaweedfs":
+        n = spec.objectstore.nodes
+        families.append(("objectstore.nodes", "s3-", max(2, len(str(n))), n))
+    for a, (path_a, pa, wa, na) in enumerate(families):
+        for b, (path_b, pb, wb, nb) in enumerate(families):
+            if a == b or (pa == pb and a > b) or not pb.startswith(pa):
+                continue
+            if pa == pb and path_a.startswith("compute") and path_b.startswith("compute"):
+                continue  # reported by _compute as a shared prefix
+            name = _collision(pa, wa, na, pb, wb, nb)
+            if name is not None:
+                path = path_a if path_a.startswith("compute") else path_b
+                yield SpecIssue(
+                    path,
+                    pa if path == path_a else pb,
+                    f"host {name} would be generated by both {path_a.rsplit('.', 1)[0]} "
+                    f"and {path_b.rsplit('.', 1)[0]}",
+                    "choose a hostname_prefix that is not another prefix followed by digits (e.g. not mds, oss, s3-)",
+                )
+
+
+def _collision(pa: str, wa: int, na: int, pb: str, wb: int, nb: int) -> str | None:
+    """A name both pa+f'{i:0{wa}d}' (1 ≤ i ≤ na) and pb+f'{j:0{wb}d}' (1 ≤ j ≤ nb) produce, where pb starts with pa.
+
+    Every number is written with exactly its family's width, so pb's extra characters must be digits that lead
+    pa's number: i = int(extra) · 10^wb + j. The two ranges are compared, not enumerated."""
+    extra = pb[len(pa) :]
+    if (extra and not extra.isdigit()) or len(extra) + wb != wa:
+        return None
+    base = int(extra or 0) * 10**wb
+    low, high = max(base + 1, 1), min(base + nb, na)
+    return f"{pa}{low:0{wa}d}" if low <= high else None

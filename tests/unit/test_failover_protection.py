@@ -123,14 +123,14 @@ def test_layout_words() -> None:
 
 
 def test_inventory_gives_the_partner_standby_units_and_pacemaker_resources() -> None:
-    import yaml
+    from kiln.yamlio import load_inventory
 
     from kiln.render.inventory import hostid, render_inventory
 
     spec = load_stack("prod-h100")
     files = render_inventory(build_plan(spec), spec)
-    oss01 = yaml.safe_load(files["host_vars/oss01.yml"])
-    oss02 = yaml.safe_load(files["host_vars/oss02.yml"])
+    oss01 = load_inventory(files["host_vars/oss01.yml"])
+    oss02 = load_inventory(files["host_vars/oss02.yml"])
     standby = {t["name"] for t in oss01["lustre_server_standby_targets"]}
     assert standby == {t["name"] for t in oss02["lustre_server_targets"]}
     assert oss01["lustre_server_standby_targets"][0]["device"] == oss02["lustre_server_targets"][0]["device"]
@@ -139,9 +139,9 @@ def test_inventory_gives_the_partner_standby_units_and_pacemaker_resources() -> 
     assert len(resources) == 16 and resources["prod-OST0008"]["node"] == "oss02"
     assert resources["prod-OST0008"]["agent"] == "ocf:lustre:Lustre"
     assert resources["prod-OST0008"]["params"]["target"] == "/dev/md/prod-ost0008"
-    mds01 = yaml.safe_load(files["host_vars/mds01.yml"])
+    mds01 = load_inventory(files["host_vars/mds01.yml"])
     assert [r["tier"] for r in mds01["lustre_ha_resources"]] == [0, 1, 1]  # MGS, then MDTs
-    servers = yaml.safe_load(files["group_vars/kiln_lustre_servers.yml"])
+    servers = load_inventory(files["group_vars/kiln_lustre_servers.yml"])
     assert servers["lustre_server_manage_mounts"] is False
     fencing = servers["lustre_ha_fencing"]
     assert fencing["agent"] == "fence_ipmilan" and fencing["password_env"] == "KILN_FENCE_PASSWORD"

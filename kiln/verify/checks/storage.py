@@ -141,10 +141,10 @@ class IorEasy(Check):
         if self.op == "read":
             exists = ctx.run(launcher, f"ls {quote(d)}/file.* >/dev/null 2>&1", 60)
             if not exists.ok:  # the write check did not leave files: write them (not measured)
-                prep = launch_command(ctx, subject.hosts, o.ior_procs_per_node,
-                                      f"{o.ior_path} -a POSIX -F -e -t 1m -b {o.ior_block} -w -k -o {d}/file")
+                write = f"{o.ior_path} -a POSIX -F -e -t 1m -b {o.ior_block} -w -k -o {quote(d + '/file')}"
+                prep = launch_command(ctx, subject.hosts, o.ior_procs_per_node, write)
                 ctx.must(launcher, prep, o.command_timeout_s, what="IOR write pass before the read test")
-        ior = (f"{o.ior_path} -a POSIX -F -e -C -t 1m -b {o.ior_block} {flags} -i 1 -o {d}/file "
+        ior = (f"{o.ior_path} -a POSIX -F -e -C -t 1m -b {o.ior_block} {flags} -i 1 -o {quote(d + '/file')} "
                "-O summaryFormat=JSON")
         cmd = launch_command(ctx, subject.hosts, o.ior_procs_per_node, ior)
         r = ctx.run(launcher, cmd, o.command_timeout_s)
@@ -182,7 +182,7 @@ class MdtestCreate(Check):
         need_tool(ctx, launcher, o.mdtest_path, "mdtest is built with IOR (github.com/hpc/ior)")
         d = f"{lustre_dir(ctx)}/mdtest"
         ctx.must(launcher, f"mkdir -p {quote(d)}", 60)
-        md = f"{o.mdtest_path} -n {o.mdtest_files_per_proc} -F -C -T -r -u -d {d}"
+        md = f"{o.mdtest_path} -n {o.mdtest_files_per_proc} -F -C -T -r -u -d {quote(d)}"
         cmd = launch_command(ctx, subject.hosts, o.ior_procs_per_node, md)
         r = ctx.run(launcher, cmd, o.command_timeout_s)
         res = parse_mdtest(r.stdout, r.stderr)

@@ -1,6 +1,7 @@
 """Testinfra checks for role rdma in configuration-only mode (no RDMA hardware in these containers)."""
 
 import pathlib
+import shlex
 
 import pytest
 import yaml
@@ -81,8 +82,9 @@ def test_roce_unit(host, contract):
         return
     assert script.mode == 0o755
     text = script.content_string
-    devices = " ".join(d["device"] for d in contract["rdma_expected_devices"])
-    assert f'DEVICES="{devices}"' in text
+    # One shell word per device, each quoted as Jinja's quote filter (shlex.quote) writes it.
+    devices = " ".join(shlex.quote(d["device"]) for d in contract["rdma_expected_devices"])
+    assert f"set -- {devices}\n" in text
     assert "PRIO=3\n" in text and "DSCP=26\n" in text and "TOS=106\n" in text
     assert 'dcb pfc set dev "$nd" prio-pfc all:off "$PRIO":on' in text
     assert host.run("sh -n /usr/local/sbin/kiln-roce-qos").rc == 0
