@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import ipaddress
 import math
-import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -243,6 +243,12 @@ class Mgs(Model):
     )
 
 
+def _no_parent_dir(value: str) -> str:
+    if ".." in value:
+        raise ValueError("'..' is not allowed; fix: write the value without '..'")
+    return value
+
+
 FENCE_AGENT_RE = r"^(fence_[a-z0-9_]{2,30}|none-lab)$"
 
 
@@ -269,20 +275,12 @@ class Fencing(Model):
     )
     options: dict[
         Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,40}$")],
-        Annotated[str, Field(pattern=r"^[A-Za-z0-9._:/@-]{0,200}$")],
+        Annotated[str, Field(pattern=r"^[A-Za-z0-9._:/@-]{0,200}$"), AfterValidator(_no_parent_dir)],
     ] = Field(
         default_factory=dict,
         max_length=64,
         description="Extra agent options (e.g. {lanplus: '1'}); names as `pcs stonith describe <agent>` lists them.",
     )
-
-    @field_validator("options")
-    @classmethod
-    def _no_parent_dirs(cls, v: dict[str, str]) -> dict[str, str]:
-        for key, val in v.items():
-            if ".." in val:
-                raise ValueError(f"option {key}: '..' is not allowed; fix: write the value without '..'")
-        return v
 
     @field_validator("address")
     @classmethod

@@ -123,9 +123,8 @@ def test_layout_words() -> None:
 
 
 def test_inventory_gives_the_partner_standby_units_and_pacemaker_resources() -> None:
-    from kiln.yamlio import load_inventory
-
     from kiln.render.inventory import hostid, render_inventory
+    from kiln.yamlio import load_inventory
 
     spec = load_stack("prod-h100")
     files = render_inventory(build_plan(spec), spec)
