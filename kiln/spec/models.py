@@ -92,6 +92,13 @@ class Fabric(Model):
         description="Storage-fabric oversubscription on the compute side (e.g. 1.33 for 4:3).",
     )
     roce_gid_index: int = Field(default=3, ge=-1, le=255, description="RoCE GID index for NCCL; -1 lets NCCL choose.")
+    roce_dscp: int = Field(
+        default=26,
+        ge=0,
+        le=63,
+        description="RoCE only: DSCP of RDMA traffic, mapped to the PFC priority on hosts and switches; NCCL_IB_TC "
+        "and RDMA-CM's ToS carry it.",
+    )
     mtu: int = Field(
         default=4096,
         ge=1280,
@@ -177,6 +184,11 @@ class Directory(Model):
 
 class Lustre(Model):
     fsname: str = Field(pattern=FSNAME_RE, description="Filesystem name (1-8 characters).")
+    version: Literal["2.15", "2.16"] = Field(
+        default="2.15",
+        description="Lustre release line the servers and clients run (2.15 LTS or 2.16); picks parameter names "
+        "and ranges from kiln/knowledge/lustre_params.yaml.",
+    )
     backend: Literal["ldiskfs", "zfs"] = Field(default="ldiskfs", description="OSD backend.")
     mgs: Mgs = Field(default_factory=Mgs, description="Management server placement.")
     mds: Mds = Field(description="Metadata servers.")
