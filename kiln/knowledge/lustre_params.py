@@ -43,6 +43,7 @@ class Variant(_Model):
     max_exclusive: bool = False
     max_ram_fraction: float | None = None
     values: tuple[str, ...] = ()
+    max_length: int | None = None
     relation: str = ""
     source: Source
 
@@ -50,6 +51,8 @@ class Variant(_Model):
         parts = []
         if self.values:
             parts.append("one or more of " + ", ".join(self.values))
+        if self.max_length is not None:
+            parts.append(f"text of 1..{self.max_length} characters")
         if self.min is not None or self.max is not None:
             lo = "" if self.min is None else f"{self.min:g}"
             hi = "" if self.max is None else f"{self.max:g}"
@@ -64,7 +67,7 @@ class Variant(_Model):
 class Param(_Model):
     side: Side
     apply: Apply
-    type: Literal["int", "size_MiB", "bool", "options"]
+    type: Literal["int", "size_MiB", "bool", "options", "text"]
     unit: str = ""
     change: Literal["immediate", "reconnect", "module_reload"]
     change_note: str = ""
@@ -120,6 +123,9 @@ def to_number(value: int | float | str, kind: str) -> float | None:
 def check(registry: Registry, pid: str, variant: Variant, value: int | float | str, ram_MiB: int | None) -> str:
     """'' if the kernel accepts `value`, else what is wrong with it (the accepted range and its source)."""
     param = registry.params[pid]
+    if param.type == "text":
+        ok = 0 < len(str(value)) <= (variant.max_length or 4096) and not any(c.isspace() for c in str(value))
+        return "" if ok else f"outside the accepted range {variant.range_text()} (no spaces)"
     if param.type == "options":
         bad = [o for o in str(value).split(",") if o.split("=")[0] not in variant.values]
         return f"unknown option(s) {', '.join(bad)}" if bad else ""

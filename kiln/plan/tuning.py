@@ -46,7 +46,8 @@ def _tunable(spec: ClusterSpec | None, tid: str, value: int | float | str, pool:
             return None
         source = f"{source.rstrip('.')}; accepted range: {reg.cite(variant, spec.lustre.version)}"
         apply = reg.apply_of(tid, variant)
-        return Tunable(tid, variant.name, value, reg.params[tid].side, apply, reason, source, False, pool)
+        name = variant.name.format(fsname=spec.lustre.fsname)
+        return Tunable(tid, name, value, reg.params[tid].side, apply, reason, source, False, pool)
     param = rule.get("param") or tid.removeprefix("nccl.")
     side = cast(Side, rule.get("side") or "nccl")
     return Tunable(tid, param, value, side, rule.get("apply") or "env", reason, source, False, pool)
@@ -80,6 +81,9 @@ def server_tunables(spec: ClusterSpec, client_mod_rpcs: int) -> list[Tunable]:
             _tunable(spec, "server.ost.writethrough_cache_enable", _c(wt, "checkpointing")),
             _tunable(spec, "server.ost.readcache_max_filesize", _c(r["server.ost.readcache_max_filesize"], "value")),
             _tunable(spec, "server.mdt.max_mod_rpcs", client_mod_rpcs),
+            _tunable(spec, "server.quota.enforce_mdt", spec.lustre.quotas.enforce),
+            _tunable(spec, "server.quota.enforce_ost", spec.lustre.quotas.enforce),
+            _tunable(spec, "client.jobid_var", _c(r["client.jobid_var"], spec.lustre.scheduler)),
         ]
     )
 

@@ -110,10 +110,17 @@ class Fabric(Model):
 class Networks(Model):
     management: str = Field(description="Management subnet (CIDR); one address per host, used by Ansible.")
     storage: str = Field(description="Storage subnet (CIDR); one address per storage NIC (LNet NIDs).")
+    roce_rails: str | None = Field(
+        default=None,
+        description="RoCE only: subnet (CIDR) for the compute rails' IPv4 addresses, one per rail NIC; RoCEv2 "
+        "needs one for its IPv4 GID (fabric.roce_gid_index). Required on RoCE fabrics with compute rails.",
+    )
 
-    @field_validator("management", "storage")
+    @field_validator("management", "storage", "roce_rails")
     @classmethod
-    def _cidr(cls, v: str) -> str:
+    def _cidr(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
         try:
             ipaddress.ip_network(v, strict=True)
         except ValueError as exc:
@@ -182,6 +189,14 @@ class Directory(Model):
     pool: str | None = Field(default=None, description="OST pool to confine the directory to.")
 
 
+class Quotas(Model):
+    enforce: Literal["none", "u", "g", "p", "ug", "up", "gp", "ugp"] = Field(
+        default="ugp",
+        description="Quota types the MDTs and OSTs enforce (u user, g group, p project); usage is tracked "
+        "either way. Limits are set with lfs setquota (docs/runbooks/lustre-quotas.md).",
+    )
+
+
 class Lustre(Model):
     fsname: str = Field(pattern=FSNAME_RE, description="Filesystem name (1-8 characters).")
     version: Literal["2.15", "2.16"] = Field(
@@ -197,6 +212,12 @@ class Lustre(Model):
     lnet: list[LnetNetwork] = Field(min_length=1, description="LNet networks (multi-rail over all storage NICs).")
     mount_point: str = Field(default="/lustre", pattern=r"^/[^\s]*$", description="Client mount point.")
     pools: list[OstPool] = Field(default_factory=list, description="OST pools.")
+    quotas: Quotas = Field(default_factory=Quotas, description="Quota enforcement.")
+    scheduler: Literal["slurm", "kubernetes", "none"] = Field(
+        default="kubernetes",
+        description="Job scheduler whose jobs Lustre's job stats are keyed by: slurm → jobid_var SLURM_JOB_ID; "
+        "kubernetes → procname_uid (command name and uid); none → job stats off.",
+    )
     directories: list[Directory] = Field(default_factory=list, description="Directories and their layouts.")
 
 

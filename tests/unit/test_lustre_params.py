@@ -59,7 +59,11 @@ def test_every_planned_param_is_known_and_in_range(stack: Any, name: str, versio
     for t in lustre_side:
         assert t.id in REG.params, f"{t.id} is not in lustre_params.yaml"
         variant = REG.variant(t.id, version, backend)
-        assert variant is not None and variant.name == t.param, (t.id, version, backend)
+        assert variant is not None and variant.name.format(fsname=data["lustre"]["fsname"]) == t.param, (
+            t.id,
+            version,
+            backend,
+        )
         assert lustre_params.check(REG, t.id, variant, t.value, ram.get(t.pool or "")) == "", (t.id, t.value)
     for lay in plan.layouts:
         for c in lay.components:
@@ -94,10 +98,24 @@ def test_kernel_max_dirty_follows_client_adjust_max_dirty() -> None:
 @pytest.mark.parametrize(
     ("version", "backend", "expected"),
     [
-        ("2.15", "ldiskfs", {"osd-ldiskfs.*OST*.read_cache_enable", "osd-ldiskfs.*OST*.writethrough_cache_enable",
-                             "osd-ldiskfs.*OST*.readcache_max_filesize"}),
-        ("2.16", "ldiskfs", {"osd-ldiskfs.*OST*.read_cache_enable", "osd-ldiskfs.*OST*.writethrough_cache_enable",
-                             "osd-ldiskfs.*OST*.readcache_max_filesize"}),
+        (
+            "2.15",
+            "ldiskfs",
+            {
+                "osd-ldiskfs.*OST*.read_cache_enable",
+                "osd-ldiskfs.*OST*.writethrough_cache_enable",
+                "osd-ldiskfs.*OST*.readcache_max_filesize",
+            },
+        ),
+        (
+            "2.16",
+            "ldiskfs",
+            {
+                "osd-ldiskfs.*OST*.read_cache_enable",
+                "osd-ldiskfs.*OST*.writethrough_cache_enable",
+                "osd-ldiskfs.*OST*.readcache_max_filesize",
+            },
+        ),
         ("2.16", "zfs", {"osd-zfs.*OST*.readcache_max_filesize"}),
     ],
 )
@@ -115,8 +133,10 @@ def test_read_cache_reason_does_not_claim_shards_are_cached(prod_plan: Any) -> N
 
 @pytest.mark.parametrize(
     ("version", "param", "apply"),
-    [("2.15", "mdt.max_mod_rpcs_per_client", "module_param"), ("2.16", "mdt.*.max_mod_rpcs_in_flight",
-                                                                "set_param_persistent")],
+    [
+        ("2.15", "mdt.max_mod_rpcs_per_client", "module_param"),
+        ("2.16", "mdt.*.max_mod_rpcs_in_flight", "set_param_persistent"),
+    ],
 )
 def test_mdt_mod_rpcs_name_by_version(stack: Any, version: str, param: str, apply: str) -> None:
     t = plan_of(with_version(stack, "prod-h100", version)).tunable("server.mdt.max_mod_rpcs")
@@ -143,8 +163,11 @@ def test_statahead_range_differs_by_version(stack: Any) -> None:
 
 def test_ko2iblnd_peer_credits_above_255_is_refused(stack: Any) -> None:
     data = stack("prod-h100")
-    data["overrides"] = {"lnet.ko2iblnd.peer_credits": 256, "lnet.ko2iblnd.credits": 2048,
-                         "lnet.ko2iblnd.concurrent_sends": 256}
+    data["overrides"] = {
+        "lnet.ko2iblnd.peer_credits": 256,
+        "lnet.ko2iblnd.credits": 2048,
+        "lnet.ko2iblnd.concurrent_sends": 256,
+    }
     with pytest.raises(SpecError) as exc:
         plan_of(data)
     assert exc.value.issues[0].path == "overrides.lnet.ko2iblnd.peer_credits"
@@ -184,6 +207,7 @@ def test_lru_size_left_dynamic_and_lru_max_age_reason(prod_plan: Any) -> None:
 def test_nccl_ib_tc_on_roce(stack: Any) -> None:
     data = stack("prod-h100")
     data["fabric"]["kind"] = "roce"
+    data["networks"]["roce_rails"] = "10.30.0.0/16"
     plan = plan_of(data)
     env = plan.nccl[0].env
     assert env["NCCL_IB_TC"] == "106"  # DSCP 26 << 2 | ECT(0), the same byte as RDMA-CM's ToS
@@ -217,3 +241,63 @@ def test_layout_limits_refuse_bad_stripe_size(stack: Any) -> None:
 @pytest.fixture(scope="module")
 def prod_plan() -> Any:
     return build_plan(load_stack("prod-h100"))
+
+
+def roce_stack(stack: Any) -> dict[str, Any]:
+    data: dict[str, Any] = stack("dev")
+    data["fabric"]["kind"] = "roce"
+    data["networks"]["roce_rails"] = "10.30.0.0/16"
+    return data
+
+
+def test_roce_needs_a_rail_subnet(stack: Any) -> None:
+    data = roce_stack(stack)
+    del data["networks"]["roce_rails"]
+    with pytest.raises(SpecError) as exc:
+        validate(data, "test")
+    assert exc.value.issues[0].path == "networks.roce_rails"
+
+
+def test_roce_rails_get_addresses_and_the_inventory_applies_them(stack: Any) -> None:
+    import yaml
+
+    from kiln.render.inventory import render_inventory
+
+    data = roce_stack(stack)
+    spec = validate(data, "test")
+    plan = build_plan(spec, "test")
+    gpu = plan.hosts[0]
+    rails = [n for n in gpu.nics if n.role == "compute"]
+    assert rails and all(n.address and n.address.startswith("10.30.") for n in rails)
+    files = render_inventory(plan, spec)
+    hv = yaml.safe_load(files[f"host_vars/{gpu.name}.yml"])
+    by = {i["name"]: i for i in hv["rdma_roce_interfaces"]}
+    assert by[rails[0].interface]["address"] == f"{rails[0].address}/16"
+    storage = next(n for n in gpu.nics if n.role == "storage")
+    assert by[storage.interface]["address"].startswith(storage.address + "/")
+    assert len(by) == len([n for n in gpu.nics if n.device])
+    all_vars = yaml.safe_load(files["group_vars/all/kiln.yml"])
+    assert all_vars["rdma_roce_tos"] == 106 and all_vars["rdma_roce_dscp"] == 26
+    assert plan.nccl[0].env["NCCL_IB_TC"] == str(all_vars["rdma_roce_tos"])
+
+
+def test_quotas_and_jobstats_are_planned_on_the_mgs(stack: Any) -> None:
+    data = stack("prod-h100")
+    data["lustre"]["scheduler"] = "slurm"
+    data["lustre"]["quotas"] = {"enforce": "up"}
+    plan = plan_of(data)
+    fs = data["lustre"]["fsname"]
+    mdt, ost, job = (
+        plan.tunable(i) for i in ("server.quota.enforce_mdt", "server.quota.enforce_ost", "client.jobid_var")
+    )
+    assert (mdt.param, mdt.value, mdt.apply) == (f"osd-*.{fs}-MDT*.quota_slave.enabled", "up", "set_param_persistent")
+    assert (ost.param, ost.value) == (f"osd-*.{fs}-OST*.quota_slave.enabled", "up")
+    assert (job.param, job.value, job.apply) == ("jobid_var", "SLURM_JOB_ID", "set_param_persistent")
+
+
+def test_jobid_var_longer_than_the_kernel_takes_is_refused(stack: Any) -> None:
+    data = stack("prod-h100")
+    data["overrides"] = {"client.jobid_var": "A_VERY_LONG_VARIABLE_NAME"}
+    with pytest.raises(SpecError) as exc:
+        plan_of(data)
+    assert "1..20 characters" in exc.value.issues[0].problem

@@ -119,6 +119,7 @@ def test_nccl_env(prod: Any, lab: Any, stack: Any) -> None:
     data = stack("dev")
     data["fabric"]["kind"] = "roce"
     data["fabric"]["topology"] = "single-switch"
+    data["networks"]["roce_rails"] = "10.30.0.0/16"
     env = plan_of(data).nccl[0].env
     assert env["NCCL_IB_GID_INDEX"] == "3" and env["NCCL_CROSS_NIC"] == "1"
     assert env["NCCL_IB_QPS_PER_CONNECTION"] == "1" and env["NCCL_IB_ADAPTIVE_ROUTING"] == "0"

@@ -62,7 +62,7 @@ def test_tunables_applied_once_by_lustre_param(host):
     # (already 1) and osc max_rpcs_in_flight (already 8) were left alone
     names = sorted(argv[1].split("=")[0] for argv in sets)
     assert names == sorted([
-        "osc.*.max_pages_per_rpc", "osc.*.max_dirty_mb", "llite.*.max_read_ahead_mb",
+        "osc.*.max_pages_per_rpc", "llite.*.max_read_ahead_mb",
         "llite.*.max_read_ahead_per_file_mb", "llite.*.statahead_max", "mdc.*.max_rpcs_in_flight",
         "mdc.*.max_mod_rpcs_in_flight", "ldlm.namespaces.*.lru_max_age",
     ])
