@@ -236,8 +236,6 @@ class Layouts(Entry):
     checkpoint_shard_stripes: Sourced[int]
     dom_size: Sourced[str]
     smallfile_stripes: Sourced[int]
-    max_stripe_count_ldiskfs: Sourced[int]
-    max_stripe_count: Sourced[int]
 
 
 class TuningFile(_File):

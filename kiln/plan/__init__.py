@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from kiln.plan.layouts import build_layouts
+from kiln.plan.layouts import build_layouts, layout_issues
 from kiln.plan.model import PLAN_SCHEMA, LustreTarget, Plan, Sizing
 from kiln.plan.objectstore import build_objectstore
 from kiln.plan.sizing import build_sizing
@@ -20,6 +20,7 @@ from kiln.plan.tuning import (
     lnet_tunables,
     nccl_pools,
     nccl_tunables,
+    out_of_range,
     server_tunables,
 )
 from kiln.spec.errors import SpecError, SpecIssue
@@ -101,7 +102,11 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
     )
     tunables, issues = apply_overrides(spec, tunables)
     if not issues:
+        issues += out_of_range(spec, tunables)
+    if not issues:
         issues += invariants(tunables, {p.name: p.ram_GiB for p in spec.compute.pools})
+    layouts = build_layouts(spec)
+    issues += layout_issues(spec, layouts)
     sizing, sizing_issues = build_sizing(spec)
     objectstore, os_issues = build_objectstore(spec, hosts)
     issues += sizing_issues + os_issues
@@ -122,7 +127,7 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
         mgs_nids=mgs_nids,
         targets_map=targets_map,
         tunables=tuple(tunables),
-        layouts=build_layouts(spec),
+        layouts=layouts,
         ost_pools={p.name: tuple(p.osts) for p in spec.lustre.pools},
         nccl=nccl_pools(tunables, spec),
         objectstore=objectstore,

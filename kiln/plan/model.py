@@ -22,7 +22,7 @@ class Nic:
     model: str
     interface: str
     device: str | None
-    address: str | None  # storage NICs carry an address on the storage subnet
+    address: str | None  # storage NICs: storage subnet; RoCE compute rails: networks.roce_rails
     nid: str | None  # LNet NID for storage NICs
     link_Gbps: float
 

@@ -58,6 +58,7 @@ def _nics(
     compute: NicGroup | None,
     storage: NicGroup,
     storage_alloc: _Allocator,
+    rail_alloc: _Allocator | None = None,
 ) -> tuple[Nic, ...]:
     kb = knowledge.load()
     fabric = spec.fabric.kind
@@ -67,7 +68,9 @@ def _nics(
     if compute is not None:
         devs = rail_devices(compute) if rdma else [None] * compute.count
         for iface, dev in zip(_interfaces(compute, fabric, 0), devs, strict=True):
-            out.append(Nic("compute", compute.nic, iface, dev, None, None, kb.nics[compute.nic].link_Gbps))
+            # RoCE rails carry an IPv4 address for their RoCEv2 GID; InfiniBand rails need none.
+            addr = rail_alloc.take() if rail_alloc is not None else None
+            out.append(Nic("compute", compute.nic, iface, dev, addr, None, kb.nics[compute.nic].link_Gbps))
     nets = [n.name for n in spec.lustre.lnet]
     devs = rail_devices(storage, start=n_compute) if rdma else [None] * storage.count
     for j, (iface, dev) in enumerate(zip(_interfaces(storage, fabric, n_compute), devs, strict=True)):
@@ -94,6 +97,8 @@ def build_hosts(spec: ClusterSpec) -> tuple[Host, ...]:
     """Every host of the environment, in a stable order: compute pools, MGS, MDS, OSS, object store."""
     mgmt = _Allocator(ipaddress.ip_network(spec.networks.management))
     stor = _Allocator(ipaddress.ip_network(spec.networks.storage))
+    roce = spec.networks.roce_rails if spec.fabric.kind == "roce" else None
+    rails = _Allocator(ipaddress.ip_network(roce)) if roce else None
     hosts: list[Host] = []
     for pool in spec.compute.pools:
         prefix = pool.hostname_prefix or pool.name
@@ -107,7 +112,7 @@ def build_hosts(spec: ClusterSpec) -> tuple[Host, ...]:
                     pool=pool.name,
                     management_address=mgmt.take(),
                     groups=pool_groups,
-                    nics=_nics(spec, pool.compute_rails, pool.storage_nics, stor),
+                    nics=_nics(spec, pool.compute_rails, pool.storage_nics, stor, rails),
                     gpus=pool.gpu.count,
                     gpu_model=pool.gpu.model,
                     ram_GiB=pool.ram_GiB,
@@ -265,4 +270,3 @@ def build_target_map(
                     )
                 )
     return tuple(out), mgs_service
-

@@ -14,7 +14,7 @@ import yaml
 
 from kiln import knowledge, yamlio
 from kiln.plan.model import Host, LustreTarget, Plan, Tunable
-from kiln.plan.tuning import is_namespaced_sysctl
+from kiln.plan.tuning import is_namespaced_sysctl, roce_traffic_class
 from kiln.render.firewall import firewall_rules
 from kiln.spec.models import ClusterSpec
 
@@ -74,6 +74,17 @@ def _host_vars(plan: Plan, spec: ClusterSpec, h: Host) -> dict[str, Any]:
         ipoib_mtu = spec.fabric.mtu - knowledge.load().tuning.protocol.ipoib_header_bytes.value
         out["rdma_ipoib_interfaces"] = [
             {"name": n.interface, "address": f"{n.address}/{storage_prefix}", "mtu": ipoib_mtu} for n in storage
+        ]
+    if plan.fabric == "roce":
+        rail_prefix = ipaddress.ip_network(spec.networks.roce_rails).prefixlen if spec.networks.roce_rails else None
+        out["rdma_roce_interfaces"] = [
+            {
+                "name": n.interface,
+                "address": f"{n.address}/{storage_prefix if n.role == 'storage' else rail_prefix}",
+                "mtu": spec.fabric.mtu,
+            }
+            for n in h.nics
+            if n.address and n.device
         ]
     out["rdma_expected_devices"] = [
         {"device": n.device, "role": n.role, "rate_gbps": n.link_Gbps} for n in h.nics if n.device
@@ -181,6 +192,8 @@ def render_inventory(plan: Plan, spec: ClusterSpec) -> dict[str, str]:
         "common_transparent_hugepages": host_settings["transparent_hugepages"],
         "common_cpu_governor": host_settings["cpu_governor"],
         "rdma_fabric": plan.fabric,
+        "rdma_roce_dscp": spec.fabric.roce_dscp,
+        "rdma_roce_tos": roce_traffic_class(spec),
         "lnet_networks": [{"name": n.name, "lnd": n.lnd, "multi_rail": n.multi_rail} for n in plan.lnet],
         "lnet_module_options": lnet_opts,
         "kiln_lustre_fsname": plan.fsname,

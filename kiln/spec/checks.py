@@ -306,8 +306,23 @@ def _networks(spec: ClusterSpec) -> Iterator[SpecIssue]:
             "networks.storage", str(stor), f"overlaps the management network {mgmt}", "use disjoint subnets"
         )
     hosts, nics = _count_hosts(spec)
+    nets = [("networks.management", mgmt, hosts), ("networks.storage", stor, nics)]
+    rails = sum(p.nodes * p.compute_rails.count for p in spec.compute.pools)
+    if spec.fabric.kind == "roce" and rails and spec.networks.roce_rails is None:
+        yield SpecIssue(
+            "networks.roce_rails",
+            None,
+            f"a RoCE fabric with {rails} compute-rail NICs needs IPv4 addresses on them (RoCEv2 GID, NCCL)",
+            "add networks.roce_rails: a subnet disjoint from the others, e.g. 10.30.0.0/16",
+        )
+    if spec.networks.roce_rails is not None:
+        roce = ipaddress.ip_network(spec.networks.roce_rails)
+        for other in (mgmt, stor):
+            if roce.overlaps(other):
+                yield SpecIssue("networks.roce_rails", str(roce), f"overlaps {other}", "use disjoint subnets")
+        nets.append(("networks.roce_rails", roce, rails))
     # .1 is left for the gateway; the rest are handed out in order.
-    for path, net, need in (("networks.management", mgmt, hosts), ("networks.storage", stor, nics)):
+    for path, net, need in nets:
         room = net.num_addresses - 3
         if need > room:
             yield SpecIssue(

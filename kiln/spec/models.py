@@ -156,6 +156,13 @@ class Fabric(Model):
         description="Storage-fabric oversubscription on the compute side (e.g. 1.33 for 4:3).",
     )
     roce_gid_index: int = Field(default=3, ge=-1, le=255, description="RoCE GID index for NCCL; -1 lets NCCL choose.")
+    roce_dscp: int = Field(
+        default=26,
+        ge=0,
+        le=63,
+        description="RoCE only: DSCP of RDMA traffic, mapped to the PFC priority on hosts and switches; NCCL_IB_TC "
+        "and RDMA-CM's ToS carry it.",
+    )
     mtu: int = Field(
         default=4096,
         ge=1280,
@@ -169,10 +176,18 @@ class Networks(Model):
         pattern=CIDR_RE, description="Management subnet (CIDR); one address per host, used by Ansible."
     )
     storage: str = Field(pattern=CIDR_RE, description="Storage subnet (CIDR); one address per storage NIC (LNet NIDs).")
+    roce_rails: str | None = Field(
+        default=None,
+        pattern=CIDR_RE,
+        description="RoCE only: subnet (CIDR) for the compute rails' IPv4 addresses, one per rail NIC; RoCEv2 "
+        "needs one for its IPv4 GID (fabric.roce_gid_index). Required on RoCE fabrics with compute rails.",
+    )
 
-    @field_validator("management", "storage")
+    @field_validator("management", "storage", "roce_rails")
     @classmethod
-    def _cidr(cls, v: str) -> str:
+    def _cidr(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
         check_plain(v)
         try:
             net = ipaddress.ip_network(v, strict=True)
@@ -346,8 +361,21 @@ class Directory(Model):
     )
 
 
+class Quotas(Model):
+    enforce: Literal["none", "u", "g", "p", "ug", "up", "gp", "ugp"] = Field(
+        default="ugp",
+        description="Quota types the MDTs and OSTs enforce (u user, g group, p project); usage is tracked "
+        "either way. Limits are set with lfs setquota (docs/runbooks/lustre-quotas.md).",
+    )
+
+
 class Lustre(Model):
     fsname: str = Field(pattern=FSNAME_RE, description="Filesystem name (1-8 characters).")
+    version: Literal["2.15", "2.16"] = Field(
+        default="2.15",
+        description="Lustre release line the servers and clients run (2.15 LTS or 2.16); picks parameter names "
+        "and ranges from kiln/knowledge/lustre_params.yaml.",
+    )
     backend: Literal["ldiskfs", "zfs"] = Field(default="ldiskfs", description="OSD backend.")
     mgs: Mgs = Field(default_factory=Mgs, description="Management server placement.")
     mds: Mds = Field(description="Metadata servers.")
@@ -361,6 +389,12 @@ class Lustre(Model):
     pools: list[OstPool] = Field(default_factory=list, max_length=4096, description="OST pools.")
     directories: list[Directory] = Field(
         default_factory=list, max_length=4096, description="Directories and their layouts."
+    )
+    quotas: Quotas = Field(default_factory=Quotas, description="Quota enforcement.")
+    scheduler: Literal["slurm", "kubernetes", "none"] = Field(
+        default="kubernetes",
+        description="Job scheduler whose jobs Lustre's job stats are keyed by: slurm → jobid_var SLURM_JOB_ID; "
+        "kubernetes → procname_uid (command name and uid); none → job stats off.",
     )
 
 

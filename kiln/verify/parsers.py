@@ -421,6 +421,27 @@ def parse_perftest(stdout: str, stderr: str = "") -> PerftestResult:
     return PerftestResult(test.group(1) if test else "", dev.group(1) if dev else "", unit, tuple(rows))
 
 
+# ---------------------------------------------------------------------------------------------- lnet_selftest
+
+_LST_BW = re.compile(r"^\[([RW])\]\s+Avg:\s*([0-9.]+)\s*(MiB/s|MB/s)", re.M)
+_LST_UNITS = {"MiB/s": 1048576.0, "MB/s": 1e6}
+
+
+def parse_lst_bw(stdout: str, stderr: str = "") -> tuple[float, float]:
+    """`lst stat --bw <group>` (lnet/utils/lst.c lst_print_lnet_stat): the mean of the receive ([R]) and send
+    ([W]) 'Avg' lines over all printed intervals, in bytes/s."""
+    _require_output("lst", stdout, stderr)
+    text = _strip_ansi(stdout)
+    if "[LNet Bandwidth of" not in text:
+        raise ParseError("lst", "no '[LNet Bandwidth of ...]' block", text + stderr)
+    found: dict[str, list[float]] = {"R": [], "W": []}
+    for m in _LST_BW.finditer(text):
+        found[m.group(1)].append(_num("lst", m.group(2), "Avg", text) * _LST_UNITS[m.group(3)])
+    if not found["R"] or not found["W"]:
+        raise ParseError("lst", "the bandwidth block has no [R] and [W] Avg lines", text)
+    return sum(found["R"]) / len(found["R"]), sum(found["W"]) / len(found["W"])
+
+
 # -------------------------------------------------------------------------------------------- nccl-tests
 
 

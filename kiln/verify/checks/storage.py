@@ -10,6 +10,7 @@ from kiln.verify.checks.base import (
     Check,
     CheckError,
     Context,
+    NotApplicable,
     Rep,
     Sample,
     Subject,
@@ -20,7 +21,7 @@ from kiln.verify.checks.base import (
 )
 from kiln.verify.checks.launch import launch_command
 from kiln.verify.fiojob import FioJobSpec, size_per_job
-from kiln.verify.parsers import parse_fio, parse_ior, parse_mdtest
+from kiln.verify.parsers import parse_fio, parse_ior, parse_lst_bw, parse_mdtest
 
 RUNBOOK = "docs/runbooks/acceptance-storage.md"
 GB = 1e9
@@ -189,3 +190,51 @@ class MdtestCreate(Check):
         tool_finished(launcher, "mdtest", r)
         return Sample(res.rate("File creation").mean, raw={"mdtest.txt": r.stdout, "command.txt": cmd},
                       info={"file_stat_ops": res.rates["File stat"].mean if "File stat" in res.rates else None})
+
+
+@register
+class LnetSelftest(Check):
+    """lnet_selftest between a client and an OSS: `lst` bulk writes from the client's NID to the server's,
+    run from the client as the console. Each OSS is paired with a client (round robin)."""
+
+    id = "storage.lnet_selftest"
+    runbook = RUNBOOK
+    tools = ("lst (lnet_selftest)",)
+    seconds = 20
+
+    def subjects(self, ctx: Context, target: Target) -> list[Subject]:
+        clients = ctx.group_hosts(target.group)
+        servers = ctx.group_hosts("kiln_lustre_oss")
+        if not clients or not servers:
+            return []
+        return [Subject(f"{clients[i % len(clients)]}→{s}", (clients[i % len(clients)], s))
+                for i, s in enumerate(servers)]
+
+    def _nid(self, ctx: Context, host: str) -> str:
+        ph = ctx.plan_host(host)
+        nids = [n.nid for n in (ph.nics if ph else ()) if n.nid]
+        if not nids:
+            raise CheckError(f"{host}: the plan gives it no LNet NID")
+        return nids[0]
+
+    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+        client, server = subject.hosts
+        for h in (client, server):
+            r = ctx.run(h, "modprobe lnet_selftest", 60)
+            if not r.ok:
+                raise NotApplicable(f"{h}: lnet_selftest module not available ({(r.stderr or r.stdout).strip()[:160]})")
+        need_tool(ctx, client, "lst", "lst comes with the Lustre client utilities (lustre-client package)")
+        c, s = self._nid(ctx, client), self._nid(ctx, server)
+        script = (
+            f"export LST_SESSION=$$; lst new_session --timeout 120 kiln_{rep.index} >/dev/null && "
+            f"lst add_group c {quote(c)} >/dev/null && lst add_group s {quote(s)} >/dev/null && "
+            "lst add_batch b >/dev/null && "
+            "lst add_test --batch b --concurrency 8 --from c --to s brw write size=1M >/dev/null && "
+            f"lst run b >/dev/null && sleep 5 && lst stat --bw --delay 5 --count {self.seconds // 5} s; "
+            "rc=$?; lst end_session >/dev/null 2>&1; exit $rc"
+        )
+        r = ctx.run(client, f"sh -c {quote(script)}", self.seconds + 120)
+        if not r.ok:
+            raise CheckError(f"lst {c}→{s} failed with rc {r.rc}: {(r.stderr or r.stdout).strip()[-300:]}")
+        received, _sent = parse_lst_bw(r.stdout, r.stderr)
+        return Sample(received / GB, raw={"lst.txt": r.stdout}, info={"client_nid": c, "server_nid": s})

@@ -93,6 +93,7 @@ def _base_spec() -> dict[str, Any]:
         "training_namespace": "training",
     }
     lu["mount_point"] = "/lustre"
+    d["networks"]["roce_rails"] = "10.30.0.0/16"
     d["inventory"] = {"ansible_user": "ubuntu"}
     d["overrides"] = {"client.mount.options": "flock,lazystatfs"}
     return d

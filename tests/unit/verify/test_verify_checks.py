@@ -142,7 +142,7 @@ case "$p" in
                              echo "osc.lab-OST0001-osc-ff01.max_pages_per_rpc=4096";;
   'osc.*.max_rpcs_in_flight') echo "osc.lab-OST0000-osc-ff01.max_rpcs_in_flight=8"
                               echo "osc.lab-OST0001-osc-ff01.max_rpcs_in_flight=32";;
-  'osc.*.max_dirty_mb') echo "osc.lab-OST0000-osc-ff01.max_dirty_mb=512";;
+  'jobid_var') echo "jobid_var=procname_uid";;
   'osc.*.checksums') echo "osc.lab-OST0000-osc-ff01.checksums=1";;
   'llite.*.max_read_ahead_mb') echo "llite.lab-ff01.max_read_ahead_mb=1024";;
   'llite.*.max_read_ahead_per_file_mb') echo "llite.lab-ff01.max_read_ahead_per_file_mb=256";;
@@ -161,7 +161,8 @@ def test_lustre_tunables(tmp_path: Path) -> None:
     assert "osc.lab-OST0001-osc-ff01.max_rpcs_in_flight: planned 8, found 32" in s.details
     assert any(d.startswith("ldlm.namespaces.*.lru_max_age: planned 600000, not found by lctl get_param")
                for d in s.details)
-    assert s.value == 2 and s.info["checked"] == 11  # 10 client tunables of pool gpu + ksocklnd.credits
+    # 9 client tunables of pool gpu (max_dirty_mb is left to the kernel), jobid_var, ksocklnd.credits
+    assert s.value == 2 and s.info["checked"] == 11
 
 
 def test_lustre_tunables_subjects_include_servers() -> None:

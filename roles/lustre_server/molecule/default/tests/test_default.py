@@ -113,9 +113,9 @@ def test_persistent_params_stored_once_on_the_mgs(host):
     sets = [argv for argv in calls(host, "lctl") if argv[:2] == ["set_param", "-P"]]
     assert [argv[2] for argv in sets] == [
         "obdfilter.*.brw_size=16",
-        "obdfilter.*.read_cache_enable=1",
-        "obdfilter.*.writethrough_cache_enable=0",
-        "obdfilter.*.readcache_max_filesize=32M",
+        "osd-ldiskfs.*OST*.read_cache_enable=1",
+        "osd-ldiskfs.*OST*.writethrough_cache_enable=0",
+        "osd-ldiskfs.*OST*.readcache_max_filesize=32M",
     ]
     log = host.check_output("lctl --device MGS llog_print params")
     assert "parameter: obdfilter.*.brw_size, value: 16" in log
