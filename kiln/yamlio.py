@@ -59,7 +59,7 @@ def _unsafe_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
     # NOTE: ansible-core 2.19 resolves an `!unsafe` scalar's type from its text, quotes or not: `!unsafe '3.39'`
     # arrives as a float. A string that plain YAML would read as a number, bool or null holds no template
     # delimiter, so it is written as a quoted plain string and stays a string.
-    if dumper.resolve(yaml.ScalarNode, value, (True, False)) != _STR_TAG:
+    if dumper.resolve(yaml.ScalarNode, value, (True, False)) != _STR_TAG:  # type: ignore[no-untyped-call]
         return dumper.represent_scalar(_STR_TAG, value, style="'")
     return dumper.represent_scalar(UNSAFE_TAG, value, style="'")
 
