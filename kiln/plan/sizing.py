@@ -15,6 +15,7 @@ from kiln.plan.model import Checkpoint, Layer, Sizing
 from kiln.spec import catalog
 from kiln.spec.errors import SpecIssue
 from kiln.spec.models import ClusterSpec, Device
+from kiln.spec.protection import Share, data_share, default_level
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,13 +71,10 @@ def per_oss(spec: ClusterSpec) -> tuple[float, float]:
 
 
 def protection_share(spec: ClusterSpec) -> tuple[float, float]:
-    """(read, write) share of the OST drives' rate that carries data after the OSTs' data protection.
-
-    The spec has no protection level for OSTs yet: the drives' whole rate carries data (1, 1). This is the
-    one place a RAID/mirror/erasure level plugs in (mirror writes twice: write share 1/2; parity layouts
-    lose the parity share); the protection layer of the sizing shows it.
-    """
-    return 1.0, 1.0
+    """(read, write) share of the OST drives' rate that carries data after the OSTs' data protection
+    (a mirror writes every block twice, parity layouts lose the parity share): `ost_protection`."""
+    share = ost_protection(spec)
+    return share.read, share.write
 
 
 def server_ceiling(spec: ClusterSpec) -> tuple[float, float, str, tuple[str, ...]]:
@@ -164,9 +162,18 @@ RPC_BYTES = 1 << 20
 
 
 def _ost_factors(spec: ClusterSpec) -> tuple[float, float]:
+    """(read, write) efficiency of the OST backend on the drives' raw rate (protection is its own step)."""
     kb = knowledge.load()
     b = spec.lustre.backend
     return kb.factor(f"ost_{b}_read"), kb.factor(f"ost_{b}_write")
+
+
+def ost_protection(spec: ClusterSpec) -> Share:
+    """Protection step of the OST layer: the share of the drives' raw rate that carries data (a mirror writes
+    every block twice, parity layouts lose the parity share). Levels and sources: kiln/knowledge/protection.yaml."""
+    osts = spec.lustre.oss.osts
+    level = osts.protection or default_level(spec.lustre.backend, "ost", osts.devices_per_target) or "none"
+    return data_share(level, osts.devices_per_target)
 
 
 def objectstore_rates(spec: ClusterSpec) -> tuple[float, float, str]:
@@ -227,6 +234,7 @@ def build_sizing(spec: ClusterSpec) -> tuple[Sizing, list[SpecIssue]]:
     n_dev = lu.oss.nodes * lu.oss.osts.per_node * lu.oss.osts.devices_per_target
     rf, wf = _ost_factors(spec)
     pr, pw = protection_share(spec)
+    prot = ost_protection(spec)
     b = lu.backend
     dev_r, dev_w = n_dev * dev.read_GBps * rf, n_dev * dev.write_GBps * wf
     layers = (
@@ -290,8 +298,8 @@ def build_sizing(spec: ClusterSpec) -> tuple[Sizing, list[SpecIssue]]:
             "supply",
             dev_r * pr,
             dev_w * pw,
-            f"ost_devices × data share (read {pr:g}, write {pw:g}): no protection level is declared for the OSTs, "
-            "so the drives' whole rate carries data",
+            f"ost_devices × data share of the OSTs' protection ({prot.formula}: read {pr:.3f}, write {pw:.3f})",
+            (f"protection:{prot.formula.split(':')[0]}",),
         ),
         *small_file_layers(spec),
     )

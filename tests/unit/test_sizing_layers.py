@@ -91,10 +91,14 @@ def test_one_client_alone_stops_at_its_ceiling(stack: Any) -> None:
     assert target(plan, "storage.fio_lustre_read").expected == pytest.approx(plan.sizing.single_client_read_GBps)
 
 
-def test_protection_layer_is_the_drives_until_a_level_is_declared(stack: Any) -> None:
-    plan = plan_of(stack("prod-h100"))
-    assert layer(plan, "protection").read_GBps == layer(plan, "ost_devices").read_GBps
-    assert layer(plan, "protection").write_GBps == layer(plan, "ost_devices").write_GBps
+def test_protection_layer_applies_the_osts_data_share(stack: Any) -> None:
+    plan = plan_of(stack("prod-h100"))  # OSTs on md raid1 pairs: reads from either drive, writes to both
+    assert layer(plan, "protection").read_GBps == pytest.approx(layer(plan, "ost_devices").read_GBps)
+    assert layer(plan, "protection").write_GBps == pytest.approx(layer(plan, "ost_devices").write_GBps / 2)
+    data = stack("prod-h100")
+    data["lustre"]["oss"]["osts"].update(devices_per_target=1, protection="external")
+    plan = plan_of(data)  # an array LUN: its redundancy is in the figures the operator gives, no factor
+    assert layer(plan, "protection").write_GBps == pytest.approx(layer(plan, "ost_devices").write_GBps)
 
 
 def test_small_files_are_bound_by_metadata(stack: Any) -> None:
