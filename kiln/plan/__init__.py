@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 
+from kiln.plan.dataflow import build_dataflow, dataflow_targets
 from kiln.plan.layouts import build_layouts
 from kiln.plan.model import PLAN_SCHEMA, Plan, Sizing
 from kiln.plan.objectstore import build_objectstore
@@ -79,10 +80,13 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
     sizing, sizing_issues = build_sizing(spec)
     objectstore, os_issues = build_objectstore(spec, hosts)
     issues += sizing_issues + os_issues
+    layouts = build_layouts(spec)
+    dataflow, df_issues = build_dataflow(spec, hosts, layouts, sizing)
+    issues += [i for i in df_issues if i.severity == "error"]
     if issues:
         raise SpecError(source, issues)
     digest = hashlib.sha256(json.dumps(spec.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:16]
-    warnings = plan_warnings(spec, sizing)
+    warnings = plan_warnings(spec, sizing) + tuple(i for i in df_issues if i.severity != "error")
     return Plan(
         schema=PLAN_SCHEMA,
         stack=spec.name,
@@ -96,14 +100,15 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
         mgs_nids=mgs_nids,
         targets_map=targets_map,
         tunables=tuple(tunables),
-        layouts=build_layouts(spec),
+        layouts=layouts,
         ost_pools={p.name: tuple(p.osts) for p in spec.lustre.pools},
         nccl=nccl_pools(tunables, spec),
         objectstore=objectstore,
         sizing=sizing,
-        targets=build_targets(spec, sizing),
+        targets=build_targets(spec, sizing) + (dataflow_targets(spec, dataflow) if dataflow else ()),
         acceptance=spec.acceptance,
         kubernetes_version=spec.kubernetes.version,
         spec_digest=digest,
         warnings=warnings,
+        dataflow=dataflow,
     )
