@@ -20,7 +20,7 @@ import pytest
 from kiln.dataflow.lake import Credentials, client
 
 ROOT = Path(__file__).resolve().parents[2]
-ACCESS, SECRET = "kilntest", "mover-test-secret-1"
+ACCESS, SECRET = "kiln", "mover-test-secret-1"  # the lab stack's access_key_id
 
 
 def _weed() -> str | None:

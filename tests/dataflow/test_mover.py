@@ -168,3 +168,40 @@ def test_export_and_checkpoint_write_back(seaweedfs: Credentials, tmp_path: Path
     assert body == (root / "step300" / "__1_0.distcp").read_bytes()
     again = export_checkpoints(mover, "ck", root, "lake", "ck/", ".metadata", keep=2, release=True)
     assert again.exported == () and again.bytes_moved == 0 and again.released == ()
+
+
+def test_cli_stage_status_for_a_prolog(
+    seaweedfs: Credentials, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kiln.cli import main
+
+    s3 = client(seaweedfs)
+    s3.create_bucket(Bucket="datasets")
+    _put_tree(seaweedfs, "datasets", "corpus/", _dataset(12, 32 << 10, seed=3))
+    monkeypatch.setenv("KILN_S3_SECRET_KEY", seaweedfs.secret_key)
+    argv = [
+        "data",
+        "stage",
+        "lab",
+        "corpus",
+        "--endpoint",
+        seaweedfs.endpoint,
+        "--mount-point",
+        str(tmp_path / "lustre"),
+        "--state-dir",
+        str(tmp_path / "state"),
+        "--textfile-dir",
+        str(tmp_path / "prom"),
+    ]
+    assert main(argv) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert first["files_verified"] == 12 and first["bytes_moved"] == 12 * (32 << 10)
+    assert (tmp_path / "lustre/datasets/corpus/shard1/f0011.bin").is_file()  # the plan's mount path, re-rooted
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out)["bytes_moved"] == 0
+    assert main(["data", "status", "--state-dir", str(tmp_path / "state"), "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert (row["link"], row["direction"], row["state"], row["backlog_bytes"]) == ("corpus", "import", "done", 0)
+    monkeypatch.delenv("KILN_S3_SECRET_KEY")
+    assert main(argv) == 1
+    assert "KILN_S3_SECRET_KEY is not set" in capsys.readouterr().err
