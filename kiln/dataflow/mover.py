@@ -78,6 +78,7 @@ class LinkJob:
     local: Path  # the directory on the fast tier
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
+    only: frozenset[str] | None = None  # exact keys (relative to the prefix), e.g. from change events
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +133,9 @@ class Mover:
             log.info("%s: removed %d partial download(s) of an interrupted pass", job.name, stale)
         manifest = self._manifest(job.name, "import")
         objects = [
-            o for o in lake.list_prefix(self.s3, job.bucket, job.prefix) if selected(o.key, job.include, job.exclude)
+            o
+            for o in lake.list_prefix(self.s3, job.bucket, job.prefix)
+            if selected(o.key, job.include, job.exclude) and (job.only is None or o.key in job.only)
         ]
         todo = []
         for o in objects:

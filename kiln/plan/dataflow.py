@@ -79,10 +79,19 @@ def validate(spec: ClusterSpec, df: Dataflow) -> list[SpecIssue]:
                 )
             )
 
+    def prefix(path: str, value: str) -> None:
+        if value and not value.endswith("/"):
+            issues.append(
+                SpecIssue(
+                    path, value, "a prefix maps to a directory, so it must be '' or end with '/'", f"write {value}/"
+                )
+            )
+
     for i, link in enumerate(df.links):
         p = f"dataflow.links[{i}]"
         where(f"{p}.path", link.path)
         bucket(f"{p}.bucket", link.bucket)
+        prefix(f"{p}.prefix", link.prefix)
         if (link.import_trigger == "schedule") != (link.schedule is not None):
             issues.append(
                 SpecIssue(
@@ -117,6 +126,7 @@ def validate(spec: ClusterSpec, df: Dataflow) -> list[SpecIssue]:
     if ck is not None:
         where("dataflow.checkpoints.path", ck.path)
         bucket("dataflow.checkpoints.bucket", ck.bucket)
+        prefix("dataflow.checkpoints.prefix", ck.prefix)
         for j, link in enumerate(df.links):
             if _overlap(ck.path, link.path):
                 issues.append(
@@ -139,6 +149,7 @@ def validate(spec: ClusterSpec, df: Dataflow) -> list[SpecIssue]:
     for i, m in enumerate(df.models):
         p = f"dataflow.models[{i}]"
         bucket(f"{p}.bucket", m.bucket)
+        prefix(f"{p}.prefix", m.prefix)
         pool = pools.get(m.pool)
         if pool is None:
             issues.append(SpecIssue(f"{p}.pool", m.pool, "no such compute pool", f"use one of {', '.join(pools)}"))

@@ -20,6 +20,7 @@ import pytest
 from kiln.dataflow.lake import Credentials, client
 
 ROOT = Path(__file__).resolve().parents[2]
+RUNNING: dict[str, str] = {}  # the server's weed binary and filer address, for the filer-subscription tests
 ACCESS, SECRET = "kiln", "mover-test-secret-1"  # the lab stack's access_key_id
 
 
@@ -94,6 +95,7 @@ def seaweedfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Credentials]
         stderr=subprocess.STDOUT,
     )
     creds = Credentials(f"http://127.0.0.1:{s3}", ACCESS, SECRET)
+    RUNNING.update(weed=weed, filer=f"127.0.0.1:{filer}")
     s3c = client(creds)
     deadline = time.monotonic() + 90
     while True:
@@ -112,3 +114,9 @@ def seaweedfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Credentials]
     except subprocess.TimeoutExpired:
         proc.kill()
     log.close()
+
+
+@pytest.fixture
+def weed_filer(seaweedfs: Credentials) -> tuple[str, str]:
+    """(weed binary, filer host:port) of the running server."""
+    return RUNNING["weed"], RUNNING["filer"]

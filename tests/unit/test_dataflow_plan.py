@@ -186,3 +186,11 @@ def test_plan_json_section() -> None:
     assert set(d) == {"engine", "movers", "lake", "stage_in", "links", "checkpoints", "models", "why"}
     assert d["checkpoints"]["commit_marker"] == ".metadata"
     assert d["movers"]["concurrency"] >= 4
+
+
+def test_prefix_is_a_directory(stack: Any) -> None:
+    data = stack("lab")
+    data["dataflow"]["links"][0]["prefix"] = "corpus"
+    (line,) = errors_of(data)
+    assert line.startswith("dataflow.links[0].prefix = 'corpus': a prefix maps to a directory")
+    assert line.endswith("fix: write corpus/")
