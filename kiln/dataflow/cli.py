@@ -143,6 +143,38 @@ def cmd_export(args: argparse.Namespace) -> int:
     return EXIT_FAIL if res.failed else EXIT_OK
 
 
+def cmd_models(args: argparse.Namespace) -> int:
+    """Follow the lake's change events for dataflow.models[i] and distribute each new object (runs until stopped)."""
+    import shutil
+    import threading
+
+    from kiln.cli import EXIT_OK, load
+    from kiln.dataflow.models import distribute, follow
+
+    _, plan = load(args.stack, args.stacks_dir)
+    flow = _flow(plan)
+    if not flow.models:
+        raise DataError(f"stack {plan.stack} declares no dataflow.models; fix: add an entry (docs/dataflow.md)")
+    if not 0 <= args.index < len(flow.models):
+        raise DataError(f"dataflow.models[{args.index}] does not exist; fix: use 0..{len(flow.models) - 1}")
+    m = flow.models[args.index]
+    if m.events != "filer-subscribe":
+        raise DataError(f"dataflow.models[{args.index}].events is {m.events}; fix: run `kiln data stage` on a timer")
+    weed = args.weed or shutil.which("weed")
+    if not weed:
+        raise DataError("no weed binary for the filer subscription; fix: pass --weed PATH or put weed on PATH")
+    mover = _mover(plan, args)
+    targets = [Path(t) for t in args.target] or [Path(m.target)]
+    relay = Path(args.relay)
+
+    def on_key(key: str) -> None:
+        d = distribute(mover, f"models{args.index}", m.bucket, m.prefix, [key], relay, targets)
+        print(json.dumps({"key": key, "lake_bytes": d.lake_bytes, "copies": d.copies}), flush=True)
+
+    follow(weed, args.filer, m.bucket, m.prefix, on_key, threading.Event(), args.time_ago)
+    return EXIT_OK
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     from kiln.cli import EXIT_OK
 
@@ -206,6 +238,20 @@ def register(sub: argparse._SubParsersAction, parents: Sequence[argparse.Argumen
     q.add_argument("link", nargs="?", help="link name (or --checkpoints)")
     q.add_argument("--checkpoints", action="store_true", help="committed checkpoints; release all but the newest K")
     q.set_defaults(func=cmd_export)
+    q = dsub.add_parser(
+        "models",
+        parents=list(parents),
+        help="push new model objects to the fast tier as the "
+        "lake announces them (SeaweedFS filer subscription); runs until stopped",
+    )
+    moving(q)
+    q.add_argument("--index", type=int, default=0, help="which dataflow.models entry (default 0)")
+    q.add_argument("--filer", required=True, help="SeaweedFS filer host:port")
+    q.add_argument("--weed", help="weed binary (default: weed on PATH)")
+    q.add_argument("--relay", required=True, help="relay directory on the shared fast tier (Lustre)")
+    q.add_argument("--target", action="append", default=[], help="receiver directory (default the plan's target)")
+    q.add_argument("--time-ago", default="0s", help="also replay events this far back (e.g. 1h) after a restart")
+    q.set_defaults(func=cmd_models)
     q = dsub.add_parser("status", parents=list(parents), help="progress and lag of every link on this host")
     common(q)
     q.add_argument("--json", action="store_true", help="one JSON object per link and direction")
