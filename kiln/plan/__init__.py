@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from kiln.plan.dataflow import build_dataflow, dataflow_targets
+from kiln.plan.dataflow import build_dataflow
 from kiln.plan.layouts import build_layouts
 from kiln.plan.model import PLAN_SCHEMA, Plan, Sizing
 from kiln.plan.objectstore import build_objectstore
@@ -105,7 +105,7 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
         nccl=nccl_pools(tunables, spec),
         objectstore=objectstore,
         sizing=sizing,
-        targets=build_targets(spec, sizing) + (dataflow_targets(spec, dataflow) if dataflow else ()),
+        targets=build_targets(spec, sizing),
         acceptance=spec.acceptance,
         kubernetes_version=spec.kubernetes.version,
         spec_digest=digest,

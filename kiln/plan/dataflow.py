@@ -7,6 +7,7 @@ Rates are GB/s (10^9 bytes/s). The figures come from the hardware catalog and ki
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import posixpath
 
@@ -356,6 +357,7 @@ def build_dataflow(
         models=tuple(models),
         why=tuple(why),
     )
+    plan = dataclasses.replace(plan, targets=dataflow_targets(spec, plan))
     return plan, issues + floor_warnings(plan)
 
 

@@ -177,6 +177,7 @@ def dataflow_dict(df: DataflowPlan | None) -> dict[str, Any] | None:
             for m in df.models
         ],
         "why": list(df.why),
+        "targets": [target_dict(t) for t in df.targets],
     }
 
 

@@ -238,4 +238,3 @@ def build_target_map(
                     )
                 )
     return tuple(out), mgs_service
-
