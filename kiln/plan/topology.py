@@ -238,3 +238,4 @@ def build_target_map(
                     )
                 )
     return tuple(out), mgs_service
+

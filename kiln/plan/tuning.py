@@ -38,9 +38,8 @@ def _rules() -> dict[str, _Rule]:
     for name, r in t.nccl.items():
         out[f"nccl.{name}"] = _Rule(name, "nccl", "env", r.reason, r.source, rule=r)
     for name, sc in t.host.sysctls.items():
-        out[f"host.sysctl.{name}"] = _Rule(
-            name, "host", "sysctl", sc.reason, sc.source, value=sc.value, namespaced=sc.namespaced
-        )
+        out[f"host.sysctl.{name}"] = _Rule(name, "host", "sysctl", sc.reason, sc.source, value=sc.value,
+                                           namespaced=sc.namespaced)
     for name, h in t.host.others().items():
         out[f"host.{name}"] = _Rule(name, "host", "host", h.reason, h.source, value=h.value)
     return out
