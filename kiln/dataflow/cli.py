@@ -5,6 +5,7 @@ Meant for a Slurm prolog (stage job N+1's data while job N trains) and epilog (e
   kiln data stage <stack> <link>        # import the link's selected objects the fast tier lacks
   kiln data export <stack> <link>       # write new or changed files of the link back to the lake
   kiln data export <stack> --checkpoints  # write committed checkpoints back, release all but the newest K
+  kiln data run <stack> [--once]        # the service loop: continuous links, checkpoint write-back
   kiln data status [--json]             # progress and lag of every link on this host
 
 The S3 secret comes from $KILN_S3_SECRET_KEY (never argv). Exit 0 only when every moved file is verified.
@@ -143,6 +144,67 @@ def cmd_export(args: argparse.Namespace) -> int:
     return EXIT_FAIL if res.failed else EXIT_OK
 
 
+def cmd_run(args: argparse.Namespace) -> int:
+    """The service loop: every movers.poll_s, stage continuous links, export continuous links, write back
+    checkpoints. A failed pass is logged and retried on the next cycle; --once runs one cycle."""
+    import logging
+
+    from kiln.cli import EXIT_FAIL, EXIT_OK, load
+
+    log = logging.getLogger("kiln.dataflow")
+    _, plan = load(args.stack, args.stacks_dir)
+    flow = _flow(plan)
+    mover = _mover(plan, args)
+    while True:
+        failed = 0
+        for link in flow.links:
+            job = LinkJob(
+                link.name,
+                link.bucket,
+                link.prefix,
+                _local(plan, link.mount_path, args.mount_point),
+                link.include,
+                link.exclude,
+            )
+            metadata_only = link.import_policy in ("metadata", "on-access")
+            kinds = [
+                k
+                for k, on in (
+                    ("import", link.import_trigger == "continuous"),
+                    ("export", link.export_policy == "continuous"),
+                )
+                if on
+            ]
+            for kind in kinds:
+                try:
+                    res = mover.stage(job, metadata_only=metadata_only) if kind == "import" else mover.export(job)
+                    failed += bool(res.failed)
+                except engine.EngineError as exc:
+                    failed += 1
+                    log.error("%s %s: %s", link.name, kind, exc)
+        ck = flow.checkpoints
+        if ck is not None:
+            try:
+                r = export_checkpoints(
+                    mover,
+                    "checkpoints",
+                    _local(plan, ck.mount_path, args.mount_point),
+                    ck.bucket,
+                    ck.prefix,
+                    ck.commit_marker,
+                    ck.keep_resident,
+                    ck.release_after_verify,
+                )
+                if r.exported or r.released:
+                    log.info("checkpoints: exported %s, released %s", list(r.exported), list(r.released))
+            except engine.EngineError as exc:
+                failed += 1
+                log.error("checkpoints: %s", exc)
+        if args.once:
+            return EXIT_FAIL if failed else EXIT_OK
+        time.sleep(flow.poll_s)
+
+
 def cmd_models(args: argparse.Namespace) -> int:
     """Follow the lake's change events for dataflow.models[i] and distribute each new object (runs until stopped)."""
     import shutil
@@ -238,6 +300,14 @@ def register(sub: argparse._SubParsersAction, parents: Sequence[argparse.Argumen
     q.add_argument("link", nargs="?", help="link name (or --checkpoints)")
     q.add_argument("--checkpoints", action="store_true", help="committed checkpoints; release all but the newest K")
     q.set_defaults(func=cmd_export)
+    q = dsub.add_parser(
+        "run",
+        parents=list(parents),
+        help="the mover service: continuous links and checkpoint write-back every dataflow.movers.poll_s",
+    )
+    moving(q)
+    q.add_argument("--once", action="store_true", help="one cycle, then exit (1 if anything failed)")
+    q.set_defaults(func=cmd_run)
     q = dsub.add_parser(
         "models",
         parents=list(parents),

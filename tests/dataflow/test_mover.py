@@ -205,3 +205,36 @@ def test_cli_stage_status_for_a_prolog(
     monkeypatch.delenv("KILN_S3_SECRET_KEY")
     assert main(argv) == 1
     assert "KILN_S3_SECRET_KEY is not set" in capsys.readouterr().err
+
+
+def test_cli_run_once_writes_committed_checkpoints_back(
+    seaweedfs: Credentials, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kiln.cli import main
+
+    s3 = client(seaweedfs)
+    s3.create_bucket(Bucket="checkpoints")
+    root = tmp_path / "lustre/checkpoints/run"  # the lab stack's dataflow.checkpoints.path, re-rooted
+    (root / "step10").mkdir(parents=True)
+    (root / "step10" / "__0_0.distcp").write_bytes(b"w" * 4096)
+    (root / "step10" / ".metadata").write_bytes(b"m")
+    (root / "step20").mkdir()
+    (root / "step20" / "__0_0.distcp").write_bytes(b"half")  # no marker yet
+    monkeypatch.setenv("KILN_S3_SECRET_KEY", seaweedfs.secret_key)
+    argv = [
+        "data",
+        "run",
+        "lab",
+        "--once",
+        "--endpoint",
+        seaweedfs.endpoint,
+        "--mount-point",
+        str(tmp_path / "lustre"),
+        "--state-dir",
+        str(tmp_path / "state"),
+    ]
+    assert main(argv) == 0
+    keys = {o.key for o in list_prefix(s3, "checkpoints", "run/")}
+    assert keys == {"step10/__0_0.distcp", "step10/.metadata"}
+    status = json.loads((tmp_path / "state" / "checkpoints.checkpoint.status.json").read_text())
+    assert status["state"] == "done" and status["backlog_bytes"] == 0
