@@ -91,6 +91,52 @@ def check_privileged(resource_type: str, props: Props, config: Mapping[str, Any]
     return out
 
 
+# ------------------------------------------------------------------------------------ host access, escalation
+
+DEFAULT_ALLOWED_CAPABILITIES = ("IPC_LOCK",)  # RDMA memory registration pins pages (GPU pods)
+NAMESPACE = "kubernetes:core/v1:Namespace"
+PSA_LABELS = tuple(f"pod-security.kubernetes.io/{mode}" for mode in ("enforce", "audit", "warn"))
+
+
+def check_pod_security(resource_type: str, props: Props, config: Mapping[str, Any]) -> list[str]:
+    """Outside the storage and system namespaces: no hostPath, hostNetwork, hostPID or hostIPC, no privilege
+    escalation, no capabilities beyond the allow-list, and no namespace labelled Pod Security 'privileged'."""
+    allowed = set(config.get("allowedNamespaces") or DEFAULT_PRIVILEGED_NAMESPACES)
+    caps_ok = {str(c).upper() for c in (config.get("allowedCapabilities") or DEFAULT_ALLOWED_CAPABILITIES)}
+    where_ok = ", ".join(sorted(allowed))
+    if resource_type == NAMESPACE:
+        name = str(_get(props, ("metadata", "name")) or "")
+        labels = _get(props, ("metadata", "labels")) or {}
+        return [f"namespace {name!r} has {key}=privileged; only {where_ok} may"
+                for key in PSA_LABELS if labels.get(key) == "privileged" and name not in allowed]
+    ns = _namespace(props)
+    if ns in allowed:
+        return []
+    out = []
+    for where, pod in pod_specs(resource_type, props):
+        for field in ("hostNetwork", "hostPID", "hostIPC"):
+            if pod.get(field) is True:
+                out.append(f"pod ({where}) sets {field}: true in namespace {ns!r}; host namespaces belong in "
+                           f"{where_ok}")
+        for vol in pod.get("volumes") or []:
+            if isinstance(vol, Mapping) and "hostPath" in vol:
+                path = _get(vol, ("hostPath", "path"))
+                out.append(f"pod ({where}) mounts hostPath {path!r} (volume {vol.get('name')!r}) in namespace "
+                           f"{ns!r}; host paths belong in {where_ok}")
+        pod_escalation = _get(pod, ("securityContext", "allowPrivilegeEscalation"))
+        for ctr in _containers(pod):
+            name = f"container {ctr.get('name')!r} ({where})"
+            sc = ctr.get("securityContext") or {}
+            if sc.get("allowPrivilegeEscalation", pod_escalation) is True:
+                out.append(f"{name} sets allowPrivilegeEscalation: true in namespace {ns!r}")
+            added = [str(c) for c in (_get(sc, ("capabilities", "add")) or [])]
+            extra = sorted({c for c in added if c.upper().removeprefix("CAP_") not in caps_ok})
+            if extra:
+                out.append(f"{name} adds capabilities {', '.join(extra)} in namespace {ns!r}; allowed: "
+                           f"{', '.join(sorted(caps_ok)) or 'none'}")
+    return out
+
+
 # ----------------------------------------------------------------------------------------- GPU pods, rails
 
 
@@ -218,6 +264,18 @@ POLICIES: tuple[ResourceValidationPolicy, ...] = (
                                   "default": list(DEFAULT_PRIVILEGED_NAMESPACES)}}),
     ),
     ResourceValidationPolicy(
+        name="kiln-pod-security",
+        description="Outside the storage and system namespaces: no host paths or host namespaces, no privilege "
+                    "escalation, no capabilities beyond the allow-list, no privileged Pod Security labels.",
+        validate=_validator(check_pod_security),
+        enforcement_level=EnforcementLevel.MANDATORY,
+        config_schema=PolicyConfigSchema(properties={
+            "allowedNamespaces": {"type": "array", "items": {"type": "string"},
+                                  "default": list(DEFAULT_PRIVILEGED_NAMESPACES)},
+            "allowedCapabilities": {"type": "array", "items": {"type": "string"},
+                                    "default": list(DEFAULT_ALLOWED_CAPABILITIES)}}),
+    ),
+    ResourceValidationPolicy(
         name="kiln-gpu-pods-request-rails",
         description="Every GPU pod requests the RDMA resource of each compute rail of its pool.",
         validate=_validator(check_gpu_rails),
@@ -239,6 +297,7 @@ POLICIES: tuple[ResourceValidationPolicy, ...] = (
 
 CHECKS: dict[str, Check] = {
     "kiln-privileged-namespaces": check_privileged,
+    "kiln-pod-security": check_pod_security,
     "kiln-gpu-pods-request-rails": check_gpu_rails,
     "kiln-no-secrets-in-configmaps": check_configmap_secrets,
 }

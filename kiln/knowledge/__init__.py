@@ -236,8 +236,6 @@ class Layouts(Entry):
     checkpoint_shard_stripes: Sourced[int]
     dom_size: Sourced[str]
     smallfile_stripes: Sourced[int]
-    max_stripe_count_ldiskfs: Sourced[int]
-    max_stripe_count: Sourced[int]
 
 
 class TuningFile(_File):
@@ -257,6 +255,9 @@ class SeaweedFs(Entry):
     volume_growth_per_collection: Sourced[int]
     extra_collections: Sourced[int]
     master_port: Sourced[int]
+    volume_port: Sourced[int]
+    filer_port: Sourced[int]
+    grpc_offset: Sourced[int]
 
 
 class ObjectStoreFile(_File):
@@ -286,6 +287,24 @@ def _read(name: str, model: type[M]) -> M:
     return parse(name, text, model)
 
 
+class ProtectionLevel(Entry):
+    """A data protection level behind one Lustre target (kiln/knowledge/protection.yaml)."""
+
+    backends: tuple[Literal["zfs", "ldiskfs"], ...]
+    parity: int = Field(ge=0)
+    copies: int | Literal["all"]
+    min_devices: int = Field(ge=1)
+    max_devices: int | None = None
+    even: bool = False
+    reason: Words
+    source: Words
+
+
+class ProtectionFile(Entry):
+    schema_: Literal[1] = Field(alias="schema")
+    levels: dict[str, ProtectionLevel]
+
+
 class Knowledge(Entry):
     """Every knowledge file, validated."""
 
@@ -294,6 +313,7 @@ class Knowledge(Entry):
     workload: WorkloadFile
     tuning: TuningFile
     objectstore: ObjectStoreFile
+    protection: ProtectionFile
 
     # Shortcuts for the figures most code asks for.
     @property
@@ -345,6 +365,7 @@ def load() -> Knowledge:
         workload=_read("workload.yaml", WorkloadFile),
         tuning=_read("tuning.yaml", TuningFile),
         objectstore=_read("objectstore.yaml", ObjectStoreFile),
+        protection=_read("protection.yaml", ProtectionFile),
     )
 
 
@@ -354,4 +375,5 @@ FILES: dict[str, type[BaseModel]] = {
     "workload.yaml": WorkloadFile,
     "tuning.yaml": TuningFile,
     "objectstore.yaml": ObjectStoreFile,
+    "protection.yaml": ProtectionFile,
 }

@@ -12,6 +12,7 @@ import math
 import posixpath
 
 from kiln import knowledge
+from kiln.lustre.lustre_common import parse_size
 from kiln.plan.model import (
     CheckpointFlowPlan,
     DataflowPlan,
@@ -25,7 +26,6 @@ from kiln.plan.model import (
 from kiln.plan.sizing import objectstore_rates
 from kiln.spec.errors import SpecIssue
 from kiln.spec.models import ClusterSpec, Dataflow
-from kiln.verify.parsers import size_bytes
 
 #: The transfer engine the mover drives (chosen by measurement: bench/dataflow-engine.md).
 ENGINE = "rclone"
@@ -190,7 +190,7 @@ def _layout_for(path: str, layouts: tuple[Layout, ...]) -> Layout:
 
 def _stripe_MiB(layout: Layout) -> int:
     """The stripe size of the layout's last (largest-file) component, MiB."""
-    return max(1, size_bytes(layout.components[-1].stripe_size) >> 20)
+    return max(1, parse_size(layout.components[-1].stripe_size) >> 20)
 
 
 def build_dataflow(

@@ -22,7 +22,7 @@ class Nic:
     model: str
     interface: str
     device: str | None
-    address: str | None  # storage NICs carry an address on the storage subnet
+    address: str | None  # storage NICs: storage subnet; RoCE compute rails: networks.roce_rails
     nid: str | None  # LNet NID for storage NICs
     link_Gbps: float
 
@@ -63,7 +63,12 @@ class LustreTarget:
     mount_point: str
     servicenodes: tuple[tuple[str, ...], ...]  # one NID list per server that may mount it
     failover_host: str | None
-    vdevs: tuple[str, ...] = ()  # zfs: drives the target's pool is built from
+    vdevs: tuple[str, ...] = ()  # zfs: the `zpool create` vdev words (mirror a b ...) of the target's pool
+    protection: str = "none"  # ProtectionLevel behind the target (kiln/knowledge/protection.yaml)
+    drives: tuple[str, ...] = ()  # the physical drives behind the target (zpool vdevs or md members)
+    mkfs_options: tuple[str, ...] = ()  # extra mkfs.lustre words the layout needs (ldiskfs RAID geometry)
+    raid_chunk_KiB: int = 0  # ldiskfs on md RAID: mdadm --chunk; 0 when there is no md array
+    ashift: int = 0  # zfs: pool ashift; 0 on ldiskfs
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +92,18 @@ class LayoutComponent:
     overstripe: bool = False
     dom: bool = False
     pool: str | None = None
+
+    def layout_args(self) -> dict[str, object]:
+        """The component as the lustre_layout module's `layout` argument (inventory) and
+        kiln.lustre.lustre_layout.layout_from_spec() (conformance) take it."""
+        return {
+            "extent_end": self.extent_end,
+            "stripe_count": self.stripe_count,
+            "stripe_size": self.stripe_size,
+            "overstripe_count": self.stripe_count if self.overstripe else None,
+            "pool": self.pool,
+            "dom": self.dom,
+        }
 
 
 @dataclass(frozen=True, slots=True)

@@ -257,6 +257,11 @@ def plan_to_dict(plan: Plan, include_hosts: bool = True) -> dict[str, Any]:
                     "servicenodes": [list(x) for x in t.servicenodes],
                     "failover_host": t.failover_host,
                     "vdevs": list(t.vdevs),
+                    "protection": t.protection,
+                    "drives": list(t.drives),
+                    "mkfs_options": list(t.mkfs_options),
+                    "raid_chunk_KiB": t.raid_chunk_KiB,
+                    "ashift": t.ashift,
                 }
                 for t in plan.targets_map
             ],

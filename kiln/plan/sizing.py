@@ -14,6 +14,7 @@ from kiln import knowledge
 from kiln.plan.model import Checkpoint, Layer, Sizing
 from kiln.spec.errors import SpecIssue
 from kiln.spec.models import ClusterSpec, Device
+from kiln.spec.protection import Share, data_share, default_level
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,9 +66,19 @@ def per_oss(spec: ClusterSpec) -> tuple[float, float]:
 
 
 def _ost_factors(spec: ClusterSpec) -> tuple[float, float]:
+    """(read, write) share of the OST drives' raw rate: the protection step, then the backend's efficiency."""
     kb = knowledge.load()
     b = spec.lustre.backend
-    return kb.factor(f"ost_{b}_read"), kb.factor(f"ost_{b}_write")
+    share = ost_protection(spec)
+    return kb.factor(f"ost_{b}_read") * share.read, kb.factor(f"ost_{b}_write") * share.write
+
+
+def ost_protection(spec: ClusterSpec) -> Share:
+    """Protection step of the OST layer: the share of the drives' raw rate that carries data (a mirror writes
+    every block twice, parity layouts lose the parity share). Levels and sources: kiln/knowledge/protection.yaml."""
+    osts = spec.lustre.oss.osts
+    level = osts.protection or default_level(spec.lustre.backend, "ost", osts.devices_per_target) or "none"
+    return data_share(level, osts.devices_per_target)
 
 
 def objectstore_rates(spec: ClusterSpec) -> tuple[float, float, str]:
@@ -115,6 +126,7 @@ def build_sizing(spec: ClusterSpec) -> tuple[Sizing, list[SpecIssue]]:
     dev = device_figures(lu.oss.osts.device)
     n_dev = lu.oss.nodes * lu.oss.osts.per_node * lu.oss.osts.devices_per_target
     rf, wf = _ost_factors(spec)
+    prot = ost_protection(spec)
     b = lu.backend
     layers = (
         Layer(
@@ -153,8 +165,9 @@ def build_sizing(spec: ClusterSpec) -> tuple[Sizing, list[SpecIssue]]:
             "supply",
             n_dev * dev.read_GBps * rf,
             n_dev * dev.write_GBps * wf,
-            f"{n_dev} devices × ({dev.read_GBps:g} read, {dev.write_GBps:g} write) GB/s × ost_{b} factors",
-            (f"ost_{b}_read", f"ost_{b}_write"),
+            f"{n_dev} devices × ({dev.read_GBps:g} read, {dev.write_GBps:g} write) GB/s × protection "
+            f"({prot.formula}: read {prot.read:.3f}, write {prot.write:.3f}) × ost_{b} factors",
+            (f"ost_{b}_read", f"ost_{b}_write", f"protection:{prot.formula.split(':')[0]}"),
         ),
     )
     supply = [layer for layer in layers if layer.kind == "supply"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kiln import knowledge
 from kiln.plan.model import Scope, Sizing, Target
-from kiln.plan.sizing import objectstore_rates
+from kiln.plan.sizing import lnet_factor, objectstore_rates
 from kiln.spec.models import ClusterSpec
 
 # Conformance checks compare state with the plan; their metric is the number of mismatches.
@@ -31,6 +31,11 @@ CONFORMANCE = {
     ),
     "conformance.objectstore_buckets": ("objectstore", "kiln_objectstore", "the plan's buckets exist"),
     "conformance.sysctls": ("", "all", "the kit's sysctls read back with their planned values"),
+    "security.objectstore_exposure": (
+        "objectstore",
+        "kiln_compute",
+        "a compute host reaches the S3 gateway and not the SeaweedFS master, volume or filer ports",
+    ),
 }
 
 
@@ -65,7 +70,8 @@ def build_targets(spec: ClusterSpec, sizing: Sizing) -> tuple[Target, ...]:
     kb = knowledge.load()
     out: list[Target] = []
     for check, (req, group, why) in CONFORMANCE.items():
-        if spec.objectstore.backend == "external" and check.startswith("conformance.objectstore"):
+        store_check = check.startswith(("conformance.objectstore", "security.objectstore"))
+        if spec.objectstore.backend == "external" and store_check:
             continue
         out.append(Target(check, "mismatches", "count", 0, 0, 0, why, "host", False, group, (req,) if req else ()))
     rdma = spec.fabric.kind != "tcp"
@@ -198,6 +204,23 @@ def build_targets(spec: ClusterSpec, sizing: Sizing) -> tuple[Target, ...]:
                 ("lustre",),
             )
         )
+    f_lnet, names = lnet_factor(spec)
+    oss_link = spec.lustre.oss.nics.count * kb.nics[spec.lustre.oss.nics.nic].link_GBps
+    client_link = min(p.storage_nics.count * kb.nics[p.storage_nics.nic].link_GBps for p in spec.compute.pools)
+    out.append(
+        _perf(
+            spec,
+            "storage.lnet_selftest",
+            "bw",
+            "GB/s",
+            min(client_link, oss_link) * f_lnet,
+            f"one client to one OSS over LNet (lst brw write 1M): min(client {client_link:g}, OSS {oss_link:g} "
+            f"GB/s of storage links) × {' × '.join(names)}",
+            "pair",
+            "kiln_lustre_clients",
+            ("lustre",),
+        )
+    )
     out.append(
         _perf(
             spec,

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from kiln.cli import main, parser
+from kiln.yamlio import load_inventory
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -94,13 +95,13 @@ def test_contract_is_documented() -> None:
 
 def test_inventory_files(tmp_path: Path) -> None:
     assert main(["inventory", "lab", "--out", str(tmp_path)]) == 0
-    hosts = yaml.safe_load((tmp_path / "hosts.yml").read_text())
+    hosts = load_inventory((tmp_path / "hosts.yml").read_text())
     assert set(hosts["all"]["children"]["kiln_lustre_oss"]["hosts"]) == {"oss01", "oss02"}
-    oss = yaml.safe_load((tmp_path / "host_vars" / "oss01.yml").read_text())
+    oss = load_inventory((tmp_path / "host_vars" / "oss01.yml").read_text())
     assert [t["name"] for t in oss["lustre_server_targets"]] == ["lab-OST0000", "lab-OST0001"]
     assert oss["ansible_host"] == "10.89.10.5"  # the lab is reached over SSH at management addresses
     assert oss["ansible_user"] == "root" and "ansible_connection" not in oss
-    pool = yaml.safe_load((tmp_path / "group_vars" / "kiln_pool_gpu.yml").read_text())
+    pool = load_inventory((tmp_path / "group_vars" / "kiln_pool_gpu.yml").read_text())
     assert pool["nccl_env"]["NCCL_IB_DISABLE"] == "1"
     everything = "".join(p.read_text() for p in tmp_path.rglob("*.yml"))
     assert "secret" not in everything.lower().replace("credentials_secret", "")

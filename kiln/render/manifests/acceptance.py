@@ -25,7 +25,6 @@ from kiln.render.manifests.context import (
     TARGETS_CONFIGMAP,
     Ctx,
     Obj,
-    dns_name,
     obj,
     pool_label,
     pool_rails,
@@ -37,6 +36,7 @@ from kiln.render.manifests.context import (
 from kiln.render.manifests.lustre import lustre_claim_name
 from kiln.render.manifests.nccl import nccl_configmap_name
 from kiln.spec.models import ClusterSpec
+from kiln.spec.types import dns_name
 
 CHECK_ANNOTATION = "kiln.io/check"
 GROUP_ANNOTATION = "kiln.io/target-group"

@@ -17,6 +17,7 @@ from kiln.verify.checks.base import (
     quote,
     register,
     ring_pairs,
+    tool_finished,
 )
 from kiln.verify.checks.launch import launch_command
 from kiln.verify.parsers import ParseError, parse_nccl_tests, parse_perftest
@@ -82,10 +83,12 @@ class Perftest(Check):
             r = ctx.run(client, cmd, o.perftest_seconds + 120)
             try:
                 res = parse_perftest(r.stdout, r.stderr)
-            except ParseError:
+            except ParseError as exc:
                 srv = ctx.run(server, f"cat {quote(log)}", 30)
-                raise CheckError(f"{tool} {client}→{server}: no result; client: {(r.stdout + r.stderr).strip()[-300:]}"
-                                 f"; server: {srv.stdout.strip()[-300:]}") from None
+                tail = (r.stdout + r.stderr).strip()[-300:]
+                raise CheckError(f"{tool} {client}→{server}: no result ({exc.reason}); client: {tail}; "
+                                 f"server: {srv.stdout.strip()[-300:]}") from None
+            tool_finished(client, tool, r)
         finally:
             ctx.run(server, f"test -s {quote(pidfile)} && kill $(cat {quote(pidfile)}) 2>/dev/null; "
                             f"rm -f {quote(pidfile)}", 30)
@@ -121,6 +124,7 @@ class NcclIntra(Check):
         cmd = f"{quote(o.all_reduce_perf)} -b 1M -e {o.nccl_max_bytes} -f 2 -g {gpus}"
         r = ctx.run(host, cmd, o.command_timeout_s)
         res = parse_nccl_tests(r.stdout, r.stderr)
+        tool_finished(host, "all_reduce_perf", r)
         return Sample(res.busbw_GBps, raw={"all_reduce_perf.txt": r.stdout},
                       info={"avg_busbw_GBps": res.avg_busbw_GBps, "gpus": gpus,
                             "largest_size": max(x.size_bytes for x in res.rows)})
@@ -144,5 +148,6 @@ class NcclInter(Check):
                              "-f 2 -g 1", env=_pool_env(ctx, launcher), gpus_per_node=gpus)
         r = ctx.run(launcher, cmd, o.command_timeout_s)
         res = parse_nccl_tests(r.stdout, r.stderr)
+        tool_finished(launcher, "all_reduce_perf", r)
         return Sample(res.busbw_GBps, raw={"all_reduce_perf.txt": r.stdout, "command.txt": cmd},
                       info={"avg_busbw_GBps": res.avg_busbw_GBps, "ranks": res.ranks or len(subject.hosts) * gpus})
