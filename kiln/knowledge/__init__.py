@@ -127,7 +127,7 @@ class Checkpoint(Entry):
 
 
 class MdtCreateRates(Entry):
-    """File creates per second one MDT sustains, by media."""
+    """A rate by media class: file creates or opens per second one MDT sustains, or an OST drive's kIOPS."""
 
     nvme: float = Field(gt=0)
     ssd: float = Field(gt=0)
@@ -141,6 +141,8 @@ class MdtCreateRates(Entry):
 
 class Metadata(Entry):
     mdt_create_ops_per_s: MdtCreateRates
+    mdt_open_ops_per_s: MdtCreateRates
+    ost_read_kiops_per_device: MdtCreateRates
 
 
 class PcieRates(Entry):
@@ -163,6 +165,7 @@ class WorkloadFile(_File):
     checkpoint: Checkpoint
     metadata: Metadata
     pcie_GBps_per_direction: PcieRates
+    pcie_h2d_gate_GBps: PcieRates
 
     @model_validator(mode="before")
     @classmethod

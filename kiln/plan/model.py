@@ -8,7 +8,7 @@ from typing import Literal
 from kiln.spec.errors import SpecIssue
 from kiln.spec.models import Acceptance
 
-PLAN_SCHEMA = "kiln.plan/v1"
+PLAN_SCHEMA = "kiln.plan/v2"
 
 Role = Literal["compute", "mgs", "mds", "oss", "objectstore"]
 Side = Literal["client", "mds", "oss", "mgs", "lnet", "nccl", "host"]
@@ -212,6 +212,7 @@ class Target:
     higher_is_better: bool = True
     group: str | None = None  # inventory group the check runs on
     requires: tuple[str, ...] = ()  # what the host must have: gpu, rdma, lustre, nvme, objectstore
+    env: tuple[tuple[str, str], ...] = ()  # environment the check sets so its figure is comparable (NCCL_ALGO)
 
 
 @dataclass(frozen=True, slots=True)

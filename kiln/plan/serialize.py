@@ -1,4 +1,4 @@
-"""The plan as JSON: a documented, versioned contract (docs/plan-json.md, schema kiln.plan/v1).
+"""The plan as JSON: a documented, versioned contract (docs/plan-json.md, schema kiln.plan/v2).
 
 Stable keys (tested): sizing.aggregate.read_GBps, sizing.aggregate.write_GBps, sizing.bottleneck.read,
 sizing.bottleneck.write, sizing.layers[] (name, kind, read_GBps, write_GBps, formula, factors),
@@ -93,6 +93,7 @@ def target_dict(t: Target) -> dict[str, Any]:
         "higher_is_better": t.higher_is_better,
         "group": t.group,
         "requires": list(t.requires),
+        "env": dict(t.env),
     }
 
 

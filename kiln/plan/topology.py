@@ -6,8 +6,8 @@ import ipaddress
 from collections import Counter
 from dataclasses import dataclass
 
-from kiln import knowledge
 from kiln.plan.model import Host, LnetNet, LustreTarget, Nic, Role, TargetKind
+from kiln.spec import catalog
 from kiln.spec.checks import rail_devices
 from kiln.spec.models import ClusterSpec, NicGroup, TargetGroup
 from kiln.spec.protection import default_drive_base, default_level, ext4_raid_options, zfs_vdevs
@@ -60,7 +60,7 @@ def _nics(
     storage_alloc: _Allocator,
     rail_alloc: _Allocator | None = None,
 ) -> tuple[Nic, ...]:
-    kb = knowledge.load()
+    nic_models = catalog.nics(spec)
     fabric = spec.fabric.kind
     rdma = fabric != "tcp"
     out: list[Nic] = []
@@ -70,7 +70,7 @@ def _nics(
         for iface, dev in zip(_interfaces(compute, fabric, 0), devs, strict=True):
             # RoCE rails carry an IPv4 address for their RoCEv2 GID; InfiniBand rails need none.
             addr = rail_alloc.take() if rail_alloc is not None else None
-            out.append(Nic("compute", compute.nic, iface, dev, addr, None, kb.nics[compute.nic].link_Gbps))
+            out.append(Nic("compute", compute.nic, iface, dev, addr, None, nic_models[compute.nic].link_Gbps))
     nets = [n.name for n in spec.lustre.lnet]
     devs = rail_devices(storage, start=n_compute) if rdma else [None] * storage.count
     for j, (iface, dev) in enumerate(zip(_interfaces(storage, fabric, n_compute), devs, strict=True)):
@@ -83,7 +83,7 @@ def _nics(
                 dev,
                 addr,
                 f"{addr}@{nets[j % len(nets)]}",
-                kb.nics[storage.nic].link_Gbps,
+                nic_models[storage.nic].link_Gbps,
             )
         )
     return tuple(out)

@@ -1,19 +1,14 @@
-"""The policy pack (policy/kiln_policies.py) on the `kiln render` path: the same checks Pulumi runs in
+"""The policy pack's checks (kiln/render/policy_checks.py; Pulumi gets them through policy/kiln_policies.py)
+on the `kiln render` path: the same checks Pulumi runs in
 `pulumi preview --policy-pack policy`, run over the rendered objects before any file is written."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from functools import cache
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from kiln.plan.model import Plan
+from kiln.render.policy_checks import CHECKS
 from kiln.spec.models import ClusterSpec
-
-POLICY_FILE = Path(__file__).resolve().parents[2] / "policy" / "kiln_policies.py"
 
 
 class PolicyViolation(Exception):
@@ -22,18 +17,6 @@ class PolicyViolation(Exception):
     def __init__(self, violations: list[str]) -> None:
         self.violations = violations
         super().__init__(f"{len(violations)} policy violation(s):\n" + "\n".join(f"  - {v}" for v in violations))
-
-
-@cache
-def policy_pack() -> ModuleType:
-    """policy/kiln_policies.py, loaded from the checkout (the pack lives beside the kiln package)."""
-    spec = importlib.util.spec_from_file_location("kiln_policies", POLICY_FILE)
-    if spec is None or spec.loader is None:
-        raise FileNotFoundError(f"policy pack not found: {POLICY_FILE}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("kiln_policies", module)
-    spec.loader.exec_module(module)
-    return module
 
 
 def type_token(obj: dict[str, Any]) -> str:
@@ -46,14 +29,13 @@ def violations(plan: Plan, spec: ClusterSpec) -> list[str]:
     """Every policy violation of the stack's rendered objects, as 'file: Kind namespace/name: [policy] why'."""
     from kiln.render.manifests import build_manifests, policy_config
 
-    pack = policy_pack()
     config = policy_config(plan, spec)
     out: list[str] = []
     for comp in build_manifests(plan, spec):
         for obj in comp.objects:
             meta = obj.get("metadata", {})
             where = f"{comp.kind.file}: {obj['kind']} {meta.get('namespace', '-')}/{meta.get('name')}"
-            for name, check in pack.CHECKS.items():
+            for name, check in CHECKS.items():
                 out.extend(f"{where}: [{name}] {msg}" for msg in check(type_token(obj), obj, config.get(name, {})))
     return out
 

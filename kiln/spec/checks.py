@@ -6,6 +6,8 @@ import ipaddress
 from collections.abc import Iterator
 
 from kiln import knowledge
+from kiln.knowledge import NicModel
+from kiln.spec import catalog
 from kiln.spec.errors import SpecIssue, suggest
 from kiln.spec.models import ClusterSpec, Device, NicGroup
 from kiln.spec.protection import default_drive_base, default_level, level_problem
@@ -20,6 +22,7 @@ def check(spec: ClusterSpec) -> list[SpecIssue]:
         *(_catalog(spec)),
         *(_compute(spec)),
         *(_lustre(spec)),
+        *(_server(spec)),
         *(_objectstore(spec)),
         *(_workload(spec)),
         *(_networks(spec)),
@@ -33,12 +36,14 @@ def rail_devices(group: NicGroup, start: int = 0) -> list[str]:
     return list(group.devices) if group.devices else [f"mlx5_{start + i}" for i in range(group.count)]
 
 
-def _nic(path: str, group: NicGroup, fabric: str) -> Iterator[SpecIssue]:
-    kb = knowledge.load()
-    if group.nic not in kb.nics:
-        yield SpecIssue(f"{path}.nic", group.nic, "unknown NIC model", suggest(group.nic, kb.nics))
+def _nic(path: str, group: NicGroup, fabric: str, models: dict[str, NicModel]) -> Iterator[SpecIssue]:
+    if group.nic not in models:
+        yield SpecIssue(
+            f"{path}.nic", group.nic, "unknown NIC model (not in the catalog nor in hardware.nics)",
+            suggest(group.nic, models),
+        )
         return
-    model = kb.nics[group.nic]
+    model = models[group.nic]
     needed = FABRIC_NIC_SUPPORT.get(fabric)
     if needed and needed not in model.fabrics:
         yield SpecIssue(
@@ -79,15 +84,31 @@ def _device(path: str, device: Device) -> Iterator[SpecIssue]:
         )
 
 
+def _inline(spec: ClusterSpec) -> Iterator[SpecIssue]:
+    kb = knowledge.load()
+    for kind, mine, theirs in (("nics", spec.hardware.nics, kb.nics), ("gpus", spec.hardware.gpus, kb.gpus)):
+        for name in mine:
+            if name in theirs:
+                yield SpecIssue(
+                    f"hardware.{kind}.{name}", name, "shadows a catalog entry of the same name",
+                    f"use the catalog's {name} (drop this entry), or give yours another name",
+                )
+
+
 def _catalog(spec: ClusterSpec) -> Iterator[SpecIssue]:
     kb = knowledge.load()
     fabric = spec.fabric.kind
+    nic_models, gpu_models = catalog.nics(spec), catalog.gpus(spec)
+    yield from _inline(spec)
     for i, pool in enumerate(spec.compute.pools):
         p = f"compute.pools[{i}]"
-        if pool.gpu.model not in kb.gpus:
-            yield SpecIssue(f"{p}.gpu.model", pool.gpu.model, "unknown GPU model", suggest(pool.gpu.model, kb.gpus))
-        yield from _nic(f"{p}.compute_rails", pool.compute_rails, fabric)
-        yield from _nic(f"{p}.storage_nics", pool.storage_nics, fabric)
+        if pool.gpu.model not in gpu_models:
+            yield SpecIssue(
+                f"{p}.gpu.model", pool.gpu.model, "unknown GPU model (not in the catalog nor in hardware.gpus)",
+                suggest(pool.gpu.model, gpu_models),
+            )
+        yield from _nic(f"{p}.compute_rails", pool.compute_rails, fabric, nic_models)
+        yield from _nic(f"{p}.storage_nics", pool.storage_nics, fabric, nic_models)
         if pool.local_nvme is not None and pool.local_nvme.device not in kb.nvme:
             yield SpecIssue(
                 f"{p}.local_nvme.device",
@@ -95,13 +116,13 @@ def _catalog(spec: ClusterSpec) -> Iterator[SpecIssue]:
                 "unknown NVMe model",
                 suggest(pool.local_nvme.device, kb.nvme),
             )
-    yield from _nic("lustre.mds.nics", spec.lustre.mds.nics, fabric)
-    yield from _nic("lustre.oss.nics", spec.lustre.oss.nics, fabric)
+    yield from _nic("lustre.mds.nics", spec.lustre.mds.nics, fabric, nic_models)
+    yield from _nic("lustre.oss.nics", spec.lustre.oss.nics, fabric, nic_models)
     yield from _device("lustre.mds.mdts.device", spec.lustre.mds.mdts.device)
     yield from _device("lustre.oss.osts.device", spec.lustre.oss.osts.device)
     os_ = spec.objectstore
     if os_.nics is not None:
-        yield from _nic("objectstore.nics", os_.nics, fabric)
+        yield from _nic("objectstore.nics", os_.nics, fabric, nic_models)
     if os_.disks is not None and os_.disks.device not in kb.nvme:
         yield SpecIssue(
             "objectstore.disks.device", os_.disks.device, "unknown NVMe model", suggest(os_.disks.device, kb.nvme)
@@ -282,6 +303,31 @@ def _workload(spec: ClusterSpec) -> Iterator[SpecIssue]:
     elif rd.profile is not None and rd.profile not in kb.read_profiles:
         yield SpecIssue(
             "workload.read_demand.profile", rd.profile, "unknown read profile", suggest(rd.profile, kb.read_profiles)
+        )
+
+
+def _server(spec: ClusterSpec) -> Iterator[SpecIssue]:
+    sv = spec.lustre.oss.server
+    if sv is None:
+        return
+    p = "lustre.oss.server"
+    if (sv.read_GBps is None) != (sv.write_GBps is None):
+        yield SpecIssue(
+            p,
+            sv.model_dump(exclude_none=True),
+            "a published ceiling needs both read_GBps and write_GBps",
+            "give both figures as the vendor publishes them, or neither (the ceiling is then derived from PCIe)",
+        )
+    if sv.read_GBps is not None and not sv.source:
+        yield SpecIssue(
+            f"{p}.source", None, "a published ceiling needs its source", "name the document, table or URL it is from"
+        )
+    if spec.lustre.oss.nodes % sv.servers_per_unit:
+        yield SpecIssue(
+            f"{p}.servers_per_unit",
+            sv.servers_per_unit,
+            f"lustre.oss.nodes ({spec.lustre.oss.nodes}) is not a whole number of units",
+            f"make lustre.oss.nodes a multiple of {sv.servers_per_unit}",
         )
 
 

@@ -94,7 +94,9 @@ class NicGroup(Model):
     """A set of identical NICs in one host."""
 
     count: int = Field(ge=0, le=32, description="How many NICs of this model the host has.")
-    nic: CatalogName = Field(description="NIC model from the hardware catalog (kiln/knowledge/hardware.yaml).")
+    nic: CatalogName = Field(
+        description="NIC model from the hardware catalog (kiln/knowledge/hardware.yaml) or the stack's hardware.nics."
+    )
     devices: list[RdmaDevice] | None = Field(
         default=None,
         description="RDMA device names (e.g. mlx5_0); default mlx5_<n> numbered after the rails before.",
@@ -105,8 +107,10 @@ class NicGroup(Model):
 
 
 class Gpus(Model):
-    model: CatalogName = Field(description="GPU model from the hardware catalog.")
-    count: int = Field(ge=1, le=16, description="GPUs per node.")
+    model: CatalogName = Field(description="GPU model from the hardware catalog or the stack's hardware.gpus.")
+    count: int = Field(
+        ge=1, le=64, description="GPUs per node (up to 64: one OS image over a large NVLink domain counts all)."
+    )
 
 
 class LocalNvme(Model):
@@ -319,10 +323,49 @@ class Mds(Model):
     mdts: TargetGroup = Field(description="MDTs per MDS node.")
 
 
+class ServerCeiling(Model):
+    """What one storage server, or one appliance whose controllers several servers share, can move.
+
+    Give the PCIe parts (the model derives a ceiling from them) or the ceiling the vendor publishes
+    (read_GBps and write_GBps with their source); a published ceiling wins over the parts.
+    """
+
+    pcie_gen: int | None = Field(
+        default=None, ge=3, le=6, description="PCIe generation of the server's slots; default the storage NIC's."
+    )
+    pcie_lanes: int | None = Field(
+        default=None,
+        ge=8,
+        le=512,
+        description="PCIe lanes that carry drive and NIC traffic; default x16 per storage NIC plus x4 per drive.",
+    )
+    read_GBps: ThroughputGBps | None = Field(
+        default=None, le=10000, description="Published read ceiling of one unit (server or appliance), GB/s."
+    )
+    write_GBps: ThroughputGBps | None = Field(
+        default=None, le=10000, description="Published write ceiling of one unit (server or appliance), GB/s."
+    )
+    servers_per_unit: int = Field(
+        default=1,
+        ge=1,
+        le=16,
+        description="OSS nodes that share one ceiling: 1 for a server, e.g. 4 for an appliance whose two "
+        "controllers run four OSS virtual machines.",
+    )
+    source: Text | None = Field(
+        default=None, description="Where the published ceiling comes from (document, table, URL); required with it."
+    )
+
+
 class Oss(Model):
     nodes: int = Field(ge=1, le=4096, description="OSS nodes.")
     nics: NicGroup = Field(description="Storage NICs per OSS.")
     osts: TargetGroup = Field(description="OSTs per OSS node.")
+    server: ServerCeiling | None = Field(
+        default=None,
+        description="The server (or appliance) ceiling: PCIe parts or a published figure; default derived from "
+        "the NICs' PCIe generation and x16 per NIC plus x4 per drive.",
+    )
 
 
 class LnetNetwork(Model):
@@ -443,6 +486,16 @@ class ReadDemand(Model):
     GBps_per_gpu: DeviceGBps | None = Field(default=None, description="Explicit per-GPU read demand, GB/s.")
 
 
+class Samples(Model):
+    """How training reads its data: sample size and files per sample size the request-rate layers."""
+
+    size_KB: float = Field(ge=0.001, le=10_000_000, description="Mean sample size, KB (10^3 bytes).")
+    files_per_sample: int = Field(
+        default=1, ge=0, le=1024, description="Files opened per sample (1: a file per sample; 0: samples packed "
+        "into large shards, so opens do not limit reads)."
+    )
+
+
 class Workload(Model):
     model_params_B: BillionParams = Field(description="Model parameters, billions.")
     checkpoint: Checkpoint = Field(description="Checkpoint cadence and budget.")
@@ -450,6 +503,11 @@ class Workload(Model):
     read_demand: ReadDemand = Field(
         default_factory=lambda: ReadDemand(profile="llm-text"),
         description="Per-GPU read demand: a named profile or GBps_per_gpu.",
+    )
+    samples: Samples | None = Field(
+        default=None,
+        description="Sample size and files per sample; with it the plan adds metadata and IOPS layers "
+        "(omitted: large sequential reads are assumed).",
     )
 
 
@@ -650,6 +708,43 @@ def _override_value(value: object) -> int | float | str:
 OverrideValue = Annotated[int | float | str, PlainValidator(_override_value)]
 
 
+class InlineNic(Model):
+    """A NIC that is not in the hardware catalog, with its figures and where they come from."""
+
+    description: Text = Field(min_length=1, description="What the NIC is (vendor, model, ports).")
+    link_Gbps: float = Field(gt=0, le=3200, description="Line rate of one port as the host uses it, Gb/s.")
+    fabrics: list[Literal["infiniband", "roce", "tcp"]] = Field(min_length=1, description="Fabrics it runs.")
+    pcie_gen: int = Field(ge=3, le=6, description="PCIe generation of its host interface.")
+    source: Text = Field(min_length=1, description="Datasheet or measurement the figures come from.")
+
+
+class InlineGpu(Model):
+    """A GPU that is not in the hardware catalog, with its figures and where they come from."""
+
+    description: Text = Field(min_length=1, description="What the GPU is (vendor, model, form factor).")
+    memory_GB: float = Field(gt=0, le=4096, description="GPU memory, GB.")
+    pcie_gen: int = Field(ge=3, le=6, description="PCIe generation of its host interface.")
+    nvswitch: bool = Field(description="Whether the node's GPUs meet behind an NVSwitch.")
+    nvlink_GBps: float = Field(ge=0, le=10000, description="NVLink bandwidth per GPU, GB/s (0: none).")
+    nccl_intra_busbw_GBps: float = Field(
+        gt=0, le=10000, description="all_reduce_perf bus bandwidth inside one node at large sizes, GB/s."
+    )
+    source: Text = Field(
+        min_length=1, description="Datasheet or measurement the figures come from (busbw included)."
+    )
+
+
+class Hardware(Model):
+    """Hardware the catalog lacks, described inline; names must not shadow catalog entries."""
+
+    nics: dict[CatalogName, InlineNic] = Field(
+        default_factory=dict, description="NIC models by name; NicGroup.nic may name them."
+    )
+    gpus: dict[CatalogName, InlineGpu] = Field(
+        default_factory=dict, description="GPU models by name; a pool's gpu.model may name them."
+    )
+
+
 class ClusterSpec(Model):
     """One environment: the `kiln:cluster` object of stacks/Pulumi.<env>.yaml."""
 
@@ -661,6 +756,9 @@ class ClusterSpec(Model):
     lustre: Lustre = Field(description="The Lustre filesystem.")
     objectstore: ObjectStore = Field(description="The S3 data lake.")
     workload: Workload = Field(description="What the cluster trains: sizes the plan's demand.")
+    hardware: Hardware = Field(
+        default_factory=Hardware, description="NICs and GPUs the catalog lacks, with figures and sources."
+    )
     kubernetes: Kubernetes = Field(
         default_factory=Kubernetes, description="The Kubernetes side (Pulumi program, kiln render)."
     )

@@ -70,7 +70,7 @@ CONTRACT = {
 def test_plan_json_contract(stack_name: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plan", stack_name, "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["schema"] == "kiln.plan/v1"
+    assert doc["schema"] == "kiln.plan/v2"
     for path, kind in CONTRACT.items():
         node: Any = doc
         for part in path:
@@ -89,7 +89,7 @@ def test_contract_is_documented() -> None:
     text = (ROOT / "docs" / "plan-json.md").read_text()
     for path in CONTRACT:
         assert ".".join(path) in text
-    for key in ("sizing.layers[]", "targets[]", "kiln.plan/v1"):
+    for key in ("sizing.layers[]", "targets[]", "kiln.plan/v2"):
         assert key in text
 
 

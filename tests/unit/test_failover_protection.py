@@ -108,9 +108,10 @@ def test_sizing_write_factor_follows_protection() -> None:
     assert data_share("raid1", 3).write == pytest.approx(1 / 3)
     assert data_share("draid2", 12).read == pytest.approx(8 / 10)
     plan = build_plan(load_stack("prod-h100"))
-    ost = next(layer for layer in plan.sizing.layers if layer.name == "ost_devices")
-    assert ost.write_GBps == pytest.approx(64 * 6.6 * 0.75 * 0.5)
-    assert ost.read_GBps == pytest.approx(64 * 13 * 0.85)
+    layers = {layer.name: layer for layer in plan.sizing.layers}
+    assert layers["ost_devices"].write_GBps == pytest.approx(64 * 6.6 * 0.75)
+    assert layers["protection"].write_GBps == pytest.approx(64 * 6.6 * 0.75 * 0.5)  # raid1 writes twice
+    assert layers["protection"].read_GBps == pytest.approx(64 * 13 * 0.85)
 
 
 def test_layout_words() -> None:

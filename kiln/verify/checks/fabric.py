@@ -121,7 +121,8 @@ class NcclIntra(Check):
         ph = ctx.plan_host(host)
         gpus = ph.gpus if ph and ph.gpus else 1
         need_tool(ctx, host, o.all_reduce_perf, "build nccl-tests (github.com/NVIDIA/nccl-tests)")
-        cmd = f"{quote(o.all_reduce_perf)} -b 1M -e {o.nccl_max_bytes} -f 2 -g {gpus}"
+        env = "".join(f"{k}={quote(v)} " for k, v in target.env)
+        cmd = f"{env}{quote(o.all_reduce_perf)} -b 1M -e {o.nccl_max_bytes} -f 2 -g {gpus}"
         r = ctx.run(host, cmd, o.command_timeout_s)
         res = parse_nccl_tests(r.stdout, r.stderr)
         tool_finished(host, "all_reduce_perf", r)
@@ -145,7 +146,8 @@ class NcclInter(Check):
         gpus = ph.gpus if ph and ph.gpus else 1
         need_tool(ctx, launcher, o.all_reduce_perf, "build nccl-tests with MPI=1 (github.com/NVIDIA/nccl-tests)")
         cmd = launch_command(ctx, subject.hosts, gpus, f"{quote(o.all_reduce_perf)} -b 1M -e {o.nccl_max_bytes} "
-                             "-f 2 -g 1", env=_pool_env(ctx, launcher), gpus_per_node=gpus)
+                             "-f 2 -g 1", env={**_pool_env(ctx, launcher), **dict(target.env)},
+                             gpus_per_node=gpus)
         r = ctx.run(launcher, cmd, o.command_timeout_s)
         res = parse_nccl_tests(r.stdout, r.stderr)
         tool_finished(launcher, "all_reduce_perf", r)

@@ -99,6 +99,14 @@ def _base_spec() -> dict[str, Any]:
     df["models"][0]["target"] = "/mnt/local-nvme/models"
     df["movers"] = {"pools": [pool["name"]]}
     d["networks"]["roce_rails"] = "10.30.0.0/16"
+    d["hardware"] = {
+        "nics": {"vendor-nic-400": {"description": "a NIC the catalog lacks", "link_Gbps": 400,
+                                    "fabrics": ["infiniband"], "pcie_gen": 5, "source": "vendor datasheet"}},
+        "gpus": {"vendor-gpu": {"description": "a GPU the catalog lacks", "memory_GB": 80, "pcie_gen": 5,
+                                "nvswitch": True, "nvlink_GBps": 900, "nccl_intra_busbw_GBps": 400,
+                                "source": "vendor datasheet"}},
+    }
+    lu["oss"]["server"] = {"read_GBps": 90, "write_GBps": 65, "source": "vendor datasheet"}
     d["inventory"] = {"ansible_user": "ubuntu"}
     d["overrides"] = {"client.mount.options": "flock,lazystatfs"}
     return d
@@ -115,7 +123,8 @@ def _external_spec() -> dict[str, Any]:
 
 
 def string_leaves(data: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], str]]:
-    """(path, value) of every string in a spec dict; an `overrides` key comes as ('overrides', key, '<key>')."""
+    """(path, value) of every string in a spec dict; a key of a mapping whose keys are names (`overrides`,
+    `hardware.nics`, `hardware.gpus`) comes as (*path, key, '<key>')."""
     if isinstance(data, str):
         yield path, data
     elif isinstance(data, list):
@@ -123,7 +132,7 @@ def string_leaves(data: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[tuple
             yield from string_leaves(item, (*path, i))
     elif isinstance(data, dict):
         for key, item in data.items():
-            if path == ("overrides",):
+            if path in (("overrides",), ("hardware", "nics"), ("hardware", "gpus")):
                 yield (*path, key, "<key>"), key
             yield from string_leaves(item, (*path, key))
 

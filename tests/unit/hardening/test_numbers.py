@@ -38,7 +38,7 @@ NUMBERS = st.one_of(
 )
 
 
-@settings(max_examples=25, deadline=5000, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, deadline=15000, suppress_health_check=[HealthCheck.too_slow])
 @given(index=st.integers(0, len(PATHS) - 1), value=NUMBERS)
 def test_numbers_are_refused_or_planned(index: int, value: Any) -> None:
     path = PATHS[index]

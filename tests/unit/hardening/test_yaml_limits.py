@@ -97,7 +97,7 @@ _JUNK = st.sampled_from(["&a ", "*a", "<<: *a\n", "{", "}", "[", "]", ": ", "- "
                          "{{ x }}", "\u2028", "\x1b", "é"])
 
 
-@settings(max_examples=80, deadline=3000, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=9000, suppress_health_check=[HealthCheck.too_slow])
 @given(line=st.integers(0, len(_LINES) - 1), col=st.integers(0, 40), junk=st.lists(_JUNK, min_size=1, max_size=4))
 def test_mutated_stack_text_is_accepted_or_refused_cleanly(line: int, col: int, junk: list[str]) -> None:
     """Property: junk spliced anywhere into a valid stack file gives a spec or a SpecError, never another
