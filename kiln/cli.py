@@ -123,7 +123,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 # Adapters (render, verify, lab) register their own subcommands so the core CLI stays small.
-ADAPTER_CLIS = ("kiln.render.cli", "kiln.verify.cli", "kiln.lab.cli")
+ADAPTER_CLIS = ("kiln.render.cli", "kiln.verify.cli", "kiln.lab.cli", "kiln.dataflow.cli")
 
 
 def _extras() -> list[Callable[[argparse._SubParsersAction, list[argparse.ArgumentParser]], None]]:  # type: ignore[type-arg]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 
+from kiln.plan.dataflow import build_dataflow
 from kiln.plan.layouts import build_layouts, layout_issues
 from kiln.plan.model import PLAN_SCHEMA, LustreTarget, Plan, Sizing
 from kiln.plan.objectstore import build_objectstore
@@ -110,10 +111,13 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
     sizing, sizing_issues = build_sizing(spec)
     objectstore, os_issues = build_objectstore(spec, hosts)
     issues += sizing_issues + os_issues
+    layouts = build_layouts(spec)
+    dataflow, df_issues = build_dataflow(spec, hosts, layouts, sizing)
+    issues += [i for i in df_issues if i.severity == "error"]
     if issues:
         raise SpecError(source, issues)
     digest = hashlib.sha256(json.dumps(spec.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:16]
-    warnings = plan_warnings(spec, sizing, targets_map)
+    warnings = plan_warnings(spec, sizing, targets_map) + tuple(i for i in df_issues if i.severity != "error")
     return Plan(
         schema=PLAN_SCHEMA,
         stack=spec.name,
@@ -137,4 +141,5 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
         kubernetes_version=spec.kubernetes.version,
         spec_digest=digest,
         warnings=warnings,
+        dataflow=dataflow,
     )

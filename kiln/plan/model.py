@@ -216,6 +216,86 @@ class Target:
 
 
 @dataclass(frozen=True, slots=True)
+class DataLinkPlan:
+    name: str
+    bucket: str
+    prefix: str
+    path: str  # in-filesystem
+    mount_path: str  # on clients
+    directory: str  # the planned directory it lies under (its layout applies before any byte lands)
+    setstripe: str  # that directory's layout
+    import_policy: str
+    import_trigger: str
+    schedule: str | None
+    include: tuple[str, ...]
+    exclude: tuple[str, ...]
+    export_policy: str
+    note: str  # what the platform cannot do (on-access without HSM), '' when nothing
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointFlowPlan:
+    path: str
+    mount_path: str
+    bucket: str
+    prefix: str
+    commit_marker: str
+    write_back: str
+    part_size_MiB: int
+    keep_resident: int
+    release_after_verify: bool
+    bytes: int
+    write_s: float  # fast tier write (the sizing's checkpoint save)
+    export_s: float  # upload to the lake
+    export_GBps: float
+    export_bottleneck: str
+    blocked_s: float  # what the training job waits for
+    blocked_sync_s: float  # write + upload, the naive way
+    restore_fast_s: float
+    restore_lake_s: float
+    interval_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class ModelFlowPlan:
+    bucket: str
+    prefix: str
+    pool: str
+    target: str
+    events: str
+    fanout: str
+    receivers: int
+    lake_bytes_factor: float  # lake bytes served ÷ model bytes
+
+
+@dataclass(frozen=True, slots=True)
+class DataflowPlan:
+    engine: str  # the transfer tool the mover drives
+    mover_hosts: tuple[str, ...]
+    mover_group: str
+    host_GBps: float  # one mover host's storage NICs × tcp_payload
+    stream_GBps: float
+    concurrency: int  # parallel transfers per mover host
+    part_size_MiB: int
+    multipart_cutoff_MiB: int
+    poll_s: int
+    lake_get_GBps: float
+    lake_put_GBps: float
+    stage_GBps: float
+    stage_bottleneck: str
+    dataset_bytes: int
+    stage_in_s: float
+    naive_stage_in_s: float  # one sequential stream
+    links: tuple[DataLinkPlan, ...]
+    checkpoints: CheckpointFlowPlan | None
+    models: tuple[ModelFlowPlan, ...]
+    why: tuple[str, ...]
+    # Acceptance targets of the dataflow.* checks. They stay here, out of Plan.targets, until `kiln verify`
+    # implements those checks (a target without a check is an ERROR row in every report).
+    targets: tuple[Target, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Plan:
     schema: str
     stack: str
@@ -239,6 +319,7 @@ class Plan:
     kubernetes_version: str
     spec_digest: str
     warnings: tuple[SpecIssue, ...] = field(default=())  # issues of severity warning
+    dataflow: DataflowPlan | None = None  # lake <-> fast tier data flow (kiln.plan.dataflow)
 
     def host(self, name: str) -> Host:
         for h in self.hosts:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from kiln.plan.model import Host, Layout, Plan, Target, Tunable
+from kiln.plan.model import DataflowPlan, Host, Layout, Plan, Target, Tunable
 
 
 def _num(x: float) -> float | None:
@@ -94,6 +94,91 @@ def target_dict(t: Target) -> dict[str, Any]:
         "group": t.group,
         "requires": list(t.requires),
         "env": dict(t.env),
+    }
+
+
+def dataflow_dict(df: DataflowPlan | None) -> dict[str, Any] | None:
+    """The `dataflow` section (docs/plan-json.md); None when the stack declares no data flow."""
+    if df is None:
+        return None
+    ck = df.checkpoints
+    return {
+        "engine": df.engine,
+        "movers": {
+            "hosts": list(df.mover_hosts),
+            "group": df.mover_group,
+            "host_GBps": _num(df.host_GBps),
+            "stream_GBps": _num(df.stream_GBps),
+            "concurrency": df.concurrency,
+            "part_size_MiB": df.part_size_MiB,
+            "multipart_cutoff_MiB": df.multipart_cutoff_MiB,
+            "poll_s": df.poll_s,
+        },
+        "lake": {"get_GBps": _num(df.lake_get_GBps), "put_GBps": _num(df.lake_put_GBps)},
+        "stage_in": {
+            "GBps": _num(df.stage_GBps),
+            "bottleneck": df.stage_bottleneck,
+            "dataset_bytes": df.dataset_bytes,
+            "seconds": _num(df.stage_in_s),
+            "naive_seconds": _num(df.naive_stage_in_s),
+        },
+        "links": [
+            {
+                "name": x.name,
+                "bucket": x.bucket,
+                "prefix": x.prefix,
+                "path": x.path,
+                "mount_path": x.mount_path,
+                "directory": x.directory,
+                "setstripe": x.setstripe,
+                "import_policy": x.import_policy,
+                "import_trigger": x.import_trigger,
+                "schedule": x.schedule,
+                "include": list(x.include),
+                "exclude": list(x.exclude),
+                "export_policy": x.export_policy,
+                "note": x.note,
+            }
+            for x in df.links
+        ],
+        "checkpoints": None
+        if ck is None
+        else {
+            "path": ck.path,
+            "mount_path": ck.mount_path,
+            "bucket": ck.bucket,
+            "prefix": ck.prefix,
+            "commit_marker": ck.commit_marker,
+            "write_back": ck.write_back,
+            "part_size_MiB": ck.part_size_MiB,
+            "keep_resident": ck.keep_resident,
+            "release_after_verify": ck.release_after_verify,
+            "bytes": ck.bytes,
+            "write_s": _num(ck.write_s),
+            "export_s": _num(ck.export_s),
+            "export_GBps": _num(ck.export_GBps),
+            "export_bottleneck": ck.export_bottleneck,
+            "blocked_s": _num(ck.blocked_s),
+            "blocked_sync_s": _num(ck.blocked_sync_s),
+            "restore_fast_s": _num(ck.restore_fast_s),
+            "restore_lake_s": _num(ck.restore_lake_s),
+            "interval_s": _num(ck.interval_s),
+        },
+        "models": [
+            {
+                "bucket": m.bucket,
+                "prefix": m.prefix,
+                "pool": m.pool,
+                "target": m.target,
+                "events": m.events,
+                "fanout": m.fanout,
+                "receivers": m.receivers,
+                "lake_bytes_factor": _num(m.lake_bytes_factor),
+            }
+            for m in df.models
+        ],
+        "why": list(df.why),
+        "targets": [target_dict(t) for t in df.targets],
     }
 
 
@@ -201,6 +286,7 @@ def plan_to_dict(plan: Plan, include_hosts: bool = True) -> dict[str, Any]:
             "version": os_.version,
         },
         "groups": {g: list(v) for g, v in plan.groups.items()},
+        "dataflow": dataflow_dict(plan.dataflow),
     }
     if include_hosts:
         out["hosts"] = [_host(h) for h in plan.hosts]

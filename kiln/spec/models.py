@@ -29,6 +29,7 @@ from kiln.spec.types import (
     CatalogName,
     Interface,
     K8sName,
+    KeyPrefix,
     LabelKey,
     MountPoint,
     Name,
@@ -510,6 +511,124 @@ class Workload(Model):
     )
 
 
+#: A glob over object keys / relative paths ('*' within a path segment, '**' across, '?', '[...]', '{a,b}').
+Glob = Annotated[str, Field(pattern=r"^[A-Za-z0-9._/*?\[\]!{},=+@-]{1,256}$")]
+
+#: A file name (no '/'): the commit marker a checkpoint writer creates last.
+FileName = Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,255}$")]
+
+#: A five-field cron schedule (minute hour day-of-month month day-of-week), digits and * / , - only.
+Cron = Annotated[str, Field(pattern=r"^[0-9*/,-]+( [0-9*/,-]+){4}$")]
+
+
+class DataLink(Model):
+    """A bucket prefix linked to a directory of the filesystem (an FSx data repository association)."""
+
+    name: Name = Field(description="Link name: `kiln data stage <stack> <name>` and the mover's state file use it.")
+    bucket: BucketName = Field(description="Bucket of the lake; must be one of objectstore.buckets.")
+    prefix: KeyPrefix = Field(default="", description="Key prefix inside the bucket ('' = the whole bucket).")
+    path: AbsPath = Field(
+        description="In-filesystem directory the prefix maps to (e.g. /datasets/imagenet); must lie under one of "
+        "lustre.directories so its layout is set before any byte is written."
+    )
+    import_policy: Literal["preload", "metadata", "on-access"] = Field(
+        default="preload",
+        description="preload: copy every selected object now; metadata: list and record objects, copy none "
+        "(a later stage copies them); on-access: copy on first open, only where the platform can (Lustre HSM); "
+        "kiln's mover reports it not applicable and falls back to metadata.",
+    )
+    import_trigger: Literal["on-demand", "schedule", "continuous"] = Field(
+        default="on-demand",
+        description="on-demand: only when `kiln data stage` runs (a Slurm prolog); schedule: on `schedule`; "
+        "continuous: the mover service re-syncs every movers.poll_s.",
+    )
+    schedule: Cron | None = Field(default=None, description="Cron schedule when import_trigger is schedule.")
+    include: list[Glob] = Field(
+        default_factory=list, description="Only keys matching one of these globs move ('' list = everything)."
+    )
+    exclude: list[Glob] = Field(default_factory=list, description="Keys matching one of these globs never move.")
+    export_policy: Literal["none", "on-commit", "continuous"] = Field(
+        default="none",
+        description="none: read-only link; on-commit: `kiln data export` (an epilog) writes new or changed files "
+        "back; continuous: the mover service writes them back every movers.poll_s.",
+    )
+
+
+class DataCheckpoints(Model):
+    """Asynchronous checkpoint write-back: training writes to the fast tier, the mover uploads behind it."""
+
+    path: AbsPath = Field(description="In-filesystem checkpoint directory; one subdirectory per checkpoint.")
+    bucket: BucketName = Field(description="Bucket the checkpoints are written back to.")
+    prefix: KeyPrefix = Field(default="", description="Key prefix inside the bucket.")
+    commit_marker: FileName = Field(
+        default=".metadata",
+        description="File whose presence says a checkpoint directory is complete (PyTorch DCP writes .metadata "
+        "last); the mover never uploads a directory without it.",
+    )
+    write_back: Literal["async", "sync"] = Field(
+        default="async",
+        description="async: the job returns once the fast tier holds the checkpoint and the mover uploads it; "
+        "sync: the plan predicts the job blocked for write + upload (the naive baseline).",
+    )
+    part_size_MiB: int | None = Field(
+        default=None, ge=5, le=5120, description="Multipart part size (S3: 5 MiB to 5 GiB); default planned."
+    )
+    keep_resident: int = Field(
+        default=2, ge=1, le=1000, description="Newest committed checkpoints kept on the fast tier."
+    )
+    release_after_verify: bool = Field(
+        default=True,
+        description="Delete older checkpoints from the fast tier once their lake copy is verified by checksum; "
+        "never before.",
+    )
+
+
+class DataModels(Model):
+    """Model distribution: new objects under a prefix are pushed to a pool's fast tier as they appear."""
+
+    bucket: BucketName = Field(description="Bucket holding the models.")
+    prefix: KeyPrefix = Field(default="", description="Key prefix watched for new objects.")
+    pool: Name = Field(description="Compute pool whose nodes receive the models (e.g. inference nodes).")
+    target: AbsPath | None = Field(
+        default=None, description="Directory on each node; default <pool local_nvme.mount_point>/models."
+    )
+    events: Literal["filer-subscribe", "poll"] = Field(
+        default="filer-subscribe",
+        description="filer-subscribe: driven by the SeaweedFS filer metadata subscription (change events); "
+        "poll: list the prefix every movers.poll_s (external object stores).",
+    )
+    fanout: Literal["relay", "direct"] = Field(
+        default="relay",
+        description="relay: one node pulls from the lake and the others copy from peers, so the lake serves each "
+        "byte about once; direct: every node pulls from the lake (N× the bytes).",
+    )
+
+
+class DataMovers(Model):
+    """Which hosts move data and how hard they push."""
+
+    pools: list[Name] = Field(
+        default_factory=list,
+        description="Compute pools whose nodes run the mover (Lustre clients with storage NICs); default the first.",
+    )
+    max_hosts: int | None = Field(
+        default=None, ge=1, le=65536, description="At most this many mover hosts (default every node of the pools)."
+    )
+    concurrency: int | None = Field(
+        default=None, ge=1, le=1024, description="Parallel transfers per mover host; default planned."
+    )
+    poll_s: int = Field(default=60, ge=5, le=86400, description="Seconds between passes of continuous links.")
+
+
+class Dataflow(Model):
+    """Data flow between the lake (object store) and the fast tier (Lustre, local NVMe)."""
+
+    links: list[DataLink] = Field(default_factory=list, description="Bucket prefixes linked to directories.")
+    checkpoints: DataCheckpoints | None = Field(default=None, description="Asynchronous checkpoint write-back.")
+    models: list[DataModels] = Field(default_factory=list, description="Model distribution to a pool's fast tier.")
+    movers: DataMovers = Field(default_factory=DataMovers, description="Mover hosts and concurrency.")
+
+
 class Kubernetes(Model):
     version: str = Field(default="1.31", pattern=r"^1\.\d{2}$", description="Kubernetes minor version (schemas).")
     gpu_node_label: LabelKey = Field(default="nvidia.com/gpu.present", description="Label selecting GPU nodes.")
@@ -645,6 +764,9 @@ class ClusterSpec(Model):
     )
     inventory: Inventory = Field(default_factory=Inventory, description="How Ansible reaches hosts.")
     acceptance: Acceptance = Field(default_factory=Acceptance, description="How measurements are repeated and judged.")
+    dataflow: Dataflow | None = Field(
+        default=None, description="Data flow between the lake and the fast tier (links, checkpoints, models)."
+    )
     overrides: dict[OverrideId, OverrideValue] = Field(
         default_factory=dict,
         max_length=1024,

@@ -145,9 +145,16 @@ TargetDevice = Annotated[
 #: An S3 bucket name (AWS general-purpose bucket naming rules).
 BucketName = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"), AfterValidator(_bucket)]
 
+
+def _no_parent_segment(value: str) -> str:
+    if ".." in value.split("/"):
+        raise ValueError("a '..' segment is not allowed; fix: write the prefix without '..'")
+    return value
+
+
 #: An object-key prefix inside a bucket ('' for the whole bucket); no leading '/'.
 KeyPrefix = Annotated[
-    str, Field(pattern=r"^([A-Za-z0-9!_.*'()-][A-Za-z0-9!_.*'()/-]{0,1023})?$"), AfterValidator(check_plain)
+    str, Field(pattern=r"^([A-Za-z0-9_.=+-][A-Za-z0-9_.=+/-]{0,1023})?$"), AfterValidator(_no_parent_segment)
 ]
 
 #: An http(s) URL whose port, if any, is in range (no quotes, spaces or shell characters).
@@ -204,7 +211,7 @@ PATTERN_HINTS: dict[str, str] = {
     _regex(DevicePath): "a device under /dev, e.g. /dev/disk/by-id/nvme-...",
     _regex(TargetDevice): "a device under /dev, or (zfs) a pool/dataset name such as lustre-ost0/ost0",
     _regex(BucketName): "an S3 bucket name: 3-63 of a-z, 0-9, '.' and '-', starting and ending with a letter or digit",
-    _regex(KeyPrefix): "an object-key prefix of S3-safe characters, without a leading '/'",
+    _regex(KeyPrefix): "an object-key prefix of letters, digits and _ . = + - / (no leading '/', no '..' segment)",
     _regex(Url): "a URL such as https://s3.example.com:443 (no spaces, quotes or shell characters)",
     _regex(UserName): "a Linux user name (letters, digits, '_', '-')",
     _regex(SecretName): "a secret's name such as kiln:s3SecretKey (never the secret itself)",

@@ -93,6 +93,11 @@ def _base_spec() -> dict[str, Any]:
         "training_namespace": "training",
     }
     lu["mount_point"] = "/lustre"
+    df = d["dataflow"]
+    df["links"][0].update(include=["*.tar"], exclude=["tmp/*"])
+    df["checkpoints"].update(prefix="runs/", commit_marker=".metadata")
+    df["models"][0]["target"] = "/mnt/local-nvme/models"
+    df["movers"] = {"pools": [pool["name"]]}
     d["networks"]["roce_rails"] = "10.30.0.0/16"
     d["hardware"] = {
         "nics": {"vendor-nic-400": {"description": "a NIC the catalog lacks", "link_Gbps": 400,

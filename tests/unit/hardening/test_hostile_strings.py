@@ -31,6 +31,15 @@ FREE_TEXT = {
 }
 
 
+#: Fields whose syntax needs characters a shell treats specially; they are passed as single argv items or written
+#: into files, never into a shell command line: S3 key globs and cron schedules.
+PATTERN_TEXT = {
+    "dataflow.links.include": set("*?[]!{},"),
+    "dataflow.links.exclude": set("*?[]!{},"),
+    "dataflow.links.schedule": set(" *,/"),
+}
+
+
 def _fields() -> list[tuple[str, tuple[Any, ...], str]]:
     out = []
     for variant, data in (("base", base_spec()), ("external", external_spec())):
@@ -86,6 +95,8 @@ def test_control_characters_and_templates_are_refused_everywhere(
 def test_shell_characters_are_refused_outside_free_text(variant: str, path: tuple[Any, ...], value: str) -> None:
     if _field_name(path) in FREE_TEXT:
         pytest.skip("free text may hold shell characters; it is never inserted into a command")
+    if _field_name(path) in PATTERN_TEXT:
+        pytest.skip("glob and cron syntax needs shell characters; the value is never inserted into a command line")
     for hostile in SHELL_HOSTILE:
         data = replaced(SPECS[variant](), path, hostile)
         if _field_name(path) == "overrides" and path[-1] != "<key>" and hostile == "a b":
@@ -115,6 +126,7 @@ def test_random_strings_are_refused_or_harmless(index: int, text: str) -> None:
             allowed = {"*"}  # a tuning-id glob (docs/tuning.md); keys are never inserted into a command
         if name in FREE_TEXT:
             allowed = SHELL_META - {"\n", "\r", "\t", "\x00"}
+        allowed = allowed | PATTERN_TEXT.get(name, set())
         if name == "lustre.ha.fencing.address":
             value = value.replace("{host}", "")  # the planner's placeholder for the server name
         assert not (set(value) & (SHELL_META - allowed)), (leaf, value)

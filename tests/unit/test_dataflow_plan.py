@@ -1,0 +1,198 @@
+"""The dataflow section: spec validation, the planner's derivations, targets and the plan JSON."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kiln.plan import build_plan
+from kiln.plan.serialize import plan_to_dict
+from kiln.spec import SpecError, load_stack, validate
+
+
+def plan_of(data: dict[str, Any]) -> Any:
+    return build_plan(validate(data, "test"), "test")
+
+
+def errors_of(data: dict[str, Any]) -> list[str]:
+    with pytest.raises(SpecError) as exc:
+        plan_of(data)
+    return [i.line() for i in exc.value.issues]
+
+
+def test_lab_plan_has_links_checkpoints_models_and_targets() -> None:
+    plan = build_plan(load_stack("lab"))
+    df = plan.dataflow
+    assert df is not None and df.engine == "rclone"
+    assert df.mover_hosts == ("gpu001", "gpu002")
+    link = df.links[0]
+    assert (link.mount_path, link.directory) == ("/lustre/datasets/corpus", "/datasets")
+    # The link inherits the dataset directory's layout, set before any byte lands.
+    assert link.setstripe == next(lay.setstripe for lay in plan.layouts if lay.path == "/datasets")
+    checks = {t.check for t in df.targets}
+    # Not in plan.targets until kiln verify implements the checks (else every report has ERROR rows).
+    assert not [t for t in plan.targets if t.check.startswith("dataflow.")]
+    assert checks == {
+        "dataflow.stage_in",
+        "dataflow.resync",
+        "dataflow.resume",
+        "dataflow.checkpoint_blocked",
+        "dataflow.checkpoint_restore",
+        "dataflow.model_distribution",
+    }
+    ck = df.checkpoints
+    assert ck is not None and ck.blocked_s == pytest.approx(ck.write_s)
+    assert ck.blocked_sync_s == pytest.approx(ck.write_s + ck.export_s)
+
+
+def test_stage_rate_is_the_slowest_of_movers_lake_and_lustre() -> None:
+    plan = build_plan(load_stack("lab"))
+    df = plan.dataflow
+    assert df is not None
+    assert df.stage_GBps == pytest.approx(
+        min(df.host_GBps * len(df.mover_hosts), df.lake_get_GBps, plan.sizing.aggregate_write_GBps)
+    )
+    assert df.stage_in_s == pytest.approx(df.dataset_bytes / (df.stage_GBps * 1e9))
+
+
+def test_concurrency_grows_with_the_nics_and_is_overridable(stack: Any) -> None:
+    prod = build_plan(load_stack("prod-h100")).dataflow
+    lab = build_plan(load_stack("lab")).dataflow
+    assert prod is not None and lab is not None and prod.concurrency > lab.concurrency
+    data = stack("lab")
+    data["dataflow"]["movers"]["concurrency"] = 7
+    df = plan_of(data).dataflow
+    assert df.concurrency == 7 and "set by dataflow.movers.concurrency" in df.why[2]
+
+
+def test_part_size_covers_the_largest_shard_in_10000_parts(stack: Any) -> None:
+    data = stack("lab")
+    data["workload"]["checkpoint"]["sharded"] = False
+    data["workload"]["model_params_B"] = 20  # one 280 GB file
+    data["workload"]["checkpoint"]["interval_min"] = 600
+    data["workload"]["checkpoint"]["budget_fraction"] = 0.5
+    df = plan_of(data).dataflow
+    assert df.part_size_MiB * 2**20 * 10000 >= 20e9 * 14 > 8 * 2**20 * 10000
+    assert df.part_size_MiB & (df.part_size_MiB - 1) == 0
+
+
+def test_link_outside_planned_directories_is_refused(stack: Any) -> None:
+    data = stack("lab")
+    data["dataflow"]["links"][0]["path"] = "/elsewhere/corpus"
+    (line,) = errors_of(data)
+    assert line.startswith("dataflow.links[0].path = '/elsewhere/corpus': not under a planned directory")
+    assert "fix:" in line
+
+
+def test_bucket_the_plan_does_not_create_is_refused(stack: Any) -> None:
+    data = stack("lab")
+    data["dataflow"]["links"][0]["bucket"] = "nosuch"
+    data["dataflow"]["checkpoints"]["bucket"] = "nosuch"
+    lines = errors_of(data)
+    assert any(x.startswith("dataflow.links[0].bucket = 'nosuch'") for x in lines)
+    assert any(x.startswith("dataflow.checkpoints.bucket = 'nosuch'") for x in lines)
+
+
+def test_overlapping_links_are_refused(stack: Any) -> None:
+    data = stack("lab")
+    first = data["dataflow"]["links"][0]
+    data["dataflow"]["links"].append({**first, "name": "inner", "path": "/datasets/corpus/sub", "prefix": "other/"})
+    data["dataflow"]["links"].append({**first, "name": "samekeys", "path": "/datasets/b", "prefix": "corpus/x/"})
+    lines = errors_of(data)
+    assert any(x.startswith("dataflow.links[1].path = '/datasets/corpus/sub': overlaps links[0]") for x in lines)
+    assert any(x.startswith("dataflow.links[2].prefix = 'corpus/x/': overlaps links[0]") for x in lines)
+    # /datasets/b and /datasets/corpus share a parent but neither holds the other: no path overlap.
+    assert not any(x.startswith("dataflow.links[2].path") for x in lines)
+
+
+def test_checkpoints_overlapping_a_link_and_unknown_pools_are_refused(stack: Any) -> None:
+    data = stack("lab")
+    data["dataflow"]["checkpoints"]["path"] = "/datasets/corpus/ck"
+    data["dataflow"]["models"][0]["pool"] = "infer"
+    data["dataflow"]["movers"]["pools"] = ["nope"]
+    lines = errors_of(data)
+    assert any(x.startswith("dataflow.checkpoints.path = '/datasets/corpus/ck': overlaps links[0]") for x in lines)
+    assert any(x.startswith("dataflow.models[0].pool = 'infer': no such compute pool") for x in lines)
+    assert any(x.startswith("dataflow.movers.pools[0] = 'nope'") for x in lines)
+
+
+def test_schedule_goes_with_the_schedule_trigger(stack: Any) -> None:
+    data = stack("lab")
+    data["dataflow"]["links"][0]["import_trigger"] = "schedule"
+    (line,) = errors_of(data)
+    assert line.startswith("dataflow.links[0].schedule = None")
+    data["dataflow"]["links"][0]["schedule"] = "*/15 * * * *"
+    assert plan_of(data).dataflow.links[0].schedule == "*/15 * * * *"
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("path", "relative/dir"),
+        ("path", "/datasets/a b"),
+        ("bucket", "Bad_Bucket"),
+        ("prefix", "/leading"),
+        ("include", ["a;rm -rf /"]),
+        ("schedule", "* * * *"),
+        ("import_policy", "eager"),
+    ],
+)
+def test_spec_types_refuse_bad_strings(stack: Any, field: str, value: Any) -> None:
+    data = stack("lab")
+    data["dataflow"]["links"][0][field] = value
+    with pytest.raises(SpecError) as exc:
+        validate(data, "test")
+    assert any(i.path.startswith(f"dataflow.links.0.{field}") or field in i.path for i in exc.value.issues)
+
+
+def test_filer_subscription_needs_seaweedfs(stack: Any) -> None:
+    data = stack("dev")
+    data["dataflow"]["models"] = [{"bucket": "dev-datasets", "prefix": "models/", "pool": "gpu"}]
+    lines = errors_of(data)
+    assert any(x.startswith("dataflow.models[0].events = 'filer-subscribe'") for x in lines)
+    data["dataflow"]["models"][0]["events"] = "poll"
+    assert plan_of(data).dataflow.models[0].events == "poll"
+
+
+def test_relay_fanout_serves_the_model_once_direct_n_times(stack: Any) -> None:
+    data = stack("lab")
+    relay = plan_of(data)
+    data["dataflow"]["models"][0]["fanout"] = "direct"
+    direct = plan_of(data)
+    assert relay.dataflow.models[0].lake_bytes_factor == 1.0
+    assert direct.dataflow.models[0].lake_bytes_factor == 2.0  # two receivers in the lab pool
+
+
+def test_predictions_below_a_floor_warn(stack: Any) -> None:
+    prod = build_plan(load_stack("prod-h100"))
+    assert any(w.path == "dataflow.checkpoints.write_back" for w in prod.warnings)
+    target = next(t for t in prod.dataflow.targets if t.check == "dataflow.checkpoint_blocked")
+    assert target.expected < 5.0 and target.fail <= target.warn <= target.expected
+    lab = build_plan(load_stack("lab"))
+    target = next(t for t in lab.dataflow.targets if t.check == "dataflow.checkpoint_blocked")
+    assert target.fail == 5.0 <= target.warn <= target.expected
+
+
+def test_no_section_no_plan(stack: Any) -> None:
+    data = stack("lab")
+    del data["dataflow"]
+    plan = plan_of(data)
+    assert plan.dataflow is None
+    assert plan_to_dict(plan)["dataflow"] is None
+
+
+def test_plan_json_section() -> None:
+    d = plan_to_dict(build_plan(load_stack("lab")))["dataflow"]
+    assert set(d) == {"engine", "movers", "lake", "stage_in", "links", "checkpoints", "models", "why", "targets"}
+    assert {t["check"] for t in d["targets"]} >= {"dataflow.stage_in", "dataflow.resync", "dataflow.resume"}
+    assert d["checkpoints"]["commit_marker"] == ".metadata"
+    assert d["movers"]["concurrency"] >= 4
+
+
+def test_prefix_is_a_directory(stack: Any) -> None:
+    data = stack("lab")
+    data["dataflow"]["links"][0]["prefix"] = "corpus"
+    (line,) = errors_of(data)
+    assert line.startswith("dataflow.links[0].prefix = 'corpus': a prefix maps to a directory")
+    assert line.endswith("fix: write corpus/")
