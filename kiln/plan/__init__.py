@@ -7,6 +7,7 @@ import json
 
 from kiln.plan.layouts import build_layouts
 from kiln.plan.model import PLAN_SCHEMA, Plan, Sizing
+from kiln.plan.monitoring import build_monitoring
 from kiln.plan.objectstore import build_objectstore
 from kiln.plan.sizing import build_sizing
 from kiln.plan.targets import build_targets
@@ -79,6 +80,10 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
     sizing, sizing_issues = build_sizing(spec)
     objectstore, os_issues = build_objectstore(spec, hosts)
     issues += sizing_issues + os_issues
+    monitoring, mon_issues = build_monitoring(
+        spec, hosts, targets_map, tuple(tunables), objectstore, sizing.demand_read_GBps
+    )
+    issues += mon_issues
     if issues:
         raise SpecError(source, issues)
     digest = hashlib.sha256(json.dumps(spec.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:16]
@@ -105,5 +110,6 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
         acceptance=spec.acceptance,
         kubernetes_version=spec.kubernetes.version,
         spec_digest=digest,
+        monitoring=monitoring,
         warnings=warnings,
     )

@@ -96,6 +96,35 @@ def target_dict(t: Target) -> dict[str, Any]:
     }
 
 
+def _monitoring(plan: Plan, include_targets: bool) -> dict[str, Any]:
+    m = plan.monitoring
+    out: dict[str, Any] = {
+        "hosts": list(m.hosts),
+        "retention_days": m.retention_days,
+        "scrape_interval_s": m.scrape_interval_s,
+        "receivers": [{"name": r.name, "severities": list(r.severities)} for r in m.receivers],
+        "node_exporter_args": list(m.node_exporter_args),
+        "alerts": [
+            {
+                "alert": r.alert,
+                "group": r.group,
+                "severity": r.severity,
+                "expr": r.expr,
+                "for_s": r.for_s,
+                "labels": r.labels,
+                "runbook": r.runbook,
+            }
+            for r in m.rules
+        ],
+        "lustre_snapshots": [{"name": s.name, "every_hours": s.every_hours, "keep": s.keep} for s in m.snapshots],
+    }
+    if include_targets:
+        out["scrape_targets"] = [
+            {"job": t.job, "host": t.host, "address": t.address, "labels": t.labels} for t in m.scrape_targets
+        ]
+    return out
+
+
 def plan_to_dict(plan: Plan, include_hosts: bool = True) -> dict[str, Any]:
     s = plan.sizing
     ck = s.checkpoint
@@ -195,6 +224,7 @@ def plan_to_dict(plan: Plan, include_hosts: bool = True) -> dict[str, Any]:
             "version": os_.version,
         },
         "groups": {g: list(v) for g, v in plan.groups.items()},
+        "monitoring": _monitoring(plan, include_hosts),
     }
     if include_hosts:
         out["hosts"] = [_host(h) for h in plan.hosts]
