@@ -222,11 +222,13 @@ def _fabric_rules(hosts: tuple[Host, ...]) -> list[AlertRule]:
     # one rule per (host class, planned link rate): hosts of a pool (or a server role) share their NICs,
     # and every scrape target carries the role and pool labels (_scrape_targets)
     by_rate: dict[tuple[str, float], list[str]] = {}
+    classes: dict[str, str] = {}
     for h in hosts:
         for n in h.nics:
             if n.device:
                 cls = f'role="{h.role}",pool="{h.pool}"' if h.pool else f'role="{h.role}"'
                 devices = by_rate.setdefault((cls, n.link_Gbps), [])
+                classes[cls] = f"{h.role}/{h.pool}" if h.pool else h.role
                 if n.device not in devices:
                     devices.append(n.device)
     for (cls, rate), ds in sorted(by_rate.items()):
@@ -235,13 +237,15 @@ def _fabric_rules(hosts: tuple[Host, ...]) -> list[AlertRule]:
         out.append(AlertRule(
             "RdmaPortNotActive", "fabric", f"node_infiniband_state_id{{{sel}}} != {IB_STATE_ACTIVE}", 120,
             "critical", "RDMA port {{ $labels.device }}/{{ $labels.port }} on {{ $labels.host }} is not ACTIVE",
-            "The port's state is not 4 (ACTIVE): the link is down or still training.", {"planned_Gbps": f"{rate:g}"},
+            "The port's state is not 4 (ACTIVE): the link is down or still training.",
+            {"planned_Gbps": f"{rate:g}", "host_class": classes[cls]},
         ))
         out.append(AlertRule(
             "RdmaPortBelowPlannedRate", "fabric", f"node_infiniband_rate_bytes_per_second{{{sel}}} < {bytes_s}", 120,
             "warning", "RDMA port {{ $labels.device }} on {{ $labels.host }} runs below its planned rate",
             f"The plan expects {rate:g} Gb/s ({bytes_s} bytes/s); the port reports {{{{ $value }}}} bytes/s "
-            "(a cable, transceiver or switch port negotiated down).", {"planned_Gbps": f"{rate:g}"},
+            "(a cable, transceiver or switch port negotiated down).",
+            {"planned_Gbps": f"{rate:g}", "host_class": classes[cls]},
         ))
     if by_rate:
         errors = " or ".join(
@@ -282,13 +286,14 @@ def _host_rules(sysctls: list[Tunable], every_s: int) -> list[AlertRule]:
     for t in sysctls:
         values = str(t.value).split()
         keys: tuple[str | None, ...] = (None,) if len(values) == 1 else SYSCTL_KEYS[: len(values)]
-        expr = " or ".join(f"{sysctl_metric(t.param, k)} != {v}" for k, v in zip(keys, values, strict=True))
-        out.append(AlertRule(
-            "SysctlDrift", "host", expr, 2 * every_s, "warning",
-            f"{t.param} on {{{{ $labels.host }}}} differs from the plan",
-            f"The plan sets {t.param} = {t.value} ({t.id}); the host reports {{{{ $value }}}}.",
-            {"sysctl": t.param, "planned": str(t.value)},
-        ))
+        for key, value in zip(keys, values, strict=True):
+            shown = f"{t.param}[{key}]" if key else t.param
+            out.append(AlertRule(
+                "SysctlDrift", "host", f"{sysctl_metric(t.param, key)} != {value}", 2 * every_s, "warning",
+                f"{shown} on {{{{ $labels.host }}}} differs from the plan",
+                f"The plan sets {shown} = {value} ({t.id}); the host reports {{{{ $value }}}}.",
+                {"sysctl": shown, "planned": value},
+            ))
     return out
 
 
@@ -307,7 +312,7 @@ def _datamover_rules(spec: ClusterSpec) -> list[AlertRule]:
     budget = int(spec.workload.checkpoint.interval_min * 60)
     return [AlertRule(
         "CheckpointExportLagging", "datamover", f"kiln_datamover_export_lag_seconds > {budget}", 0, "warning",
-        "Checkpoint export to the object store lags {{ $value | humanizeDuration }}",
+        "Checkpoint export to the object store lags {{ $value }} s",
         f"The export of checkpoints to the object store is behind by more than one checkpoint interval "
         f"({budget} s, workload.checkpoint.interval_min): a lost Lustre would lose more than one checkpoint.",
         {"budget_s": str(budget)},

@@ -66,10 +66,8 @@ def test_sysctl_drift_rules_compare_with_planned_values() -> None:
     rmem = plan.tunable("host.sysctl.net.core.rmem_max")
     assert drift["net.core.rmem_max"] == f"{sysctl_metric('net.core.rmem_max')} != {rmem.value}"
     tcp = str(plan.tunable("host.sysctl.net.ipv4.tcp_rmem").value).split()
-    assert drift["net.ipv4.tcp_rmem"] == (
-        f"node_sysctl_net_ipv4_tcp_rmem_min != {tcp[0]} or node_sysctl_net_ipv4_tcp_rmem_default != {tcp[1]} "
-        f"or node_sysctl_net_ipv4_tcp_rmem_max != {tcp[2]}"
-    )
+    assert drift["net.ipv4.tcp_rmem[min]"] == f"node_sysctl_net_ipv4_tcp_rmem_min != {tcp[0]}"
+    assert drift["net.ipv4.tcp_rmem[max]"] == f"node_sysctl_net_ipv4_tcp_rmem_max != {tcp[2]}"
     assert "--collector.sysctl.include=net.ipv4.tcp_rmem:min,default,max" in plan.monitoring.node_exporter_args
 
 
