@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from kiln.cli import load
@@ -115,3 +117,15 @@ def test_snapshots_planned_on_zfs() -> None:
 def test_receiver_url_is_checked() -> None:
     with pytest.raises(ValueError, match="http"):
         _spec("lab", receivers=[{"name": "ops", "webhook_url": "ftp://x"}])
+
+
+def test_every_alert_is_documented_and_has_a_runbook_section() -> None:
+    root = Path(__file__).resolve().parents[2]
+    doc = (root / "docs" / "monitoring.md").read_text()
+    runbook = (root / "docs" / "runbooks" / "monitoring.md").read_text()
+    headings = {line[3:].strip().lower() for line in runbook.splitlines() if line.startswith("## ")}
+    for stack in ("lab", "dev", "prod-h100"):
+        _, plan = load(stack)
+        for r in plan.monitoring.rules:
+            assert f"`{r.alert}`" in doc, r.alert
+            assert r.runbook.split("#")[1] in headings, r.alert
