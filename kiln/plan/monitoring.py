@@ -368,7 +368,11 @@ def build_monitoring(
     if issues:
         monitors = default_hosts(hosts)
     sysctls = _sysctls(tunables)
-    args = ["--collector.infiniband"] + [f"--collector.sysctl.include={_sysctl_include(t)}" for t in sysctls]
+    # node_exporter 1.5.0 registers infiniband enabled and sysctl disabled by default
+    # (collector/infiniband_linux.go, collector/sysctl_linux.go: registerCollector): name both.
+    args = ["--collector.infiniband"]
+    if sysctls:
+        args += ["--collector.sysctl"] + [f"--collector.sysctl.include={_sysctl_include(t)}" for t in sysctls]
     rules = (
         _host_rules(sysctls, m.scrape_interval_s)
         + _lustre_rules(spec, targets)

@@ -70,7 +70,9 @@ def test_sysctl_drift_rules_compare_with_planned_values() -> None:
     tcp = str(plan.tunable("host.sysctl.net.ipv4.tcp_rmem").value).split()
     assert drift["net.ipv4.tcp_rmem[min]"] == f"node_sysctl_net_ipv4_tcp_rmem_min != {tcp[0]}"
     assert drift["net.ipv4.tcp_rmem[max]"] == f"node_sysctl_net_ipv4_tcp_rmem_max != {tcp[2]}"
-    assert "--collector.sysctl.include=net.ipv4.tcp_rmem:min,default,max" in plan.monitoring.node_exporter_args
+    args = plan.monitoring.node_exporter_args
+    assert "--collector.sysctl.include=net.ipv4.tcp_rmem:min,default,max" in args
+    assert "--collector.sysctl" in args  # off by default in node_exporter 1.5.0
 
 
 def test_rdma_rules_only_where_the_plan_has_rdma_devices() -> None:
