@@ -271,6 +271,10 @@ class Acceptance(Model):
     )
 
 
+AlertSeverity = Literal["critical", "warning"]
+ALERT_SEVERITIES: tuple[AlertSeverity, ...] = ("critical", "warning")
+
+
 class AlertReceiver(Model):
     """Where Alertmanager sends alerts: a webhook (Alertmanager webhook_config)."""
 
@@ -279,8 +283,8 @@ class AlertReceiver(Model):
         description="http(s) URL Alertmanager POSTs alerts to. It is written into the rendered Alertmanager "
         "config: use a URL that carries no secret token."
     )
-    severities: list[Literal["critical", "warning"]] = Field(
-        default_factory=lambda: ["critical", "warning"], min_length=1,
+    severities: list[AlertSeverity] = Field(
+        default_factory=lambda: list(ALERT_SEVERITIES), min_length=1,
         description="Alert severities routed to this receiver.",
     )
     send_resolved: bool = Field(default=True, description="Also notify when the alert clears.")
