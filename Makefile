@@ -9,7 +9,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 
-.PHONY: help venv prereqs image tools lab lab-down lab-status plan lint unit infra acceptance molecule lab-e2e test bench docs clean
+.PHONY: help venv prereqs image tools lab lab-down lab-status plan lint unit infra acceptance molecule lab-e2e test bench calibration docs clean
 
 help:
 	@sed -n '1,6p' Makefile
@@ -72,6 +72,10 @@ test: venv prereqs image tools
 
 bench: venv
 	$(BIN)/python bench/plan_scale.py
+
+## The sizing model against published measurements (bench/calibration, docs/sizing-model.md); only plans.
+calibration: venv
+	$(BIN)/python bench/calibration/run.py
 
 docs: venv
 	$(BIN)/python -m kiln.docgen

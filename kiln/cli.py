@@ -108,7 +108,7 @@ def parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_validate)
     p = sub.add_parser("plan", parents=common, help="the plan: bottleneck first, then layers, tuning, layouts, targets")
     add_stack(p)
-    p.add_argument("--json", action="store_true", help="machine-readable plan (schema kiln.plan/v1, docs/plan-json.md)")
+    p.add_argument("--json", action="store_true", help="machine-readable plan (schema kiln.plan/v2, docs/plan-json.md)")
     p.add_argument("--no-hosts", action="store_true", help="leave the per-host list out of --json")
     p.add_argument("--indent", type=int, default=None, help="indent --json output (default: one line; or pipe to jq)")
     p.set_defaults(func=cmd_plan)

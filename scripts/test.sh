@@ -25,6 +25,7 @@ stage() {
 stage ruff "$BIN/ruff" check kiln tests bench policy __main__.py
 stage mypy "$BIN/mypy"
 stage docs "$BIN/python" -m kiln.docgen --check
+stage calibration "$BIN/python" bench/calibration/run.py
 stage shellcheck shellcheck scripts/*.sh .ci/run
 stage ansible-lint bash -c "cd ansible && '$BIN/ansible-lint' --profile production ../roles ../ansible"
 stage molecule scripts/molecule-all.sh --no-setup

@@ -30,6 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from kiln.lustre.lustre_common import parse_size  # noqa: E402
 from kiln.plan import build_plan  # noqa: E402
 from kiln.render.inventory import render_inventory  # noqa: E402
 from kiln.spec import load_stack  # noqa: E402
@@ -38,7 +39,7 @@ from kiln.verify.checks.base import Acceptance, Context, Options, Rep, Subject  
 from kiln.verify.fiojob import FioJobSpec  # noqa: E402
 from kiln.verify.hosts import TestinfraRemote  # noqa: E402
 from kiln.verify.inventory import inventory_from_files  # noqa: E402
-from kiln.verify.parsers import parse_fio, size_bytes  # noqa: E402
+from kiln.verify.parsers import parse_fio  # noqa: E402
 
 CONTAINER = "kiln-verify-test-fio-harness"
 IMAGE = "localhost/kiln-node:bookworm"
@@ -109,7 +110,7 @@ def main() -> int:
                 return check.measure(ctx, target, subject, Rep(i, a.rounds, False)).value
 
             def direct_run(op: str = op) -> float:
-                job = FioJobSpec(op, str(data / "kiln-verify"), size_bytes(a.size), a.jobs, a.runtime, "1M",
+                job = FioJobSpec(op, str(data / "kiln-verify"), parse_size(a.size), a.jobs, a.runtime, "1M",
                                  a.iodepth)
                 jf = data / f"direct-{op}.fio"
                 jf.write_text(job.text())

@@ -127,7 +127,7 @@ class Checkpoint(Entry):
 
 
 class MdtCreateRates(Entry):
-    """File creates per second one MDT sustains, by media."""
+    """A rate by media class: file creates or opens per second one MDT sustains, or an OST drive's kIOPS."""
 
     nvme: float = Field(gt=0)
     ssd: float = Field(gt=0)
@@ -141,6 +141,8 @@ class MdtCreateRates(Entry):
 
 class Metadata(Entry):
     mdt_create_ops_per_s: MdtCreateRates
+    mdt_open_ops_per_s: MdtCreateRates
+    ost_read_kiops_per_device: MdtCreateRates
 
 
 class PcieRates(Entry):
@@ -163,6 +165,7 @@ class WorkloadFile(_File):
     checkpoint: Checkpoint
     metadata: Metadata
     pcie_GBps_per_direction: PcieRates
+    pcie_h2d_gate_GBps: PcieRates
 
     @model_validator(mode="before")
     @classmethod
@@ -236,8 +239,6 @@ class Layouts(Entry):
     checkpoint_shard_stripes: Sourced[int]
     dom_size: Sourced[str]
     smallfile_stripes: Sourced[int]
-    max_stripe_count_ldiskfs: Sourced[int]
-    max_stripe_count: Sourced[int]
 
 
 class TuningFile(_File):
@@ -257,6 +258,9 @@ class SeaweedFs(Entry):
     volume_growth_per_collection: Sourced[int]
     extra_collections: Sourced[int]
     master_port: Sourced[int]
+    volume_port: Sourced[int]
+    filer_port: Sourced[int]
+    grpc_offset: Sourced[int]
 
 
 class ObjectStoreFile(_File):
@@ -286,6 +290,24 @@ def _read(name: str, model: type[M]) -> M:
     return parse(name, text, model)
 
 
+class ProtectionLevel(Entry):
+    """A data protection level behind one Lustre target (kiln/knowledge/protection.yaml)."""
+
+    backends: tuple[Literal["zfs", "ldiskfs"], ...]
+    parity: int = Field(ge=0)
+    copies: int | Literal["all"]
+    min_devices: int = Field(ge=1)
+    max_devices: int | None = None
+    even: bool = False
+    reason: Words
+    source: Words
+
+
+class ProtectionFile(Entry):
+    schema_: Literal[1] = Field(alias="schema")
+    levels: dict[str, ProtectionLevel]
+
+
 class Knowledge(Entry):
     """Every knowledge file, validated."""
 
@@ -294,6 +316,7 @@ class Knowledge(Entry):
     workload: WorkloadFile
     tuning: TuningFile
     objectstore: ObjectStoreFile
+    protection: ProtectionFile
 
     # Shortcuts for the figures most code asks for.
     @property
@@ -345,6 +368,7 @@ def load() -> Knowledge:
         workload=_read("workload.yaml", WorkloadFile),
         tuning=_read("tuning.yaml", TuningFile),
         objectstore=_read("objectstore.yaml", ObjectStoreFile),
+        protection=_read("protection.yaml", ProtectionFile),
     )
 
 
@@ -354,4 +378,5 @@ FILES: dict[str, type[BaseModel]] = {
     "workload.yaml": WorkloadFile,
     "tuning.yaml": TuningFile,
     "objectstore.yaml": ObjectStoreFile,
+    "protection.yaml": ProtectionFile,
 }

@@ -19,6 +19,7 @@ import secrets
 import shlex
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.parse
 from dataclasses import dataclass, field
@@ -245,14 +246,24 @@ class Lab:
             "inventory",
             f"{len(files)} files in {self.inventory_dir.relative_to(self.root)} (kiln inventory {self.stack})",
         )
-        if not self.secret_file.exists():
+        if not self._secret_complete():
             self.secret_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fd = os.open(self.secret_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as fh:
-                fh.write(f"KILN_S3_ACCESS_KEY={self.plan.objectstore.access_key_id}\n")
-                fh.write(f"KILN_S3_SECRET_KEY={secrets.token_urlsafe(30)}\n")
+            _write_if_changed(
+                self.secret_file,
+                f"KILN_S3_ACCESS_KEY={self.plan.objectstore.access_key_id}\n"
+                f"KILN_S3_SECRET_KEY={secrets.token_urlsafe(30)}\n",
+                mode=0o600,
+            )
             where = self.secret_file.relative_to(self.root)
             self.say("inventory", f"generated the lab's S3 secret in {where} (mode 0600)")
+
+    def _secret_complete(self) -> bool:
+        """The secret file exists and holds both keys (an interrupted older run could leave it empty)."""
+        try:
+            env = self.secret_env()
+        except (OSError, UnicodeDecodeError):
+            return False
+        return bool(env.get("KILN_S3_ACCESS_KEY")) and bool(env.get("KILN_S3_SECRET_KEY"))
 
     def secret_env(self) -> dict[str, str]:
         env: dict[str, str] = {}
@@ -385,7 +396,7 @@ class Lab:
         times["total"] = round(time.monotonic() - start, 1)
         record = {"finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "changed": total, "verify_exit": rc,
                   "seconds": times}
-        (self.state / "timings.json").write_text(json.dumps(record, indent=2) + "\n")
+        _write_if_changed(self.state / "timings.json", json.dumps(record, indent=2) + "\n")
         steps = ", ".join(f"{k} {v:.0f} s" for k, v in times.items() if k != "total")
         self.say("verify", f"done in {_minutes(times['total'])} ({steps}); .kiln/{self.spec.name}/timings.json")
         return rc
@@ -414,10 +425,26 @@ def _minutes(seconds: float) -> str:
     return f"{m} min {s:02d} s" if m else f"{s} s"
 
 
-def _write_if_changed(path: Path, text: str) -> None:
+def _write_if_changed(path: Path, text: str, mode: int = 0o644) -> None:
+    """Write `text` to `path` unless it holds it already: into a temporary file beside it, then rename, so a run
+    killed halfway leaves the old file or the new one, never a truncated one. Every file the lab keeps uses this."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    if not path.exists() or path.read_text() != text:
-        path.write_text(text)
+    try:
+        if path.read_text() == text:
+            return
+    except (FileNotFoundError, UnicodeDecodeError):
+        pass
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 _RECAP = re.compile(r"^(\S+)\s+:\s+((?:\w+=\d+\s*)+)$")

@@ -22,7 +22,13 @@ def _run(args: list[str], check: bool = True, timeout: float = 300) -> subproces
     podman = shutil.which("podman")
     if podman is None:
         raise PodmanError("podman is not installed; run scripts/host-prereqs.sh (make lab does)")
-    proc = subprocess.run([podman, *args], capture_output=True, text=True, timeout=timeout, check=False)
+    try:
+        proc = subprocess.run([podman, *args], capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        raise PodmanError(
+            f"podman {' '.join(args)} did not finish within {timeout:.0f} s; check `podman ps` and "
+            "`systemctl status podman` (a stuck container or storage lock), then run the command again"
+        ) from None
     if check and proc.returncode != 0:
         raise PodmanError(
             f"podman {' '.join(args)} failed ({proc.returncode}): {proc.stderr.strip() or proc.stdout.strip()}"
@@ -119,7 +125,9 @@ def ensure_container(h: HostSpec) -> str:
     if state is not None:
         _run(["start", h.container])
         return "started"
-    args = ["run", "-d", "--name", h.container, "--hostname", h.hostname, "--systemd=always", *sysctl_isolation()]
+    # NET_ADMIN in the container's own network namespace: the firewall role loads nftables rules there
+    args = ["run", "-d", "--name", h.container, "--hostname", h.hostname, "--systemd=always", "--cap-add", "NET_ADMIN",
+            *sysctl_isolation()]
     for name, ip in h.hosts:
         args += ["--add-host", f"{name}:{ip}"]
     for net, ip in h.networks:

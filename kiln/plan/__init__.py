@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 
-from kiln.plan.layouts import build_layouts
-from kiln.plan.model import PLAN_SCHEMA, Plan, Sizing
+from kiln.plan.layouts import build_layouts, layout_issues
+from kiln.plan.model import PLAN_SCHEMA, LustreTarget, Plan, Sizing
 from kiln.plan.monitoring import build_monitoring
 from kiln.plan.objectstore import build_objectstore
 from kiln.plan.sizing import build_sizing
@@ -21,6 +21,7 @@ from kiln.plan.tuning import (
     lnet_tunables,
     nccl_pools,
     nccl_tunables,
+    out_of_range,
     server_tunables,
 )
 from kiln.spec.errors import SpecError, SpecIssue
@@ -29,7 +30,7 @@ from kiln.spec.models import ClusterSpec
 __all__ = ["Plan", "build_plan"]
 
 
-def plan_warnings(spec: ClusterSpec, sizing: Sizing) -> tuple[SpecIssue, ...]:
+def plan_warnings(spec: ClusterSpec, sizing: Sizing, targets_map: tuple[LustreTarget, ...]) -> tuple[SpecIssue, ...]:
     """What the plan can build but the stack should fix: issues of severity warning."""
     out: list[SpecIssue] = []
     ck = sizing.checkpoint
@@ -42,6 +43,32 @@ def plan_warnings(spec: ClusterSpec, sizing: Sizing) -> tuple[SpecIssue, ...]:
                 f"checkpoint save takes {ck.save_s:.1f} s, over its budget of {ck.budget_s:.1f} s",
                 f"add OSS/OSTs (the planner recommends {rec} OSS; the stack has {spec.lustre.oss.nodes}) "
                 "or relax the budget",
+                "warning",
+            )
+        )
+    unprotected = sorted({t.name for t in targets_map if t.protection == "none"})
+    if unprotected:
+        kinds = {t.kind for t in targets_map if t.protection == "none"}
+        where = "lustre.oss.osts.protection" if kinds == {"ost"} else "lustre.*.protection"
+        out.append(
+            SpecIssue(
+                where,
+                "none",
+                f"{len(unprotected)} Lustre target(s) without redundancy: a drive failure loses the target "
+                f"({', '.join(unprotected[:4])}{', ...' if len(unprotected) > 4 else ''})",
+                "set protection to a redundant level (mirror, raidz2, raid6, ...) or external for a RAID array",
+                "warning",
+            )
+        )
+    fencing = spec.lustre.ha.fencing
+    if spec.lustre.failover == "pairs" and fencing is not None and fencing.agent == "none-lab":
+        out.append(
+            SpecIssue(
+                "lustre.ha.fencing.agent",
+                fencing.agent,
+                "Pacemaker runs without fencing (stonith-enabled=false): a hung server can keep a target while "
+                "its partner mounts it",
+                "name a real fence agent (e.g. fence_ipmilan) for data that matters",
                 "warning",
             )
         )
@@ -76,7 +103,11 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
     )
     tunables, issues = apply_overrides(spec, tunables)
     if not issues:
+        issues += out_of_range(spec, tunables)
+    if not issues:
         issues += invariants(tunables, {p.name: p.ram_GiB for p in spec.compute.pools})
+    layouts = build_layouts(spec)
+    issues += layout_issues(spec, layouts)
     sizing, sizing_issues = build_sizing(spec)
     objectstore, os_issues = build_objectstore(spec, hosts)
     issues += sizing_issues + os_issues
@@ -87,7 +118,7 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
     if issues:
         raise SpecError(source, issues)
     digest = hashlib.sha256(json.dumps(spec.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:16]
-    warnings = plan_warnings(spec, sizing)
+    warnings = plan_warnings(spec, sizing, targets_map)
     return Plan(
         schema=PLAN_SCHEMA,
         stack=spec.name,
@@ -101,7 +132,7 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
         mgs_nids=mgs_nids,
         targets_map=targets_map,
         tunables=tuple(tunables),
-        layouts=build_layouts(spec),
+        layouts=layouts,
         ost_pools={p.name: tuple(p.osts) for p in spec.lustre.pools},
         nccl=nccl_pools(tunables, spec),
         objectstore=objectstore,

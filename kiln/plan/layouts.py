@@ -5,7 +5,9 @@ from __future__ import annotations
 import posixpath
 
 from kiln import knowledge
+from kiln.knowledge import lustre_params
 from kiln.plan.model import Layout, LayoutComponent
+from kiln.spec.errors import SpecIssue
 from kiln.spec.models import ClusterSpec, Directory
 
 
@@ -13,8 +15,60 @@ def _k() -> knowledge.Layouts:
     return knowledge.load().tuning.layouts
 
 
+def _limit(name: str) -> int:
+    return lustre_params.load().layout_limits[name].value
+
+
 def max_stripes(spec: ClusterSpec) -> int:
-    return _k().max_stripe_count.value if spec.lustre.backend == "zfs" else _k().max_stripe_count_ldiskfs.value
+    """LOV_MAX_STRIPE_COUNT: ZFS MDTs and ldiskfs MDTs with ea_inode (mkfs.lustre's default since 2.13)."""
+    return _limit("stripe_count_max")
+
+
+def _bytes(size: str) -> int | None:
+    n = lustre_params.to_number(size, "size_MiB")
+    return None if n is None else int(n * 1024 * 1024)
+
+
+def layout_issues(spec: ClusterSpec, layouts: tuple[Layout, ...]) -> list[SpecIssue]:
+    """Each component checked against `lfs setstripe`'s limits (stripe size, extents, stripe count)."""
+    reg = lustre_params.load()
+    unit = _limit("stripe_size_multiple_KiB") * 1024
+    issues: list[SpecIssue] = []
+    for i, lay in enumerate(layouts):
+        path = f"lustre.directories[{i}]"
+        for c in lay.components:
+            size = _bytes(c.stripe_size)
+            if size is None or size % unit or size > _limit("stripe_size_max_bytes"):
+                src = reg.layout_limits["stripe_size_multiple_KiB"].source
+                issues.append(
+                    SpecIssue(
+                        f"{path}.stripe_size",
+                        c.stripe_size,
+                        f"lfs setstripe needs a multiple of 64 KiB below 4 GiB ({src.file} {src.function})",
+                        "use a size like 1M or 4M",
+                    )
+                )
+            end = None if c.extent_end == "EOF" else _bytes(c.extent_end)
+            if c.extent_end != "EOF" and (end is None or end % unit):
+                issues.append(
+                    SpecIssue(
+                        f"{path}.extent_end",
+                        c.extent_end,
+                        "component ends must be multiples of 64 KiB",
+                        "use a size like 64M or 4G",
+                    )
+                )
+            if not c.dom and not (c.stripe_count == -1 or 1 <= c.stripe_count <= max_stripes(spec)):
+                src = reg.layout_limits["stripe_count_max"].source
+                issues.append(
+                    SpecIssue(
+                        f"{path}.stripe_count",
+                        c.stripe_count,
+                        f"outside 1..{max_stripes(spec)} or -1 ({src.file} {src.function})",
+                        f"use -1 (all OSTs) or 1..{max_stripes(spec)}",
+                    )
+                )
+    return issues
 
 
 def setstripe_args(components: tuple[LayoutComponent, ...]) -> str:

@@ -11,7 +11,7 @@ from kiln.spec.models import Acceptance
 if TYPE_CHECKING:
     from kiln.plan.monitoring import MonitoringPlan
 
-PLAN_SCHEMA = "kiln.plan/v1"
+PLAN_SCHEMA = "kiln.plan/v2"
 
 Role = Literal["compute", "mgs", "mds", "oss", "objectstore"]
 Side = Literal["client", "mds", "oss", "mgs", "lnet", "nccl", "host"]
@@ -25,7 +25,7 @@ class Nic:
     model: str
     interface: str
     device: str | None
-    address: str | None  # storage NICs carry an address on the storage subnet
+    address: str | None  # storage NICs: storage subnet; RoCE compute rails: networks.roce_rails
     nid: str | None  # LNet NID for storage NICs
     link_Gbps: float
 
@@ -66,7 +66,12 @@ class LustreTarget:
     mount_point: str
     servicenodes: tuple[tuple[str, ...], ...]  # one NID list per server that may mount it
     failover_host: str | None
-    vdevs: tuple[str, ...] = ()  # zfs: drives the target's pool is built from
+    vdevs: tuple[str, ...] = ()  # zfs: the `zpool create` vdev words (mirror a b ...) of the target's pool
+    protection: str = "none"  # ProtectionLevel behind the target (kiln/knowledge/protection.yaml)
+    drives: tuple[str, ...] = ()  # the physical drives behind the target (zpool vdevs or md members)
+    mkfs_options: tuple[str, ...] = ()  # extra mkfs.lustre words the layout needs (ldiskfs RAID geometry)
+    raid_chunk_KiB: int = 0  # ldiskfs on md RAID: mdadm --chunk; 0 when there is no md array
+    ashift: int = 0  # zfs: pool ashift; 0 on ldiskfs
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +95,18 @@ class LayoutComponent:
     overstripe: bool = False
     dom: bool = False
     pool: str | None = None
+
+    def layout_args(self) -> dict[str, object]:
+        """The component as the lustre_layout module's `layout` argument (inventory) and
+        kiln.lustre.lustre_layout.layout_from_spec() (conformance) take it."""
+        return {
+            "extent_end": self.extent_end,
+            "stripe_count": self.stripe_count,
+            "stripe_size": self.stripe_size,
+            "overstripe_count": self.stripe_count if self.overstripe else None,
+            "pool": self.pool,
+            "dom": self.dom,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +215,7 @@ class Target:
     higher_is_better: bool = True
     group: str | None = None  # inventory group the check runs on
     requires: tuple[str, ...] = ()  # what the host must have: gpu, rdma, lustre, nvme, objectstore
+    env: tuple[tuple[str, str], ...] = ()  # environment the check sets so its figure is comparable (NCCL_ALGO)
 
 
 @dataclass(frozen=True, slots=True)

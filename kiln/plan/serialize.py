@@ -1,4 +1,4 @@
-"""The plan as JSON: a documented, versioned contract (docs/plan-json.md, schema kiln.plan/v1).
+"""The plan as JSON: a documented, versioned contract (docs/plan-json.md, schema kiln.plan/v2).
 
 Stable keys (tested): sizing.aggregate.read_GBps, sizing.aggregate.write_GBps, sizing.bottleneck.read,
 sizing.bottleneck.write, sizing.layers[] (name, kind, read_GBps, write_GBps, formula, factors),
@@ -93,6 +93,7 @@ def target_dict(t: Target) -> dict[str, Any]:
         "higher_is_better": t.higher_is_better,
         "group": t.group,
         "requires": list(t.requires),
+        "env": dict(t.env),
     }
 
 
@@ -201,6 +202,11 @@ def plan_to_dict(plan: Plan, include_hosts: bool = True) -> dict[str, Any]:
                     "servicenodes": [list(x) for x in t.servicenodes],
                     "failover_host": t.failover_host,
                     "vdevs": list(t.vdevs),
+                    "protection": t.protection,
+                    "drives": list(t.drives),
+                    "mkfs_options": list(t.mkfs_options),
+                    "raid_chunk_KiB": t.raid_chunk_KiB,
+                    "ashift": t.ashift,
                 }
                 for t in plan.targets_map
             ],

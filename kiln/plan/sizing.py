@@ -12,8 +12,10 @@ from dataclasses import dataclass
 
 from kiln import knowledge
 from kiln.plan.model import Checkpoint, Layer, Sizing
+from kiln.spec import catalog
 from kiln.spec.errors import SpecIssue
 from kiln.spec.models import ClusterSpec, Device
+from kiln.spec.protection import Share, data_share, default_level
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,21 +55,125 @@ def read_demand(spec: ClusterSpec) -> tuple[float, float, str]:
 
 
 def per_oss(spec: ClusterSpec) -> tuple[float, float]:
-    """(read, write) one OSS delivers: the lesser of its NICs and its OSTs."""
-    kb = knowledge.load()
+    """(read, write) one OSS delivers: the least of its NICs, its server ceiling and its (protected) OSTs."""
     lu = spec.lustre
     f, _ = lnet_factor(spec)
-    nic = lu.oss.nics.count * kb.nics[lu.oss.nics.nic].link_GBps * f
+    nic = lu.oss.nics.count * catalog.nics(spec)[lu.oss.nics.nic].link_GBps * f
     dev = device_figures(lu.oss.osts.device)
     n_dev = lu.oss.osts.per_node * lu.oss.osts.devices_per_target
     rf, wf = _ost_factors(spec)
-    return min(nic, n_dev * dev.read_GBps * rf), min(nic, n_dev * dev.write_GBps * wf)
+    pr, pw = protection_share(spec)
+    sr, sw, _, _ = server_ceiling(spec)
+    return (
+        min(nic, sr, n_dev * dev.read_GBps * rf * pr),
+        min(nic, sw, n_dev * dev.write_GBps * wf * pw),
+    )
+
+
+def protection_share(spec: ClusterSpec) -> tuple[float, float]:
+    """(read, write) share of the OST drives' rate that carries data after the OSTs' data protection
+    (a mirror writes every block twice, parity layouts lose the parity share): `ost_protection`."""
+    share = ost_protection(spec)
+    return share.read, share.write
+
+
+def server_ceiling(spec: ClusterSpec) -> tuple[float, float, str, tuple[str, ...]]:
+    """(read, write) GB/s one OSS delivers at most, how it was found, and the factors used.
+
+    A published ceiling (lustre.oss.server.read_GBps/write_GBps, shared by servers_per_unit OSS) wins;
+    otherwise the ceiling is derived from PCIe: the slower of the NICs' lanes and the drives' lanes,
+    times server_pcie.
+    """
+    kb = knowledge.load()
+    oss = spec.lustre.oss
+    sv = oss.server
+    if sv is not None and sv.read_GBps is not None and sv.write_GBps is not None:
+        k = sv.servers_per_unit
+        how = f"published ceiling {sv.read_GBps:g}/{sv.write_GBps:g} GB/s per unit of {k} OSS ({sv.source})"
+        return sv.read_GBps / k, sv.write_GBps / k, how, ()
+    nic = catalog.nics(spec)[oss.nics.nic]
+    gen = sv.pcie_gen if sv is not None and sv.pcie_gen is not None else (nic.pcie_gen or 4)
+    lane = kb.pcie.rates[gen] / 16
+    drives = oss.osts.per_node * oss.osts.devices_per_target
+    nic_lanes, drive_lanes = 16.0 * oss.nics.count, 4.0 * drives
+    if sv is not None and sv.pcie_lanes is not None:
+        # Given lanes are split between NICs and drives in the default's proportion.
+        share = sv.pcie_lanes / (nic_lanes + drive_lanes)
+        nic_lanes, drive_lanes = nic_lanes * share, drive_lanes * share
+    f = kb.factor("server_pcie")
+    rate = min(nic_lanes, drive_lanes) * lane * f
+    how = (
+        f"min(NIC lanes {nic_lanes:g}, drive lanes {drive_lanes:g}) × PCIe Gen{gen} {lane:.3g} GB/s per lane "
+        f"× server_pcie {f:g}"
+    )
+    return rate, rate, how, ("server_pcie",)
+
+
+def small_file_layers(spec: ClusterSpec) -> tuple[Layer, ...]:
+    """Request-rate layers for a workload that reads samples as files: MDT opens and OST read IOPS, in GB/s.
+
+    They bound reads only (a checkpoint writes few, large files), so their write figure is infinite.
+    """
+    smp = spec.workload.samples
+    if smp is None:
+        return ()
+    kb = knowledge.load()
+    lu = spec.lustre
+    md = kb.workload.metadata
+    sample_GB = smp.size_KB * 1e3 / 1e9
+    out: list[Layer] = []
+    if smp.files_per_sample:
+        mdts = lu.mds.nodes * lu.mds.mdts.per_node
+        opens = md.mdt_open_ops_per_s.by_media()[lu.mds.mdts.device.kind]
+        rate = mdts * opens / smp.files_per_sample * sample_GB
+        out.append(
+            Layer(
+                "metadata",
+                "supply",
+                rate,
+                math.inf,
+                f"{mdts} MDTs × {opens:g} opens/s ÷ {smp.files_per_sample} files per sample × {smp.size_KB:g} KB",
+                ("mdt_open_ops_per_s",),
+            )
+        )
+    dev = lu.oss.osts.device
+    n_dev = lu.oss.nodes * lu.oss.osts.per_node * lu.oss.osts.devices_per_target
+    kiops = md.ost_read_kiops_per_device.by_media()[dev.kind]
+    per_file_KB = smp.size_KB / max(smp.files_per_sample, 1)
+    requests = max(smp.files_per_sample, 1) * math.ceil(per_file_KB * 1e3 / RPC_BYTES)
+    pr, _ = protection_share(spec)
+    rate = n_dev * kiops * 1e3 * pr / requests * sample_GB
+    out.append(
+        Layer(
+            "ost_iops",
+            "supply",
+            rate,
+            math.inf,
+            f"{n_dev} drives × {kiops:g}k reads/s ÷ {requests} read RPCs per sample × {smp.size_KB:g} KB",
+            ("ost_read_kiops_per_device",),
+        )
+    )
+    return tuple(out)
+
+
+#: Bulk read RPC size the request-rate layer counts in: a file below it is one RPC (ONE_MB_BRW_SIZE,
+#: lustre/include/lustre_net.h), larger files one per MiB (conservative when RPCs are larger).
+RPC_BYTES = 1 << 20
 
 
 def _ost_factors(spec: ClusterSpec) -> tuple[float, float]:
+    """(read, write) efficiency of the OST backend on the drives' raw rate (protection is its own step)."""
     kb = knowledge.load()
     b = spec.lustre.backend
     return kb.factor(f"ost_{b}_read"), kb.factor(f"ost_{b}_write")
+
+
+def ost_protection(spec: ClusterSpec) -> Share:
+    """Protection step of the OST layer: the share of the drives' raw rate that carries data (a mirror writes
+    every block twice, parity layouts lose the parity share). Levels and sources: kiln/knowledge/protection.yaml."""
+    osts = spec.lustre.oss.osts
+    level = osts.protection or default_level(spec.lustre.backend, "ost", osts.devices_per_target) or "none"
+    return data_share(level, osts.devices_per_target)
 
 
 def objectstore_rates(spec: ClusterSpec) -> tuple[float, float, str]:
@@ -78,13 +184,22 @@ def objectstore_rates(spec: ClusterSpec) -> tuple[float, float, str]:
         return os_.throughput_GBps, os_.throughput_GBps, "objectstore.throughput_GBps (external, as sold)"
     kb = knowledge.load()
     assert os_.nics is not None and os_.disks is not None
-    nic = os_.nics.count * kb.nics[os_.nics.nic].link_GBps * kb.factor("tcp_payload")
+    nic = os_.nics.count * catalog.nics(spec)[os_.nics.nic].link_GBps * kb.factor("tcp_payload")
     disk = kb.nvme[os_.disks.device]
     s3 = kb.factor("s3_gateway")
+    copies = replica_count(os_.replication)
     get = os_.nodes * min(nic, os_.disks.count * disk.read_GBps) * s3
-    put = os_.nodes * min(nic, os_.disks.count * disk.write_GBps) * s3
+    put = os_.nodes * min(nic, os_.disks.count * disk.write_GBps) * s3 / copies
     how = "nodes × min(NICs × link × tcp_payload, disks × device rate) × s3_gateway"
+    if copies > 1:
+        how += f"; PUT ÷ {copies} copies (replication {os_.replication})"
     return get, put, how
+
+
+def replica_count(code: str) -> int:
+    """Copies SeaweedFS keeps for a replication code "xyz": 1 + x + y + z
+    (weed/storage/super_block/replica_placement.go, ReplicaPlacement.GetCopyCount)."""
+    return 1 + sum(int(c) for c in code)
 
 
 def build_sizing(spec: ClusterSpec) -> tuple[Sizing, list[SpecIssue]]:
@@ -107,15 +222,21 @@ def build_sizing(spec: ClusterSpec) -> tuple[Sizing, list[SpecIssue]]:
     budget_s = spec.workload.checkpoint.interval_min * 60 * spec.workload.checkpoint.budget_fraction
     required_write = ck_bytes / budget_s / 1e9
 
-    client_link = sum(p.nodes * p.storage_nics.count * kb.nics[p.storage_nics.nic].link_GBps for p in pools)
+    nic_models = catalog.nics(spec)
+    client_link = sum(p.nodes * p.storage_nics.count * nic_models[p.storage_nics.nic].link_GBps for p in pools)
     client = client_link * f_lnet
+    f_single = kb.factor("client_single")
     fabric = client_link * payload / spec.fabric.oversubscription
-    oss_link = lu.oss.nodes * lu.oss.nics.count * kb.nics[lu.oss.nics.nic].link_GBps
+    oss_link = lu.oss.nodes * lu.oss.nics.count * catalog.nics(spec)[lu.oss.nics.nic].link_GBps
     oss = oss_link * f_lnet
+    sv_r, sv_w, sv_how, sv_factors = server_ceiling(spec)
     dev = device_figures(lu.oss.osts.device)
     n_dev = lu.oss.nodes * lu.oss.osts.per_node * lu.oss.osts.devices_per_target
     rf, wf = _ost_factors(spec)
+    pr, pw = protection_share(spec)
+    prot = ost_protection(spec)
     b = lu.backend
+    dev_r, dev_w = n_dev * dev.read_GBps * rf, n_dev * dev.write_GBps * wf
     layers = (
         Layer(
             "gpu_demand",
@@ -131,6 +252,14 @@ def build_sizing(spec: ClusterSpec) -> tuple[Sizing, list[SpecIssue]]:
             client,
             f"Σ nodes × storage NICs × link ({client_link:g} GB/s) × {f_lnet:.3f}",
             lnet_names,
+        ),
+        Layer(
+            "client_hosts",
+            "supply",
+            client_link * f_single,
+            client_link * f_single,
+            f"Σ nodes × one client's ceiling: storage link ({client_link:g} GB/s) × client_single {f_single:g}",
+            ("client_single",),
         ),
         Layer(
             "fabric",
@@ -149,20 +278,39 @@ def build_sizing(spec: ClusterSpec) -> tuple[Sizing, list[SpecIssue]]:
             lnet_names,
         ),
         Layer(
+            "oss_servers",
+            "supply",
+            lu.oss.nodes * sv_r,
+            lu.oss.nodes * sv_w,
+            f"{lu.oss.nodes} OSS × server ceiling: {sv_how}",
+            sv_factors,
+        ),
+        Layer(
             "ost_devices",
             "supply",
-            n_dev * dev.read_GBps * rf,
-            n_dev * dev.write_GBps * wf,
+            dev_r,
+            dev_w,
             f"{n_dev} devices × ({dev.read_GBps:g} read, {dev.write_GBps:g} write) GB/s × ost_{b} factors",
             (f"ost_{b}_read", f"ost_{b}_write"),
         ),
+        Layer(
+            "protection",
+            "supply",
+            dev_r * pr,
+            dev_w * pw,
+            f"ost_devices × data share of the OSTs' protection ({prot.formula}: read {pr:.3f}, write {pw:.3f})",
+            (f"protection:{prot.formula.split(':')[0]}",),
+        ),
+        *small_file_layers(spec),
     )
     supply = [layer for layer in layers if layer.kind == "supply"]
     rb = min(supply, key=lambda x: x.read_GBps)
     wb = min(supply, key=lambda x: x.write_GBps)
     agg_read, agg_write = rb.read_GBps, wb.write_GBps
 
-    node_limits = [p.storage_nics.count * kb.nics[p.storage_nics.nic].link_GBps * f_lnet for p in pools]
+    node_limits = [
+        p.storage_nics.count * nic_models[p.storage_nics.nic].link_GBps * min(f_lnet, f_single) for p in pools
+    ]
     node_limit = min(node_limits)
     per_client_read = min(node_limit, agg_read / nodes)
     per_client_write = min(node_limit, agg_write / nodes)
@@ -177,14 +325,15 @@ def build_sizing(spec: ClusterSpec) -> tuple[Sizing, list[SpecIssue]]:
         f"save at {agg_write:.1f} GB/s ({wb.name}) takes {save_s:.1f} s against a budget of {budget_s:.1f} s "
         f"({spec.workload.checkpoint.budget_fraction:.1%} of {spec.workload.checkpoint.interval_min:g} min)"
     )
-    if required_write > client:
-        min_frac = ck_bytes / (client * 1e9) / (spec.workload.checkpoint.interval_min * 60)
+    client_max = min(client, client_link * f_single)
+    if required_write > client_max:
+        min_frac = ck_bytes / (client_max * 1e9) / (spec.workload.checkpoint.interval_min * 60)
         issues.append(
             SpecIssue(
                 "workload.checkpoint.budget_fraction",
                 spec.workload.checkpoint.budget_fraction,
                 f"no layer can meet this budget: it needs {required_write:.1f} GB/s of checkpoint writes but the GPU "
-                f"nodes' storage NICs can only send {client:.1f} GB/s, however large the Lustre fleet",
+                f"nodes' Lustre clients can only send {client_max:.1f} GB/s, however large the Lustre fleet",
                 f"raise budget_fraction to at least {math.ceil(min_frac * 1000) / 1000:.3f}, "
                 "lengthen interval_min, or add storage NICs",
             )
@@ -210,6 +359,18 @@ def build_sizing(spec: ClusterSpec) -> tuple[Sizing, list[SpecIssue]]:
         f"planner recommends ≥ {rec} OSS nodes for {headroom:g}× headroom on read demand and checkpoint writes; "
         f"the stack has {lu.oss.nodes}",
     ]
+    sv = lu.oss.server
+    if sv is None or sv.read_GBps is None:
+        notes.append(
+            "server ceiling derived from PCIe × server_pcie, a kit assumption no published storage measurement has "
+            "calibrated yet (docs/sizing-model.md, Calibration): give lustre.oss.server.read_GBps/write_GBps with "
+            "the vendor's published figure and its source"
+        )
+    if spec.workload.samples is None:
+        notes.append(
+            "request rate not modelled: large sequential reads are assumed; give workload.samples (size_KB, "
+            "files_per_sample) to add the metadata and OST IOPS layers"
+        )
     if not meets:
         notes.append(f"checkpoint misses its budget: add OSS/OSTs (recommended {rec} OSS) or relax the budget")
     sizing = Sizing(

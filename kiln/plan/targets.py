@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from kiln import knowledge
 from kiln.plan.model import Scope, Sizing, Target
-from kiln.plan.sizing import objectstore_rates
+from kiln.plan.sizing import lnet_factor, objectstore_rates
+from kiln.spec import catalog
 from kiln.spec.models import ClusterSpec
 
 # Conformance checks compare state with the plan; their metric is the number of mismatches.
@@ -31,6 +32,11 @@ CONFORMANCE = {
     ),
     "conformance.objectstore_buckets": ("objectstore", "kiln_objectstore", "the plan's buckets exist"),
     "conformance.sysctls": ("", "all", "the kit's sysctls read back with their planned values"),
+    "security.objectstore_exposure": (
+        "objectstore",
+        "kiln_compute",
+        "a compute host reaches the S3 gateway and not the SeaweedFS master, volume or filer ports",
+    ),
 }
 
 
@@ -44,35 +50,48 @@ def _perf(
     scope: Scope,
     group: str,
     requires: tuple[str, ...] = (),
+    gate: float | None = None,
+    env: tuple[tuple[str, str], ...] = (),
 ) -> Target:
+    """A higher-is-better target. With a production `gate` (the figure a health check fails a node below),
+    the target fails below the gate, warns below expected × warn_fraction (never below the gate), and
+    expects at least the gate."""
     a = spec.acceptance
+    fail = expected * a.fail_fraction
+    if gate is not None:
+        expected = max(expected, gate)
+        fail = gate
+    warn = max(expected * a.warn_fraction, fail)
     return Target(
-        check,
-        metric,
-        unit,
-        round(expected, 4),
-        round(expected * a.warn_fraction, 4),
-        round(expected * a.fail_fraction, 4),
-        why,
-        scope,
-        True,
-        group,
-        requires,
+        check, metric, unit, round(expected, 4), round(warn, 4), round(fail, 4), why, scope, True, group, requires,
+        env,
     )
+
+
+def nccl_algorithm(gpu_nvswitch: bool, gpu_pcie_gen: int, inter: bool) -> str:
+    """The NCCL_ALGO the all-reduce checks force: Ring across nodes (what the inter-node target models);
+    NVLS inside an NVSwitch node of the Hopper generation (PCIe Gen5: H100/H200, NCCL's default there,
+    what production gates measure); Ring elsewhere."""
+    if not inter and gpu_nvswitch and gpu_pcie_gen >= 5:
+        return "NVLS"
+    return "Ring"
 
 
 def build_targets(spec: ClusterSpec, sizing: Sizing) -> tuple[Target, ...]:
     kb = knowledge.load()
     out: list[Target] = []
     for check, (req, group, why) in CONFORMANCE.items():
-        if spec.objectstore.backend == "external" and check.startswith("conformance.objectstore"):
+        store_check = check.startswith(("conformance.objectstore", "security.objectstore"))
+        if spec.objectstore.backend == "external" and store_check:
             continue
         out.append(Target(check, "mismatches", "count", 0, 0, 0, why, "host", False, group, (req,) if req else ()))
     rdma = spec.fabric.kind != "tcp"
+    nic_models, gpu_models = catalog.nics(spec), catalog.gpus(spec)
     pay = kb.factor("rdma_payload")
+    ib_gate = kb.factor("ib_write_bw_gate")
     for pool in spec.compute.pools:
         g = f"kiln_pool_{pool.name.replace('-', '_')}"
-        rail = kb.nics[pool.compute_rails.nic]
+        rail = nic_models[pool.compute_rails.nic]
         if rdma and pool.compute_rails.count:
             for op in ("write", "read"):
                 out.append(
@@ -83,13 +102,16 @@ def build_targets(spec: ClusterSpec, sizing: Sizing) -> tuple[Target, ...]:
                         "GB/s",
                         rail.link_GBps * pay,
                         f"one {rail.name} rail ({rail.link_Gbps:g} Gb/s) × rdma_payload {pay:g}, per rail between "
-                        "two nodes (perftest)",
+                        f"two nodes (perftest); fails below the production gate {ib_gate:g} × line rate "
+                        f"({kb.factors['ib_write_bw_gate'].source})",
                         "pair",
                         g,
                         ("rdma",),
+                        gate=rail.link_GBps * ib_gate,
                     )
                 )
-        gpu = kb.gpus[pool.gpu.model]
+        gpu = gpu_models[pool.gpu.model]
+        intra_algo = nccl_algorithm(gpu.nvswitch, gpu.pcie_gen, inter=False)
         if pool.gpu.count > 1:
             out.append(
                 _perf(
@@ -98,14 +120,16 @@ def build_targets(spec: ClusterSpec, sizing: Sizing) -> tuple[Target, ...]:
                     "busbw",
                     "GB/s",
                     gpu.nccl_intra_busbw_GBps,
-                    f"{gpu.name}: {gpu.source}",
+                    f"{gpu.name}, NCCL_ALGO={intra_algo}: {gpu.source}",
                     "node",
                     g,
                     ("gpu",),
+                    env=(("NCCL_ALGO", intra_algo),),
                 )
             )
         if rdma and pool.nodes > 1 and pool.compute_rails.count:
-            bw = pool.compute_rails.count * rail.link_GBps * pay * kb.factor("fabric_allreduce")
+            far = kb.factor("fabric_allreduce")
+            bw = pool.compute_rails.count * rail.link_GBps * far
             out.append(
                 _perf(
                     spec,
@@ -113,13 +137,17 @@ def build_targets(spec: ClusterSpec, sizing: Sizing) -> tuple[Target, ...]:
                     "busbw",
                     "GB/s",
                     bw,
-                    f"{pool.compute_rails.count} rails × {rail.link_GBps:g} GB/s × rdma_payload × fabric_allreduce; "
-                    "nccl-tests across all nodes of the pool",
+                    f"{pool.compute_rails.count} rails × {rail.link_GBps:g} GB/s line rate × fabric_allreduce {far:g} "
+                    "(applied once: it holds the link's payload losses); nccl-tests across all nodes of the pool "
+                    "with NCCL_ALGO=Ring",
                     "aggregate",
                     g,
                     ("gpu", "rdma"),
+                    env=(("NCCL_ALGO", nccl_algorithm(gpu.nvswitch, gpu.pcie_gen, inter=True)),),
                 )
             )
+        gates = kb.workload.pcie_h2d_gate_GBps
+        h2d_gate = gates.rates.get(gpu.pcie_gen)
         pcie = kb.pcie.rates[gpu.pcie_gen] * kb.factor("pcie_h2d")
         for op in ("h2d", "d2h"):
             out.append(
@@ -129,10 +157,12 @@ def build_targets(spec: ClusterSpec, sizing: Sizing) -> tuple[Target, ...]:
                     "bw",
                     "GB/s",
                     pcie,
-                    f"PCIe Gen{gpu.pcie_gen} x16 ({kb.pcie.source}) × pcie_h2d",
+                    f"PCIe Gen{gpu.pcie_gen} x16 ({kb.pcie.source}) × pcie_h2d"
+                    + (f"; fails below the production gate {h2d_gate:g} GB/s ({gates.source})" if h2d_gate else ""),
                     "host",
                     g,
                     ("gpu",),
+                    gate=h2d_gate,
                 )
             )
         if pool.local_nvme is not None and pool.local_nvme.count:
@@ -152,7 +182,7 @@ def build_targets(spec: ClusterSpec, sizing: Sizing) -> tuple[Target, ...]:
                         ("nvme",),
                     )
                 )
-    storage_nic = kb.nics[spec.compute.pools[0].storage_nics.nic]
+    storage_nic = nic_models[spec.compute.pools[0].storage_nics.nic]
     iperf = storage_nic.link_Gbps * kb.factor("tcp_payload")
     out.append(
         _perf(
@@ -178,7 +208,8 @@ def build_targets(spec: ClusterSpec, sizing: Sizing) -> tuple[Target, ...]:
                 "bw",
                 "GB/s",
                 single,
-                f"one client alone: min(its storage NICs, the filesystem's {op} supply)",
+                f"one client alone: min(its storage link × client_single {kb.factor('client_single'):g}, its storage "
+                f"NICs × LNet factors, the filesystem's {op} supply)",
                 "host",
                 "kiln_lustre_clients",
                 ("lustre",),
@@ -198,6 +229,24 @@ def build_targets(spec: ClusterSpec, sizing: Sizing) -> tuple[Target, ...]:
                 ("lustre",),
             )
         )
+    f_lnet, names = lnet_factor(spec)
+    nic_models = catalog.nics(spec)
+    oss_link = spec.lustre.oss.nics.count * nic_models[spec.lustre.oss.nics.nic].link_GBps
+    client_link = min(p.storage_nics.count * nic_models[p.storage_nics.nic].link_GBps for p in spec.compute.pools)
+    out.append(
+        _perf(
+            spec,
+            "storage.lnet_selftest",
+            "bw",
+            "GB/s",
+            min(client_link, oss_link) * f_lnet,
+            f"one client to one OSS over LNet (lst brw write 1M): min(client {client_link:g}, OSS {oss_link:g} "
+            f"GB/s of storage links) × {' × '.join(names)}",
+            "pair",
+            "kiln_lustre_clients",
+            ("lustre",),
+        )
+    )
     out.append(
         _perf(
             spec,

@@ -6,10 +6,11 @@ import ipaddress
 from collections import Counter
 from dataclasses import dataclass
 
-from kiln import knowledge
 from kiln.plan.model import Host, LnetNet, LustreTarget, Nic, Role, TargetKind
+from kiln.spec import catalog
 from kiln.spec.checks import rail_devices
 from kiln.spec.models import ClusterSpec, NicGroup, TargetGroup
+from kiln.spec.protection import default_drive_base, default_level, ext4_raid_options, zfs_vdevs
 
 
 @dataclass
@@ -57,8 +58,9 @@ def _nics(
     compute: NicGroup | None,
     storage: NicGroup,
     storage_alloc: _Allocator,
+    rail_alloc: _Allocator | None = None,
 ) -> tuple[Nic, ...]:
-    kb = knowledge.load()
+    nic_models = catalog.nics(spec)
     fabric = spec.fabric.kind
     rdma = fabric != "tcp"
     out: list[Nic] = []
@@ -66,7 +68,9 @@ def _nics(
     if compute is not None:
         devs = rail_devices(compute) if rdma else [None] * compute.count
         for iface, dev in zip(_interfaces(compute, fabric, 0), devs, strict=True):
-            out.append(Nic("compute", compute.nic, iface, dev, None, None, kb.nics[compute.nic].link_Gbps))
+            # RoCE rails carry an IPv4 address for their RoCEv2 GID; InfiniBand rails need none.
+            addr = rail_alloc.take() if rail_alloc is not None else None
+            out.append(Nic("compute", compute.nic, iface, dev, addr, None, nic_models[compute.nic].link_Gbps))
     nets = [n.name for n in spec.lustre.lnet]
     devs = rail_devices(storage, start=n_compute) if rdma else [None] * storage.count
     for j, (iface, dev) in enumerate(zip(_interfaces(storage, fabric, n_compute), devs, strict=True)):
@@ -79,7 +83,7 @@ def _nics(
                 dev,
                 addr,
                 f"{addr}@{nets[j % len(nets)]}",
-                kb.nics[storage.nic].link_Gbps,
+                nic_models[storage.nic].link_Gbps,
             )
         )
     return tuple(out)
@@ -93,6 +97,8 @@ def build_hosts(spec: ClusterSpec) -> tuple[Host, ...]:
     """Every host of the environment, in a stable order: compute pools, MGS, MDS, OSS, object store."""
     mgmt = _Allocator(ipaddress.ip_network(spec.networks.management))
     stor = _Allocator(ipaddress.ip_network(spec.networks.storage))
+    roce = spec.networks.roce_rails if spec.fabric.kind == "roce" else None
+    rails = _Allocator(ipaddress.ip_network(roce)) if roce else None
     hosts: list[Host] = []
     for pool in spec.compute.pools:
         prefix = pool.hostname_prefix or pool.name
@@ -106,7 +112,7 @@ def build_hosts(spec: ClusterSpec) -> tuple[Host, ...]:
                     pool=pool.name,
                     management_address=mgmt.take(),
                     groups=pool_groups,
-                    nics=_nics(spec, pool.compute_rails, pool.storage_nics, stor),
+                    nics=_nics(spec, pool.compute_rails, pool.storage_nics, stor, rails),
                     gpus=pool.gpu.count,
                     gpu_model=pool.gpu.model,
                     ram_GiB=pool.ram_GiB,
@@ -164,20 +170,27 @@ def build_groups(hosts: tuple[Host, ...]) -> dict[str, tuple[str, ...]]:
     return {g: tuple(v) for g, v in sorted(groups.items())}
 
 
-def _target_devices(
-    group: TargetGroup, kind: str, backend: str, fsname: str, index_of: list[int]
-) -> list[tuple[str, tuple[str, ...]]]:
-    """(device, vdevs) per target on one server. ldiskfs: a block device; zfs: pool/dataset and the
-    drives its pool is built from (devices_per_target of them)."""
-    out = []
-    for t, idx in enumerate(index_of):
-        drives = tuple(f"/dev/disk/by-id/kiln-{kind}{t}-{d}" for d in range(group.devices_per_target))
-        if backend == "zfs":
-            dev = group.paths[t] if group.paths else f"{fsname}-{kind}{idx}/{kind}{idx}"
-            out.append((dev, drives))
-        else:
-            out.append((group.paths[t] if group.paths else f"/dev/disk/by-id/kiln-{kind}{t}", ()))
-    return out
+def _target_storage(
+    group: TargetGroup, kind: str, backend: str, fsname: str, idx: int
+) -> tuple[str, tuple[str, ...], str, tuple[str, ...], tuple[str, ...], int]:
+    """(device, vdevs, protection, drives, mkfs options, md chunk) of the target with global index `idx`.
+
+    Names come from the target's index in the filesystem, never from its slot on a server, so the two
+    servers of a failover pair address the same shared LUN by the same name and no two targets share one.
+    ldiskfs: one device, or an md array /dev/md/<fsname>-<kind><idx:04d> of drives; zfs: pool/dataset
+    <fsname>-<kind><idx>/<kind><idx> built from the drives at the group's protection level."""
+    level = group.protection or default_level(backend, kind, group.devices_per_target) or "none"
+    n = group.devices_per_target
+    base = default_drive_base(kind, idx)
+    drives = (base,) if n == 1 and backend == "ldiskfs" else tuple(f"{base}-{d}" for d in range(n))
+    given = group.paths[idx] if group.paths else None
+    if backend == "zfs":
+        return given or f"{fsname}-{kind}{idx}/{kind}{idx}", zfs_vdevs(level, drives), level, drives, (), 0
+    if level in ("none", "external"):
+        return given or drives[0], (), level, (given or drives[0],), (), 0
+    options = ext4_raid_options(level, n, group.chunk_KiB)
+    chunk = group.chunk_KiB if options else 0  # raid1 has no chunk
+    return given or f"/dev/md/{fsname}-{kind}{idx:04d}", (), level, drives, options, chunk
 
 
 def _service(by_name: dict[str, Host], host: Host) -> tuple[tuple[str, ...], ...]:
@@ -197,12 +210,21 @@ def build_target_map(
     out: list[LustreTarget] = []
     mgs_host = next(h for h in hosts if "kiln_lustre_mgs" in h.groups)
     mgs_service = _service(by_name, mgs_host)
-    # The MGT is small; on zfs stacks it is a dataset of its own pool on one mirrored drive pair.
-    if lu.backend == "zfs":
-        mgt_device = lu.mgs.device or f"{fs}-mgt/mgt"
-        mgt_vdevs: tuple[str, ...] = ("/dev/disk/by-id/kiln-mgt0",)
+    # The MGT is small: a mirrored pair of drives (zfs mirror vdev, or md raid1 on ldiskfs) unless the
+    # spec names an existing device (an array LUN or zpool/dataset).
+    mgt_drives: tuple[str, ...] = ("/dev/disk/by-id/kiln-mgt-0", "/dev/disk/by-id/kiln-mgt-1")
+    mgt_level = lu.mgs.protection or ("mirror" if lu.backend == "zfs" else "raid1")
+    mgt_vdevs: tuple[str, ...] = ()
+    if lu.mgs.device is not None:
+        mgt_device, mgt_drives, mgt_level = lu.mgs.device, (lu.mgs.device,), lu.mgs.protection or "external"
+    elif lu.mgs.protection == "none":
+        mgt_drives = mgt_drives[:1]
+        mgt_device = f"{fs}-mgt/mgt" if lu.backend == "zfs" else mgt_drives[0]
+        mgt_vdevs = mgt_drives if lu.backend == "zfs" else ()
+    elif lu.backend == "zfs":
+        mgt_device, mgt_vdevs = f"{fs}-mgt/mgt", zfs_vdevs(mgt_level, mgt_drives)
     else:
-        mgt_device, mgt_vdevs = lu.mgs.device or "/dev/disk/by-id/kiln-mgt0", ()
+        mgt_device = f"/dev/md/{fs}-mgt"
     out.append(
         LustreTarget(
             "MGS",
@@ -214,6 +236,11 @@ def build_target_map(
             mgs_service,
             mgs_host.failover_partner,
             mgt_vdevs,
+            mgt_level,
+            mgt_drives,
+            (),
+            0,
+            lu.mds.mdts.ashift if lu.backend == "zfs" else 0,
         )
     )
     kinds: tuple[tuple[TargetKind, str, TargetGroup], ...] = (("mdt", "mds", lu.mds.mdts), ("ost", "oss", lu.oss.osts))
@@ -221,8 +248,8 @@ def build_target_map(
         servers = [h for h in hosts if h.role == role]
         for m, host in enumerate(servers):
             indexes = [m * group.per_node + t for t in range(group.per_node)]
-            devices = _target_devices(group, kind, lu.backend, fs, indexes)
-            for idx, (dev, vdevs) in zip(indexes, devices, strict=True):
+            for idx in indexes:
+                dev, vdevs, level, drives, options, chunk = _target_storage(group, kind, lu.backend, fs, idx)
                 name = f"{fs}-{kind.upper()}{idx:04x}"
                 out.append(
                     LustreTarget(
@@ -235,7 +262,11 @@ def build_target_map(
                         _service(by_name, host),
                         host.failover_partner,
                         vdevs,
+                        level,
+                        drives,
+                        options,
+                        chunk,
+                        group.ashift if lu.backend == "zfs" else 0,
                     )
                 )
     return tuple(out), mgs_service
-

@@ -5,18 +5,25 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from kiln.render.manifests import policy_config, render_manifests
 from kiln.render.monitoring import render_monitoring
+from kiln.render.policy import PolicyViolation, enforce
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    from kiln.cli import EXIT_OK, load, write_files  # kiln.cli loads this module; import at call time
+    from kiln.cli import EXIT_FAIL, EXIT_OK, load, write_files  # kiln.cli loads this module; import at call time
 
     # SpecError → exit 2 in kiln.cli.main, before anything is written
     spec, plan = load(args.stack, getattr(args, "stacks_dir", None))
+    try:
+        enforce(plan, spec)  # the policy pack, as `pulumi preview --policy-pack policy` runs it
+    except PolicyViolation as exc:
+        print(f"kiln render {plan.stack}: nothing written; {exc}", file=sys.stderr)
+        return EXIT_FAIL
     files = render_manifests(plan, spec)
     out = Path(args.out) if args.out else Path("rendered") / plan.stack
     write_files(out, files)

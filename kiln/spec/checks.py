@@ -6,8 +6,12 @@ import ipaddress
 from collections.abc import Iterator
 
 from kiln import knowledge
+from kiln.knowledge import NicModel
+from kiln.spec import catalog
 from kiln.spec.errors import SpecIssue, suggest
 from kiln.spec.models import ClusterSpec, Device, NicGroup
+from kiln.spec.protection import default_drive_base, default_level, level_problem
+from kiln.spec.types import dns_name
 
 FABRIC_NIC_SUPPORT = {"infiniband": "infiniband", "roce": "roce"}
 
@@ -18,9 +22,12 @@ def check(spec: ClusterSpec) -> list[SpecIssue]:
         *(_catalog(spec)),
         *(_compute(spec)),
         *(_lustre(spec)),
+        *(_server(spec)),
         *(_objectstore(spec)),
         *(_workload(spec)),
         *(_networks(spec)),
+        *(_host_names(spec)),
+        *(_duplicates(spec)),
     ]
 
 
@@ -29,12 +36,14 @@ def rail_devices(group: NicGroup, start: int = 0) -> list[str]:
     return list(group.devices) if group.devices else [f"mlx5_{start + i}" for i in range(group.count)]
 
 
-def _nic(path: str, group: NicGroup, fabric: str) -> Iterator[SpecIssue]:
-    kb = knowledge.load()
-    if group.nic not in kb.nics:
-        yield SpecIssue(f"{path}.nic", group.nic, "unknown NIC model", suggest(group.nic, kb.nics))
+def _nic(path: str, group: NicGroup, fabric: str, models: dict[str, NicModel]) -> Iterator[SpecIssue]:
+    if group.nic not in models:
+        yield SpecIssue(
+            f"{path}.nic", group.nic, "unknown NIC model (not in the catalog nor in hardware.nics)",
+            suggest(group.nic, models),
+        )
         return
-    model = kb.nics[group.nic]
+    model = models[group.nic]
     needed = FABRIC_NIC_SUPPORT.get(fabric)
     if needed and needed not in model.fabrics:
         yield SpecIssue(
@@ -45,6 +54,11 @@ def _nic(path: str, group: NicGroup, fabric: str) -> Iterator[SpecIssue]:
         )
     for field in ("devices", "interfaces"):
         names = getattr(group, field)
+        if names is not None:
+            # Interfaces also name Kubernetes objects (kiln-storage-<interface>), so compare those forms too.
+            what = "device" if field == "devices" else "interface (or Kubernetes name kiln-storage-<interface>)"
+            forms = list(names) if field == "devices" else [dns_name(n) for n in names]
+            yield from _first_seen(f"{path}.{field}[{{i}}]", forms, what)
         if names is not None and len(names) != group.count:
             yield SpecIssue(
                 f"{path}.{field}",
@@ -70,15 +84,31 @@ def _device(path: str, device: Device) -> Iterator[SpecIssue]:
         )
 
 
+def _inline(spec: ClusterSpec) -> Iterator[SpecIssue]:
+    kb = knowledge.load()
+    for kind, mine, theirs in (("nics", spec.hardware.nics, kb.nics), ("gpus", spec.hardware.gpus, kb.gpus)):
+        for name in mine:
+            if name in theirs:
+                yield SpecIssue(
+                    f"hardware.{kind}.{name}", name, "shadows a catalog entry of the same name",
+                    f"use the catalog's {name} (drop this entry), or give yours another name",
+                )
+
+
 def _catalog(spec: ClusterSpec) -> Iterator[SpecIssue]:
     kb = knowledge.load()
     fabric = spec.fabric.kind
+    nic_models, gpu_models = catalog.nics(spec), catalog.gpus(spec)
+    yield from _inline(spec)
     for i, pool in enumerate(spec.compute.pools):
         p = f"compute.pools[{i}]"
-        if pool.gpu.model not in kb.gpus:
-            yield SpecIssue(f"{p}.gpu.model", pool.gpu.model, "unknown GPU model", suggest(pool.gpu.model, kb.gpus))
-        yield from _nic(f"{p}.compute_rails", pool.compute_rails, fabric)
-        yield from _nic(f"{p}.storage_nics", pool.storage_nics, fabric)
+        if pool.gpu.model not in gpu_models:
+            yield SpecIssue(
+                f"{p}.gpu.model", pool.gpu.model, "unknown GPU model (not in the catalog nor in hardware.gpus)",
+                suggest(pool.gpu.model, gpu_models),
+            )
+        yield from _nic(f"{p}.compute_rails", pool.compute_rails, fabric, nic_models)
+        yield from _nic(f"{p}.storage_nics", pool.storage_nics, fabric, nic_models)
         if pool.local_nvme is not None and pool.local_nvme.device not in kb.nvme:
             yield SpecIssue(
                 f"{p}.local_nvme.device",
@@ -86,13 +116,13 @@ def _catalog(spec: ClusterSpec) -> Iterator[SpecIssue]:
                 "unknown NVMe model",
                 suggest(pool.local_nvme.device, kb.nvme),
             )
-    yield from _nic("lustre.mds.nics", spec.lustre.mds.nics, fabric)
-    yield from _nic("lustre.oss.nics", spec.lustre.oss.nics, fabric)
+    yield from _nic("lustre.mds.nics", spec.lustre.mds.nics, fabric, nic_models)
+    yield from _nic("lustre.oss.nics", spec.lustre.oss.nics, fabric, nic_models)
     yield from _device("lustre.mds.mdts.device", spec.lustre.mds.mdts.device)
     yield from _device("lustre.oss.osts.device", spec.lustre.oss.osts.device)
     os_ = spec.objectstore
     if os_.nics is not None:
-        yield from _nic("objectstore.nics", os_.nics, fabric)
+        yield from _nic("objectstore.nics", os_.nics, fabric, nic_models)
     if os_.disks is not None and os_.disks.device not in kb.nvme:
         yield SpecIssue(
             "objectstore.disks.device", os_.disks.device, "unknown NVMe model", suggest(os_.disks.device, kb.nvme)
@@ -154,18 +184,21 @@ def _lustre(spec: ClusterSpec) -> Iterator[SpecIssue]:
                 "failover pairs need an even number of MDS nodes",
                 f"set lustre.mds.nodes to {lu.mds.nodes + 1}, or lustre.failover: none",
             )
+    for role in ("mds", "oss"):
+        count = getattr(lu, role).nics.count
+        if count < 1:
+            yield SpecIssue(
+                f"lustre.{role}.nics.count", count, "Lustre servers need a storage NIC for LNet", "set count ≥ 1"
+            )
     if lu.backend == "zfs" and lu.oss.osts.devices_per_target < 1:
         yield SpecIssue(
             "lustre.oss.osts.devices_per_target", lu.oss.osts.devices_per_target, "zfs needs vdevs", "set ≥ 1"
         )
-    for key, group in (("mds.mdts", lu.mds.mdts), ("oss.osts", lu.oss.osts)):
-        if group.paths is not None and len(group.paths) != group.per_node:
-            yield SpecIssue(
-                f"lustre.{key}.paths",
-                group.paths,
-                f"{len(group.paths)} paths for {group.per_node} targets per node",
-                f"list {group.per_node} paths, or drop `paths` for the defaults",
-            )
+    for key, group in (("mds.nics", lu.mds.nics), ("oss.nics", lu.oss.nics)):
+        if group.count < 1:
+            yield SpecIssue(f"lustre.{key}.count", group.count, "a Lustre server needs a storage NIC", "set count ≥ 1")
+    yield from _targets(spec)
+    yield from _ha(spec)
     kinds = {n.name.rstrip("0123456789") for n in lu.lnet}
     if spec.fabric.kind == "tcp" and "o2ib" in kinds:
         yield SpecIssue(
@@ -242,6 +275,12 @@ def _objectstore(spec: ClusterSpec) -> Iterator[SpecIssue]:
         if os_.nodes < 1:
             yield SpecIssue("objectstore.nodes", os_.nodes, "seaweedfs needs at least one node", "set nodes ≥ 1")
         for field in ("nics", "disks"):
+            group = getattr(os_, field)
+            if group is not None and group.count < 1:
+                yield SpecIssue(
+                    f"objectstore.{field}.count", group.count, f"seaweedfs nodes need {field}", "set count ≥ 1"
+                )
+        for field in ("nics", "disks"):
             if getattr(os_, field) is None:
                 yield SpecIssue(
                     f"objectstore.{field}", None, f"seaweedfs nodes need `{field}`", f"add objectstore.{field}"
@@ -267,6 +306,31 @@ def _workload(spec: ClusterSpec) -> Iterator[SpecIssue]:
         )
 
 
+def _server(spec: ClusterSpec) -> Iterator[SpecIssue]:
+    sv = spec.lustre.oss.server
+    if sv is None:
+        return
+    p = "lustre.oss.server"
+    if (sv.read_GBps is None) != (sv.write_GBps is None):
+        yield SpecIssue(
+            p,
+            sv.model_dump(exclude_none=True),
+            "a published ceiling needs both read_GBps and write_GBps",
+            "give both figures as the vendor publishes them, or neither (the ceiling is then derived from PCIe)",
+        )
+    if sv.read_GBps is not None and not sv.source:
+        yield SpecIssue(
+            f"{p}.source", None, "a published ceiling needs its source", "name the document, table or URL it is from"
+        )
+    if spec.lustre.oss.nodes % sv.servers_per_unit:
+        yield SpecIssue(
+            f"{p}.servers_per_unit",
+            sv.servers_per_unit,
+            f"lustre.oss.nodes ({spec.lustre.oss.nodes}) is not a whole number of units",
+            f"make lustre.oss.nodes a multiple of {sv.servers_per_unit}",
+        )
+
+
 def _count_hosts(spec: ClusterSpec) -> tuple[int, int]:
     lu = spec.lustre
     hosts = sum(p.nodes for p in spec.compute.pools) + lu.mds.nodes + lu.oss.nodes
@@ -288,8 +352,23 @@ def _networks(spec: ClusterSpec) -> Iterator[SpecIssue]:
             "networks.storage", str(stor), f"overlaps the management network {mgmt}", "use disjoint subnets"
         )
     hosts, nics = _count_hosts(spec)
+    nets = [("networks.management", mgmt, hosts), ("networks.storage", stor, nics)]
+    rails = sum(p.nodes * p.compute_rails.count for p in spec.compute.pools)
+    if spec.fabric.kind == "roce" and rails and spec.networks.roce_rails is None:
+        yield SpecIssue(
+            "networks.roce_rails",
+            None,
+            f"a RoCE fabric with {rails} compute-rail NICs needs IPv4 addresses on them (RoCEv2 GID, NCCL)",
+            "add networks.roce_rails: a subnet disjoint from the others, e.g. 10.30.0.0/16",
+        )
+    if spec.networks.roce_rails is not None:
+        roce = ipaddress.ip_network(spec.networks.roce_rails)
+        for other in (mgmt, stor):
+            if roce.overlaps(other):
+                yield SpecIssue("networks.roce_rails", str(roce), f"overlaps {other}", "use disjoint subnets")
+        nets.append(("networks.roce_rails", roce, rails))
     # .1 is left for the gateway; the rest are handed out in order.
-    for path, net, need in (("networks.management", mgmt, hosts), ("networks.storage", stor, nics)):
+    for path, net, need in nets:
         room = net.num_addresses - 3
         if need > room:
             yield SpecIssue(
@@ -303,3 +382,160 @@ def _networks(spec: ClusterSpec) -> Iterator[SpecIssue]:
 def _prefix_for(n: int) -> int:
     bits = max(1, (n - 1).bit_length())
     return 32 - bits
+
+
+#: Fence agents that reach the node through shared storage, not a BMC address.
+STORAGE_FENCE_AGENTS = frozenset({"fence_sbd", "fence_scsi", "fence_mpath"})
+
+
+def _targets(spec: ClusterSpec) -> Iterator[SpecIssue]:
+    """Target paths (one per target, none shared) and each group's protection level."""
+    lu = spec.lustre
+    seen: dict[str, str] = {}
+    if lu.mgs.device is not None:
+        seen[lu.mgs.device] = "lustre.mgs.device"
+    for key, nodes, group in (("mds.mdts", lu.mds.nodes, lu.mds.mdts), ("oss.osts", lu.oss.nodes, lu.oss.osts)):
+        total = nodes * group.per_node
+        if group.paths is not None:
+            if len(group.paths) != total:
+                yield SpecIssue(
+                    f"lustre.{key}.paths",
+                    group.paths,
+                    f"{len(group.paths)} paths for {total} targets ({nodes} nodes × {group.per_node}); "
+                    "paths name every target of the filesystem, in index order",
+                    f"list {total} paths, or drop `paths` for the defaults",
+                )
+            for i, path in enumerate(group.paths):
+                if path in seen:
+                    yield SpecIssue(
+                        f"lustre.{key}.paths[{i}]",
+                        path,
+                        f"two targets on one device (also {seen[path]}): formatting one destroys the other",
+                        "give every target its own device",
+                    )
+                seen.setdefault(path, f"lustre.{key}.paths[{i}]")
+        kind = key.rsplit(".", 1)[1][:-1]
+        level = group.protection or default_level(lu.backend, kind, group.devices_per_target)
+        if level is None:
+            yield SpecIssue(
+                f"lustre.{key}.protection",
+                None,
+                "one drive per target has no redundancy kiln can build, and no level is named",
+                "set devices_per_target ≥ 2, or protection: external (an array LUN) or none (no redundancy)"
+                if lu.backend == "ldiskfs"
+                else "set devices_per_target ≥ 2, or protection: none (no redundancy)",
+            )
+            continue
+        problem = level_problem(level, lu.backend, group.devices_per_target)
+        if problem:
+            yield SpecIssue(f"lustre.{key}.protection", level, *problem)
+    if lu.mgs.device is not None and lu.mds.mdts.paths is None:
+        # The MGT must not be formatted over a default MDT drive either.
+        for idx in range(lu.mds.nodes * lu.mds.mdts.per_node):
+            base = default_drive_base("mdt", idx)
+            if lu.mgs.device == base or lu.mgs.device.startswith(base + "-"):
+                yield SpecIssue(
+                    "lustre.mgs.device",
+                    lu.mgs.device,
+                    f"the MGT would be formatted on a drive of MDT{idx:04x} (its default device)",
+                    "give the MGT a device of its own (or drop lustre.mgs.device for the default mirrored pair)",
+                )
+    mgt = lu.mgs.protection
+    if lu.mgs.device is None and mgt is not None:
+        problem = level_problem(mgt, lu.backend, 1 if mgt == "none" else 2)
+        if problem is None and mgt not in ("mirror", "raid1", "none"):
+            problem = (f"the MGT is a pair of drives; {mgt} needs more", "use mirror (zfs) or raid1 (ldiskfs)")
+        if problem:
+            yield SpecIssue("lustre.mgs.protection", mgt, *problem)
+
+
+def _ha(spec: ClusterSpec) -> Iterator[SpecIssue]:
+    lu = spec.lustre
+    fencing = lu.ha.fencing
+    if lu.failover == "pairs" and fencing is None:
+        yield SpecIssue(
+            "lustre.ha.fencing",
+            None,
+            "failover pairs without fencing: a hung server could keep a target mounted while its partner mounts it",
+            "name the fence agent, e.g. lustre.ha.fencing: {agent: fence_ipmilan, address: '{host}-bmc', "
+            "username: admin}; or agent: none-lab for a lab without BMCs",
+        )
+    needs_address = fencing is not None and fencing.agent not in ("none-lab", *STORAGE_FENCE_AGENTS)
+    if fencing is not None and needs_address and (fencing.address is None or "{host}" not in fencing.address):
+        yield SpecIssue(
+            "lustre.ha.fencing.address",
+            fencing.address,
+            f"{fencing.agent} needs each server's BMC address",
+            "write it with {host} for the server name, e.g. '{host}-bmc.mgmt'",
+        )
+def _first_seen(path: str, values: list[str], what: str) -> Iterator[SpecIssue]:
+    """One issue per value that repeats an earlier one in `values` (path holds '{i}')."""
+    first: dict[str, int] = {}
+    for i, value in enumerate(values):
+        if value in first:
+            yield SpecIssue(
+                path.format(i=i), value, f"same {what} as {path.format(i=first[value])}", f"give each its own {what}"
+            )
+        first.setdefault(value, i)
+
+
+def _duplicates(spec: ClusterSpec) -> Iterator[SpecIssue]:
+    lu = spec.lustre
+    yield from _first_seen("compute.pools[{i}].name", [p.name for p in spec.compute.pools], "pool name")
+    yield from _first_seen("lustre.pools[{i}].name", [p.name for p in lu.pools], "OST pool name")
+    for i, pool in enumerate(lu.pools):
+        yield from _first_seen(f"lustre.pools[{i}].osts[{{i}}]", [str(x) for x in pool.osts], "OST index")
+    # Directory paths are canonical already ('//', '/.' and trailing '/' removed); their Kubernetes names must
+    # differ too (PersistentVolumes and claims are named after them).
+    yield from _first_seen(
+        "lustre.directories[{i}].path",
+        [dns_name(d.path) for d in lu.directories],
+        "Kubernetes name (lustre-<path in lower case, other characters as '-'>)",
+    )
+
+
+def _host_names(spec: ClusterSpec) -> Iterator[SpecIssue]:
+    """Generated host names (<prefix><zero-padded number>, kiln.plan.topology) must not collide across pools and
+    servers: e.g. a pool prefixed `oss` with 100 nodes and 100 OSS servers would both name a host oss100."""
+    lu = spec.lustre
+    # (path, prefix, digits, count); the digit widths are the ones kiln.plan.topology.build_hosts uses.
+    families: list[tuple[str, str, int, int]] = [
+        (f"compute.pools[{i}].hostname_prefix", p.hostname_prefix or p.name, max(3, len(str(p.nodes))), p.nodes)
+        for i, p in enumerate(spec.compute.pools)
+    ]
+    if lu.mgs.mode == "standalone":
+        families.append(("lustre.mgs.mode", "mgs", 2, 1))
+    families.append(("lustre.mds.nodes", "mds", max(2, len(str(lu.mds.nodes))), lu.mds.nodes))
+    families.append(("lustre.oss.nodes", "oss", max(2, len(str(lu.oss.nodes))), lu.oss.nodes))
+    if spec.objectstore.backend == "seaweedfs":
+        n = spec.objectstore.nodes
+        families.append(("objectstore.nodes", "s3-", max(2, len(str(n))), n))
+    for a, (path_a, pa, wa, na) in enumerate(families):
+        for b, (path_b, pb, wb, nb) in enumerate(families):
+            if a == b or (pa == pb and a > b) or not pb.startswith(pa):
+                continue
+            if pa == pb and path_a.startswith("compute") and path_b.startswith("compute"):
+                continue  # reported by _compute as a shared prefix
+            name = _collision(pa, wa, na, pb, wb, nb)
+            if name is not None:
+                path = path_a if path_a.startswith("compute") else path_b
+                yield SpecIssue(
+                    path,
+                    pa if path == path_a else pb,
+                    f"host {name} would be generated by both {path_a.rsplit('.', 1)[0]} "
+                    f"and {path_b.rsplit('.', 1)[0]}",
+                    "choose a hostname_prefix that is not another prefix followed by digits (e.g. not mds, oss, s3-)",
+                )
+
+
+def _collision(pa: str, wa: int, na: int, pb: str, wb: int, nb: int) -> str | None:
+    """A name both pa+f'{i:0{wa}d}' (1 ≤ i ≤ na) and pb+f'{j:0{wb}d}' (1 ≤ j ≤ nb) produce, where pb starts with pa.
+
+    Every number is written with exactly its family's width, so pb's extra characters must be digits that lead
+    pa's number: i = int(extra) · 10^wb + j. The two ranges are compared, not enumerated."""
+    extra = pb[len(pa) :]
+    if (extra and not extra.isdigit()) or len(extra) + wb != wa:
+        return None
+    base = int(extra or 0) * 10**wb
+    low, high = max(base + 1, 1), min(base + nb, na)
+    return f"{pa}{low:0{wa}d}" if low <= high else None

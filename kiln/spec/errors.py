@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import reprlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -23,7 +24,7 @@ class SpecIssue:
     severity: Severity = "error"
 
     def _shown(self) -> str:
-        return "(missing)" if self.value is _MISSING else _short(self.value)
+        return "(missing)" if self.value is _MISSING else short(self.value)
 
     def render(self) -> str:
         return f"  - {self.path} = {self._shown()}: {self.problem}\n    fix: {self.fix}"
@@ -60,7 +61,21 @@ def suggest(word: str, choices: Iterable[str]) -> str:
     return f"choose one of: {', '.join(options)}"
 
 
-def _short(value: Any) -> str:
-    text = repr(value)
+def _shortener() -> reprlib.Repr:
+    r = reprlib.Repr()
+    r.maxlevel, r.maxlist, r.maxtuple, r.maxdict, r.maxset = 3, 6, 6, 4, 6
+    r.maxstring, r.maxother, r.maxlong = 60, 60, 40
+    return r
+
+
+_SHORT = _shortener()
+
+
+def short(value: Any) -> str:
+    """A bounded repr: depth, items and lengths are capped before the text is built (values can be huge)."""
+    try:
+        text = _SHORT.repr(value)
+    except ValueError:  # an integer over Python's digit limit
+        return "(a value too large to show)"
     return text if len(text) <= 80 else text[:77] + "..."
 

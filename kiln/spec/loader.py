@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -12,11 +13,14 @@ from pydantic import BaseModel, ValidationError
 
 from kiln import yamlio
 from kiln.spec.checks import check
-from kiln.spec.errors import SpecError, SpecIssue, missing, suggest
+from kiln.spec.errors import SpecError, SpecIssue, missing, short, suggest
 from kiln.spec.models import ClusterSpec
+from kiln.spec.types import PATTERN_HINTS
 
 CONFIG_KEY = "kiln:cluster"
 STACKS_ENV = "KILN_STACKS_DIR"
+#: A stack file is a few KiB; anything over this is refused before it is read or parsed.
+MAX_STACK_BYTES = 1 << 20
 
 
 class StackNotFound(SpecError):
@@ -71,7 +75,11 @@ def load_stack(stack: str, stacks_dir: str | Path | None = None) -> ClusterSpec:
     every problem found."""
     path = stack_path(stack, stacks_dir)
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as fh:  # at most one byte past the limit: /dev/zero or a 50 GB file end here too
+            raw = fh.read(MAX_STACK_BYTES + 1)
+        if len(raw) > MAX_STACK_BYTES:
+            raise SpecError(str(path), [_too_large(len(raw))])
+        text = raw.decode("utf-8")
     except FileNotFoundError:
         raise SpecError(
             str(path), [SpecIssue("(file)", str(path), "no such stack file", "check the path, or name a stack")]
@@ -83,8 +91,15 @@ def load_stack(stack: str, stacks_dir: str | Path | None = None) -> ClusterSpec:
 
 def parse_stack_text(text: str, source: str = "<spec>") -> ClusterSpec:
     """Parse the text of a Pulumi stack file and validate its `kiln:cluster` object."""
+    if len(text) > MAX_STACK_BYTES:
+        raise SpecError(source, [_too_large(len(text))])
     try:
-        doc = yamlio.load(text)
+        doc = yamlio.load_bounded(text)
+    except (ValueError, RecursionError) as exc:
+        problem = str(exc).splitlines()[0][:200] if isinstance(exc, ValueError) else "nested too deeply"
+        raise SpecError(
+            source, [SpecIssue("(yaml)", "(document)", f"cannot be read: {problem}", "write plain, short values")]
+        ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
@@ -113,6 +128,13 @@ def parse_stack_text(text: str, source: str = "<spec>") -> ClusterSpec:
     return validate(config[CONFIG_KEY], source)
 
 
+def _too_large(size: int) -> SpecIssue:
+    return SpecIssue(
+        "(file)", f"over {size - 1} bytes", f"larger than the {MAX_STACK_BYTES} bytes a stack file may have",
+        "trim the file",
+    )
+
+
 def validate(data: Any, source: str = "<spec>") -> ClusterSpec:
     """Validate a `kiln:cluster` object: types and ranges first, then cross-field rules."""
     if not isinstance(data, dict):
@@ -132,8 +154,10 @@ def _path(loc: tuple[Any, ...]) -> str:
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        else:
-            out += ("." if out else "") + str(part)
+        elif isinstance(part, str) and re.fullmatch(r"[A-Za-z0-9_.*\[\]-]{1,128}", part):
+            out += ("." if out else "") + part
+        else:  # a hostile mapping key: shown escaped and shortened, never raw on the terminal
+            out += f"[{short(part)}]"
     return out or CONFIG_KEY
 
 
@@ -189,7 +213,9 @@ def _issue_from_pydantic(err: Any, data: dict[str, Any]) -> SpecIssue:
     if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
         return SpecIssue(path, value, "out of range", f"use a value that is {msg.removeprefix('Input should be ')}")
     if kind == "string_pattern_mismatch":
-        return SpecIssue(path, value, "badly formed", f"it must match {ctx.get('pattern', '')}")
+        pattern = str(ctx.get("pattern", ""))
+        hint = PATTERN_HINTS.get(pattern)
+        return SpecIssue(path, value, "badly formed", f"write {hint}" if hint else f"it must match {pattern}")
     if kind in ("too_short", "too_long"):
         return SpecIssue(path, value, msg, "add or remove entries")
     return SpecIssue(path, value, msg, _type_fix(kind, msg))

@@ -8,49 +8,115 @@ the exact path, the value and the fix.
 from __future__ import annotations
 
 import ipaddress
-import re
-from typing import Annotated, Literal
+import math
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
-from kiln.spec.types import Name, Url
+from kiln.spec.types import (
+    AbsPath,
+    BucketName,
+    CatalogName,
+    Interface,
+    K8sName,
+    LabelKey,
+    MountPoint,
+    Name,
+    OverrideId,
+    OverrideText,
+    ProtectionLevel,
+    RdmaDevice,
+    SecretName,
+    TargetDevice,
+    Text,
+    Url,
+    UserName,
+    check_plain,
+)
 
+CIDR_RE = r"^[0-9A-Fa-f.:/]{1,64}$"
 FSNAME_RE = r"^[A-Za-z][A-Za-z0-9_]{0,7}$"
-IFACE_RE = r"^[A-Za-z0-9_.:-]{1,15}$"
+#: Lustre OST pool names (lustre/utils/lustre_cfg.c: pool names are at most LOV_MAXPOOLNAME = 15 characters).
+OST_POOL_RE = r"^[A-Za-z][A-Za-z0-9_]{0,14}$"
+
+
+def _walk_plain(value: Any) -> None:
+    if isinstance(value, str):
+        check_plain(value)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _walk_plain(item)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _walk_plain(key)
+            _walk_plain(item)
 
 
 class Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+    """Base of every spec model: unknown fields, inf/NaN and strings longer than 4 KiB are refused."""
+
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, str_strip_whitespace=True, allow_inf_nan=False, str_max_length=4096
+    )
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _plain_strings(cls, value: Any) -> Any:
+        # Second wall behind the per-field types: no control characters or template delimiters anywhere.
+        _walk_plain(value)
+        return value
 
 
-Positive = Annotated[float, Field(gt=0)]
+# Positive floats with physical bounds (inf, NaN, denormals and absurd magnitudes are refused). The bounds are
+# generous, not recommendations: they keep the sizing model's arithmetic finite (a rate of 5e-324 GB/s or a
+# budget of 1e-300 would turn its divisions into infinity).
+DeviceGBps = Annotated[float, Field(ge=1e-6, le=1000.0)]  # one drive's or one GPU's rate, GB/s
+DeviceTB = Annotated[float, Field(ge=1e-6, le=10000.0)]  # one drive
+CapacityTB = Annotated[float, Field(ge=1e-6, le=1e7)]  # 1 MB .. 10 EB
+ThroughputGBps = Annotated[float, Field(ge=1e-6, le=1e6)]
+Minutes = Annotated[float, Field(ge=0.01, le=525600.0)]  # 0.6 s .. a year
+BytesPerParam = Annotated[float, Field(ge=0.1, le=1024.0)]
+BillionParams = Annotated[float, Field(ge=1e-6, le=1e6)]  # a thousand parameters .. a quadrillion
 
 
 class NicGroup(Model):
     """A set of identical NICs in one host."""
 
     count: int = Field(ge=0, le=32, description="How many NICs of this model the host has.")
-    nic: str = Field(description="NIC model from the hardware catalog (kiln/knowledge/hardware.yaml).")
-    devices: list[str] | None = Field(
+    nic: CatalogName = Field(
+        description="NIC model from the hardware catalog (kiln/knowledge/hardware.yaml) or the stack's hardware.nics."
+    )
+    devices: list[RdmaDevice] | None = Field(
         default=None,
         description="RDMA device names (e.g. mlx5_0); default mlx5_<n> numbered after the rails before.",
     )
-    interfaces: list[Annotated[str, Field(pattern=IFACE_RE)]] | None = Field(
+    interfaces: list[Interface] | None = Field(
         default=None, description="Network interface names (e.g. ib0); default derived per fabric."
     )
 
 
 class Gpus(Model):
-    model: str = Field(description="GPU model from the hardware catalog.")
-    count: int = Field(ge=1, le=16, description="GPUs per node.")
+    model: CatalogName = Field(description="GPU model from the hardware catalog or the stack's hardware.gpus.")
+    count: int = Field(
+        ge=1, le=64, description="GPUs per node (up to 64: one OS image over a large NVLink domain counts all)."
+    )
 
 
 class LocalNvme(Model):
     count: int = Field(ge=0, le=32, description="Local NVMe drives per node (scratch, stage-in cache).")
-    device: str = Field(description="NVMe model from the hardware catalog.")
-    mount_point: str = Field(
+    device: CatalogName = Field(description="NVMe model from the hardware catalog.")
+    mount_point: MountPoint = Field(
         default="/mnt/local-nvme",
-        pattern=r"^/[^\s]*$",
         description="Where the drives (one filesystem, e.g. RAID0 as on DGX /raid) are mounted; fio tests it.",
     )
 
@@ -58,8 +124,10 @@ class LocalNvme(Model):
 class ComputePool(Model):
     name: Name = Field(description="Pool name; also the Ansible group kiln_pool_<name>.")
     nodes: int = Field(ge=1, le=65536, description="Number of GPU nodes in the pool.")
-    hostname_prefix: Name | None = Field(
-        default=None, description="Host names are <prefix><NNN>; default the pool name."
+    hostname_prefix: Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,30}$")] | None = Field(
+        default=None,
+        description="Host names are <prefix><NNN> (e.g. gpu-001 for gpu-); default the pool name. Generated names "
+        "may not collide with another pool's or a server's.",
     )
     gpu: Gpus = Field(description="GPU model and GPUs per node.")
     compute_rails: NicGroup = Field(description="NICs for GPU-to-GPU traffic (NCCL), one per rail.")
@@ -67,17 +135,17 @@ class ComputePool(Model):
     ram_GiB: int = Field(ge=1, le=65536, description="Host RAM per node, GiB.")
     cpu_cores: int = Field(default=64, ge=1, le=4096, description="CPU cores per node (lru_size, ksocklnd credits).")
     local_nvme: LocalNvme | None = Field(default=None, description="Local NVMe drives.")
-    management_interface: Annotated[str, Field(pattern=IFACE_RE)] = Field(
+    management_interface: Interface = Field(
         default="eth0", description="Interface for bootstrap/socket traffic (NCCL_SOCKET_IFNAME)."
     )
-    nccl_hcas: list[str] | None = Field(
+    nccl_hcas: list[RdmaDevice] | None = Field(
         default=None, description="HCAs NCCL may use; default every compute-rail device. Must be rail devices."
     )
-    topology_file: str | None = Field(default=None, description="NCCL topology XML path on the node (VMs).")
+    topology_file: AbsPath | None = Field(default=None, description="NCCL topology XML path on the node (VMs).")
 
 
 class Compute(Model):
-    pools: list[ComputePool] = Field(min_length=1, description="GPU node pools.")
+    pools: list[ComputePool] = Field(min_length=1, max_length=1024, description="GPU node pools.")
 
 
 class Fabric(Model):
@@ -92,6 +160,13 @@ class Fabric(Model):
         description="Storage-fabric oversubscription on the compute side (e.g. 1.33 for 4:3).",
     )
     roce_gid_index: int = Field(default=3, ge=-1, le=255, description="RoCE GID index for NCCL; -1 lets NCCL choose.")
+    roce_dscp: int = Field(
+        default=26,
+        ge=0,
+        le=63,
+        description="RoCE only: DSCP of RDMA traffic, mapped to the PFC priority on hosts and switches; NCCL_IB_TC "
+        "and RDMA-CM's ToS carry it.",
+    )
     mtu: int = Field(
         default=4096,
         ge=1280,
@@ -101,27 +176,42 @@ class Fabric(Model):
 
 
 class Networks(Model):
-    management: str = Field(description="Management subnet (CIDR); one address per host, used by Ansible.")
-    storage: str = Field(description="Storage subnet (CIDR); one address per storage NIC (LNet NIDs).")
+    management: str = Field(
+        pattern=CIDR_RE, description="Management subnet (CIDR); one address per host, used by Ansible."
+    )
+    storage: str = Field(pattern=CIDR_RE, description="Storage subnet (CIDR); one address per storage NIC (LNet NIDs).")
+    roce_rails: str | None = Field(
+        default=None,
+        pattern=CIDR_RE,
+        description="RoCE only: subnet (CIDR) for the compute rails' IPv4 addresses, one per rail NIC; RoCEv2 "
+        "needs one for its IPv4 GID (fabric.roce_gid_index). Required on RoCE fabrics with compute rails.",
+    )
 
-    @field_validator("management", "storage")
+    @field_validator("management", "storage", "roce_rails")
     @classmethod
-    def _cidr(cls, v: str) -> str:
+    def _cidr(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        check_plain(v)
         try:
-            ipaddress.ip_network(v, strict=True)
+            net = ipaddress.ip_network(v, strict=True)
         except ValueError as exc:
             raise ValueError(f"not a network in CIDR form ({exc}); fix: write it like 10.10.0.0/16") from exc
+        for kind in ("loopback", "multicast", "link_local", "unspecified", "reserved"):
+            if getattr(net, f"is_{kind}"):
+                raise ValueError(f"a {kind.replace('_', '-')} network cannot be handed out to hosts; "
+                                 "fix: use a private subnet such as 10.10.0.0/16")
         return v
 
 
 class Device(Model):
     """A storage device: a catalog name, or explicit figures."""
 
-    catalog: str | None = Field(default=None, description="Device model from the hardware catalog.")
+    catalog: CatalogName | None = Field(default=None, description="Device model from the hardware catalog.")
     kind: Literal["nvme", "ssd", "hdd"] = Field(default="nvme", description="Media class (tuning, metadata rate).")
-    read_GBps: Positive | None = Field(default=None, description="Per-device sequential read, GB/s.")
-    write_GBps: Positive | None = Field(default=None, description="Per-device sequential write, GB/s.")
-    capacity_TB: Positive | None = Field(default=None, description="Per-device capacity, TB.")
+    read_GBps: DeviceGBps | None = Field(default=None, description="Per-device sequential read, GB/s (≤ 1000).")
+    write_GBps: DeviceGBps | None = Field(default=None, description="Per-device sequential write, GB/s (≤ 1000).")
+    capacity_TB: DeviceTB | None = Field(default=None, description="Per-device capacity, TB (≤ 10000).")
 
 
 class TargetGroup(Model):
@@ -130,9 +220,31 @@ class TargetGroup(Model):
     per_node: int = Field(ge=1, le=64, description="Targets per server node.")
     devices_per_target: int = Field(default=1, ge=1, le=64, description="Drives behind one target (RAID or zpool).")
     device: Device = Field(description="The drive model behind each target.")
-    paths: list[str] | None = Field(
+    paths: list[TargetDevice] | None = Field(
         default=None,
-        description="Block device (or zpool/dataset) per target on each node; default /dev/disk/by-id/kiln-<kind><n>.",
+        description="Block device (ldiskfs) or zpool/dataset (zfs) of every target of this kind in the filesystem, "
+        "in index order (one per target, not per node: failover partners see the same path); "
+        "default /dev/disk/by-id/kiln-<kind><index:04d> (ldiskfs), <fsname>-<kind><index>/<kind><index> (zfs).",
+    )
+    protection: ProtectionLevel | None = Field(
+        default=None,
+        description="Redundancy of the drives behind one target. zfs: mirror (striped two-way mirrors), raidz1-3, "
+        "draid1-3 or none; ldiskfs: raid1, raid5, raid6, raid10 (Linux md), external (a RAID controller or array "
+        "LUN, one device) or none. Default: zfs mirror for 2 drives (MDTs: any even count), raidz1 for 3, raidz2 "
+        "for more; ldiskfs raid1 for 2-3 drives, raid6 for 4 or more (MDTs with an even count: raid10); one "
+        "drive has no default (name external or none).",
+    )
+    chunk_KiB: int = Field(
+        default=128,
+        ge=4,
+        le=65536,
+        description="md RAID chunk size, KiB (ldiskfs raid5/6/10): sets mdadm --chunk and the ext4 stride.",
+    )
+    ashift: int = Field(
+        default=12,
+        ge=9,
+        le=16,
+        description="zfs pool ashift (log2 of the sector size ZFS writes): 12 for 4 KiB-sector and 512e drives.",
     )
 
 
@@ -140,7 +252,68 @@ class Mgs(Model):
     mode: Literal["combined", "standalone"] = Field(
         default="combined", description="MGS on the first MDS (combined) or on its own node(s)."
     )
-    device: str | None = Field(default=None, description="MGT device path (standalone or separate MGT).")
+    device: TargetDevice | None = Field(
+        default=None, description="MGT device (an array LUN or existing md device); default a mirrored pair of drives."
+    )
+    protection: ProtectionLevel | None = Field(
+        default=None,
+        description="Redundancy of the MGT's two drives: default mirror (zfs) or raid1 (ldiskfs); external when "
+        "`device` names an array LUN.",
+    )
+
+
+def _no_parent_dir(value: str) -> str:
+    if ".." in value:
+        raise ValueError("'..' is not allowed; fix: write the value without '..'")
+    return value
+
+
+FENCE_AGENT_RE = r"^(fence_[a-z0-9_]{2,30}|none-lab)$"
+
+
+class Fencing(Model):
+    """How Pacemaker powers off a failed server before its partner mounts the targets."""
+
+    agent: str = Field(
+        pattern=FENCE_AGENT_RE,
+        description="fence-agents agent (fence_ipmilan, fence_redfish, fence_sbd, ...), or none-lab: no fencing "
+        "(a lab without BMCs; the plan warns, and a real target could then be mounted twice).",
+    )
+    address: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9{}._:-]{1,253}$",
+        description="BMC address of each server; {host} stands for the server name, e.g. {host}-bmc.mgmt.",
+    )
+    username: str | None = Field(
+        default=None, pattern=r"^[A-Za-z0-9._@-]{1,64}$", description="BMC user (not secret)."
+    )
+    password_secret: str = Field(
+        default="kiln:fencePassword",
+        pattern=r"^[A-Za-z0-9_.:-]{1,128}$",
+        description="Name of the Pulumi secret config key (or env KILN_FENCE_PASSWORD) holding the BMC password.",
+    )
+    options: dict[
+        Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,40}$")],
+        Annotated[str, Field(pattern=r"^[A-Za-z0-9._:/@-]{0,200}$"), AfterValidator(_no_parent_dir)],
+    ] = Field(
+        default_factory=dict,
+        max_length=64,
+        description="Extra agent options (e.g. {lanplus: '1'}); names as `pcs stonith describe <agent>` lists them.",
+    )
+
+    @field_validator("address")
+    @classmethod
+    def _host_placeholder(cls, v: str | None) -> str | None:
+        if v is not None and ("{" in v.replace("{host}", "") or "}" in v.replace("{host}", "")):
+            raise ValueError("braces are allowed only as the {host} placeholder; fix: write e.g. '{host}-bmc.mgmt'")
+        return v
+
+
+class Ha(Model):
+    """The HA manager that fails targets over between the servers of a pair."""
+
+    manager: Literal["pacemaker"] = Field(default="pacemaker", description="Cluster manager (Pacemaker/Corosync).")
+    fencing: Fencing | None = Field(default=None, description="Fencing (STONITH); required with failover pairs.")
 
 
 class Mds(Model):
@@ -149,47 +322,127 @@ class Mds(Model):
     mdts: TargetGroup = Field(description="MDTs per MDS node.")
 
 
+class ServerCeiling(Model):
+    """What one storage server, or one appliance whose controllers several servers share, can move.
+
+    Give the PCIe parts (the model derives a ceiling from them) or the ceiling the vendor publishes
+    (read_GBps and write_GBps with their source); a published ceiling wins over the parts.
+    """
+
+    pcie_gen: int | None = Field(
+        default=None, ge=3, le=6, description="PCIe generation of the server's slots; default the storage NIC's."
+    )
+    pcie_lanes: int | None = Field(
+        default=None,
+        ge=8,
+        le=512,
+        description="PCIe lanes that carry drive and NIC traffic; default x16 per storage NIC plus x4 per drive.",
+    )
+    read_GBps: ThroughputGBps | None = Field(
+        default=None, le=10000, description="Published read ceiling of one unit (server or appliance), GB/s."
+    )
+    write_GBps: ThroughputGBps | None = Field(
+        default=None, le=10000, description="Published write ceiling of one unit (server or appliance), GB/s."
+    )
+    servers_per_unit: int = Field(
+        default=1,
+        ge=1,
+        le=16,
+        description="OSS nodes that share one ceiling: 1 for a server, e.g. 4 for an appliance whose two "
+        "controllers run four OSS virtual machines.",
+    )
+    source: Text | None = Field(
+        default=None, description="Where the published ceiling comes from (document, table, URL); required with it."
+    )
+
+
 class Oss(Model):
     nodes: int = Field(ge=1, le=4096, description="OSS nodes.")
     nics: NicGroup = Field(description="Storage NICs per OSS.")
     osts: TargetGroup = Field(description="OSTs per OSS node.")
+    server: ServerCeiling | None = Field(
+        default=None,
+        description="The server (or appliance) ceiling: PCIe parts or a published figure; default derived from "
+        "the NICs' PCIe generation and x16 per NIC plus x4 per drive.",
+    )
 
 
 class LnetNetwork(Model):
-    name: str = Field(pattern=r"^(o2ib|tcp)\d{0,3}$", description="LNet network name, e.g. o2ib0 or tcp0.")
+    name: str = Field(
+        pattern=r"^(o2ib|tcp)\d{0,3}$",
+        description="LNet network name, e.g. o2ib0 or tcp0; o2ib means o2ib0 (it is written with its number).",
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _canonical(cls, v: str) -> str:
+        # LNet reads a network without a number as number 0, and the number as a decimal (lnet/lnet/config.c).
+        kind = v.rstrip("0123456789")
+        return f"{kind}{int(v[len(kind):] or 0)}"
 
 
 class OstPool(Model):
-    name: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_]{0,15}$", description="OST pool name.")
-    osts: list[int] = Field(min_length=1, description="OST indexes in the pool.")
+    name: str = Field(pattern=OST_POOL_RE, description="OST pool name (1-15 characters), unique.")
+    osts: list[Annotated[int, Field(ge=0, le=65535)]] = Field(
+        min_length=1, description="OST indexes in the pool (0-65535), each listed once."
+    )
 
 
 class Directory(Model):
-    path: str = Field(
-        pattern=r"^/[^\s]*$", description="Directory under the Lustre mount point (absolute, in-filesystem)."
+    path: AbsPath = Field(
+        description="Directory under the Lustre mount point (absolute, in-filesystem; '//', '/.' and a trailing "
+        "'/' are removed, '..' is refused); unique, also after conversion to a Kubernetes name."
     )
     purpose: Literal["datasets", "checkpoints", "smallfiles", "scratch"] = Field(
         description="What lives there; the plan derives the layout from it."
     )
-    stripe_count: int | None = Field(default=None, ge=-1, description="Override the derived stripe count (-1 = all).")
-    pool: str | None = Field(default=None, description="OST pool to confine the directory to.")
+    stripe_count: int | None = Field(
+        default=None, ge=-1, le=2000, description="Override the derived stripe count (-1 = all)."
+    )
+    pool: Annotated[str, Field(pattern=OST_POOL_RE)] | None = Field(
+        default=None, description="OST pool to confine the directory to."
+    )
+
+
+class Quotas(Model):
+    enforce: Literal["none", "u", "g", "p", "ug", "up", "gp", "ugp"] = Field(
+        default="ugp",
+        description="Quota types the MDTs and OSTs enforce (u user, g group, p project); usage is tracked "
+        "either way. Limits are set with lfs setquota (docs/runbooks/lustre-quotas.md).",
+    )
 
 
 class Lustre(Model):
     fsname: str = Field(pattern=FSNAME_RE, description="Filesystem name (1-8 characters).")
+    version: Literal["2.15", "2.16"] = Field(
+        default="2.15",
+        description="Lustre release line the servers and clients run (2.15 LTS or 2.16); picks parameter names "
+        "and ranges from kiln/knowledge/lustre_params.yaml.",
+    )
     backend: Literal["ldiskfs", "zfs"] = Field(default="ldiskfs", description="OSD backend.")
     mgs: Mgs = Field(default_factory=Mgs, description="Management server placement.")
     mds: Mds = Field(description="Metadata servers.")
     oss: Oss = Field(description="Object storage servers.")
     failover: Literal["none", "pairs"] = Field(default="pairs", description="HA pairs of servers.")
-    lnet: list[LnetNetwork] = Field(min_length=1, description="LNet networks (multi-rail over all storage NICs).")
-    mount_point: str = Field(default="/lustre", pattern=r"^/[^\s]*$", description="Client mount point.")
-    pools: list[OstPool] = Field(default_factory=list, description="OST pools.")
-    directories: list[Directory] = Field(default_factory=list, description="Directories and their layouts.")
+    ha: Ha = Field(default_factory=Ha, description="Pacemaker and fencing for failover pairs.")
+    lnet: list[LnetNetwork] = Field(
+        min_length=1, max_length=16, description="LNet networks (multi-rail over all storage NICs)."
+    )
+    mount_point: MountPoint = Field(default="/lustre", description="Client mount point (absolute, not '/').")
+    pools: list[OstPool] = Field(default_factory=list, max_length=4096, description="OST pools.")
+    directories: list[Directory] = Field(
+        default_factory=list, max_length=4096, description="Directories and their layouts."
+    )
+    quotas: Quotas = Field(default_factory=Quotas, description="Quota enforcement.")
+    scheduler: Literal["slurm", "kubernetes", "none"] = Field(
+        default="kubernetes",
+        description="Job scheduler whose jobs Lustre's job stats are keyed by: slurm → jobid_var SLURM_JOB_ID; "
+        "kubernetes → procname_uid (command name and uid); none → job stats off.",
+    )
 
 
 class Bucket(Model):
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]{2,62}$", description="S3 bucket name.")
+    name: BucketName = Field(description="S3 bucket name (S3 naming rules: 3-63 of a-z 0-9 . -), unique.")
     purpose: Literal["datasets", "checkpoints", "artifacts", "logs"] = Field(
         default="datasets", description="What the bucket holds."
     )
@@ -199,15 +452,19 @@ class ObjectStore(Model):
     backend: Literal["seaweedfs", "external"] = Field(
         description="seaweedfs: deployed by kiln; external: an S3 endpoint."
     )
-    endpoint: str | None = Field(default=None, description="external only: the S3 endpoint URL.")
-    throughput_GBps: Positive | None = Field(default=None, description="external only: the throughput you are sold.")
+    endpoint: Url | None = Field(
+        default=None, description="external only: the S3 endpoint URL (http or https, port 1-65535, no credentials)."
+    )
+    throughput_GBps: ThroughputGBps | None = Field(
+        default=None, description="external only: the throughput you are sold."
+    )
     nodes: int = Field(default=1, ge=0, le=1024, description="seaweedfs only: object-store nodes.")
     nics: NicGroup | None = Field(default=None, description="seaweedfs only: NICs per node.")
     disks: LocalNvme | None = Field(default=None, description="seaweedfs only: data disks per node.")
-    capacity_TB: Positive = Field(description="Usable capacity to provide, TB.")
+    capacity_TB: CapacityTB = Field(description="Usable capacity to provide, TB.")
     replication: str = Field(default="000", pattern=r"^[0-9]{3}$", description="SeaweedFS replication code.")
-    buckets: list[Bucket] = Field(min_length=1, description="Buckets kiln creates.")
-    credentials_secret: str = Field(
+    buckets: list[Bucket] = Field(min_length=1, max_length=1000, description="Buckets kiln creates.")
+    credentials_secret: SecretName = Field(
         default="kiln:s3SecretKey",
         description="Name of the Pulumi secret config key (or env KILN_S3_SECRET_KEY) holding the S3 secret key.",
     )
@@ -217,39 +474,62 @@ class ObjectStore(Model):
 
 
 class Checkpoint(Model):
-    interval_min: Positive = Field(description="Minutes between checkpoints.")
-    budget_fraction: float = Field(gt=0, lt=1, description="Share of training time checkpoint saves may take.")
+    interval_min: Minutes = Field(description="Minutes between checkpoints (at most a year).")
+    budget_fraction: float = Field(ge=1e-4, lt=1, description="Share of training time checkpoint saves may take.")
     sharded: bool = Field(default=True, description="One file per rank (DCP/FSDP) rather than one big file.")
-    bytes_per_param: Positive | None = Field(default=None, description="Override the catalog's 14 B/param.")
+    bytes_per_param: BytesPerParam | None = Field(default=None, description="Override the catalog's 14 B/param.")
 
 
 class ReadDemand(Model):
-    profile: str | None = Field(default=None, description="Named profile from kiln/knowledge/workload.yaml.")
-    GBps_per_gpu: Positive | None = Field(default=None, description="Explicit per-GPU read demand, GB/s.")
+    profile: CatalogName | None = Field(default=None, description="Named profile from kiln/knowledge/workload.yaml.")
+    GBps_per_gpu: DeviceGBps | None = Field(default=None, description="Explicit per-GPU read demand, GB/s.")
+
+
+class Samples(Model):
+    """How training reads its data: sample size and files per sample size the request-rate layers."""
+
+    size_KB: float = Field(ge=0.001, le=10_000_000, description="Mean sample size, KB (10^3 bytes).")
+    files_per_sample: int = Field(
+        default=1, ge=0, le=1024, description="Files opened per sample (1: a file per sample; 0: samples packed "
+        "into large shards, so opens do not limit reads)."
+    )
 
 
 class Workload(Model):
-    model_params_B: Positive = Field(description="Model parameters, billions.")
+    model_params_B: BillionParams = Field(description="Model parameters, billions.")
     checkpoint: Checkpoint = Field(description="Checkpoint cadence and budget.")
-    dataset_TB: Positive = Field(description="Training dataset size, TB.")
+    dataset_TB: CapacityTB = Field(description="Training dataset size, TB.")
     read_demand: ReadDemand = Field(
         default_factory=lambda: ReadDemand(profile="llm-text"),
         description="Per-GPU read demand: a named profile or GBps_per_gpu.",
+    )
+    samples: Samples | None = Field(
+        default=None,
+        description="Sample size and files per sample; with it the plan adds metadata and IOPS layers "
+        "(omitted: large sequential reads are assumed).",
     )
 
 
 class Kubernetes(Model):
     version: str = Field(default="1.31", pattern=r"^1\.\d{2}$", description="Kubernetes minor version (schemas).")
-    gpu_node_label: str = Field(default="nvidia.com/gpu.present", description="Label selecting GPU nodes.")
-    storage_namespace: Name = Field(default="kiln-storage", description="Namespace of the object store and Lustre CSI.")
-    system_namespace: Name = Field(default="kiln-system", description="Namespace of the GPU and network operators.")
-    training_namespace: Name = Field(default="training", description="Namespace of training jobs and acceptance Jobs.")
-    storage_class: str = Field(default="", description="StorageClass for SeaweedFS volumes ('' = default).")
+    gpu_node_label: LabelKey = Field(default="nvidia.com/gpu.present", description="Label selecting GPU nodes.")
+    storage_namespace: K8sName = Field(
+        default="kiln-storage", description="Namespace of the object store and Lustre CSI."
+    )
+    system_namespace: K8sName = Field(
+        default="kiln-system", description="Namespace of the GPU and network operators."
+    )
+    training_namespace: K8sName = Field(
+        default="training", description="Namespace of training jobs and acceptance Jobs."
+    )
+    storage_class: K8sName | Literal[""] = Field(
+        default="", description="StorageClass for SeaweedFS volumes ('' = default)."
+    )
 
 
 class Inventory(Model):
     connection: Literal["ssh", "podman"] = Field(default="ssh", description="How Ansible reaches the hosts.")
-    ansible_user: str | None = Field(default=None, description="Remote user for ssh.")
+    ansible_user: UserName | None = Field(default=None, description="Remote user for ssh.")
     address_by: Literal["management_ip", "hostname"] = Field(
         default="management_ip", description="What ansible_host is set to."
     )
@@ -260,14 +540,89 @@ class Acceptance(Model):
 
     repetitions: int = Field(default=5, ge=1, le=100, description="Measured repetitions after warm-up.")
     warmup: int = Field(default=1, ge=0, le=10, description="Unmeasured warm-up runs before the repetitions.")
-    warn_fraction: float = Field(default=0.9, gt=0, le=1, description="Median below expected × this warns.")
-    fail_fraction: float = Field(default=0.75, gt=0, le=1, description="Median below expected × this fails.")
-    cv_limit: float = Field(default=0.1, gt=0, le=1, description="Coefficient of variation above this is unstable.")
+    warn_fraction: float = Field(default=0.9, ge=0.01, le=1, description="Median below expected × this warns.")
+    fail_fraction: float = Field(default=0.75, ge=0.01, le=1, description="Median below expected × this fails.")
+    cv_limit: float = Field(default=0.1, ge=0.01, le=1, description="Coefficient of variation above this is unstable.")
     fio_size_factor: float = Field(
         default=2.0,
         ge=0.0,
+        le=100.0,
         description="fio data per host as a multiple of its RAM, split over the jobs (defeats the page cache); "
         "0 = a small fixed size (the lab).",
+    )
+
+    @model_validator(mode="after")
+    def _fractions(self) -> Acceptance:
+        if self.warn_fraction < self.fail_fraction:
+            raise ValueError(
+                f"warn_fraction {self.warn_fraction} is below fail_fraction {self.fail_fraction}, so nothing could "
+                "warn before it fails; fix: set warn_fraction ≥ fail_fraction"
+            )
+        return self
+
+
+_OVERRIDE_TEXT: TypeAdapter[str] = TypeAdapter(OverrideText)
+
+
+def _override_value(value: object) -> int | float | str:
+    """An override value: an integer or finite float of magnitude at most 2^64, or a short plain string."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int | float):
+        if not math.isfinite(value) or abs(value) > 2**64:
+            raise ValueError("not a finite number of magnitude at most 2^64; fix: use the value docs/tuning.md gives")
+        return value
+    if isinstance(value, str):
+        check_plain(value)
+        if ".." in value:
+            raise ValueError("'..' is not allowed in an override value; fix: write the value itself")
+        try:
+            return _OVERRIDE_TEXT.validate_python(value.strip())
+        except ValidationError:
+            raise ValueError(
+                "a string override holds letters, digits, spaces and _ . , : / = + @ - only (at most 256); "
+                "fix: remove quotes and shell characters"
+            ) from None
+    raise ValueError("an override value is a number or a string; fix: write one value per id")
+
+
+OverrideValue = Annotated[int | float | str, PlainValidator(_override_value)]
+
+
+class InlineNic(Model):
+    """A NIC that is not in the hardware catalog, with its figures and where they come from."""
+
+    description: Text = Field(min_length=1, description="What the NIC is (vendor, model, ports).")
+    link_Gbps: float = Field(gt=0, le=3200, description="Line rate of one port as the host uses it, Gb/s.")
+    fabrics: list[Literal["infiniband", "roce", "tcp"]] = Field(min_length=1, description="Fabrics it runs.")
+    pcie_gen: int = Field(ge=3, le=6, description="PCIe generation of its host interface.")
+    source: Text = Field(min_length=1, description="Datasheet or measurement the figures come from.")
+
+
+class InlineGpu(Model):
+    """A GPU that is not in the hardware catalog, with its figures and where they come from."""
+
+    description: Text = Field(min_length=1, description="What the GPU is (vendor, model, form factor).")
+    memory_GB: float = Field(gt=0, le=4096, description="GPU memory, GB.")
+    pcie_gen: int = Field(ge=3, le=6, description="PCIe generation of its host interface.")
+    nvswitch: bool = Field(description="Whether the node's GPUs meet behind an NVSwitch.")
+    nvlink_GBps: float = Field(ge=0, le=10000, description="NVLink bandwidth per GPU, GB/s (0: none).")
+    nccl_intra_busbw_GBps: float = Field(
+        gt=0, le=10000, description="all_reduce_perf bus bandwidth inside one node at large sizes, GB/s."
+    )
+    source: Text = Field(
+        min_length=1, description="Datasheet or measurement the figures come from (busbw included)."
+    )
+
+
+class Hardware(Model):
+    """Hardware the catalog lacks, described inline; names must not shadow catalog entries."""
+
+    nics: dict[CatalogName, InlineNic] = Field(
+        default_factory=dict, description="NIC models by name; NicGroup.nic may name them."
+    )
+    gpus: dict[CatalogName, InlineGpu] = Field(
+        default_factory=dict, description="GPU models by name; a pool's gpu.model may name them."
     )
 
 
@@ -327,13 +682,16 @@ class ClusterSpec(Model):
     """One environment: the `kiln:cluster` object of stacks/Pulumi.<env>.yaml."""
 
     name: Name = Field(description="Environment name.")
-    description: str = Field(default="", description="Free text.")
+    description: Text = Field(default="", description="Free text (one line, at most 512 characters).")
     compute: Compute = Field(description="GPU nodes.")
     fabric: Fabric = Field(description="Compute and storage fabric.")
     networks: Networks = Field(description="IP subnets the plan hands addresses out of.")
     lustre: Lustre = Field(description="The Lustre filesystem.")
     objectstore: ObjectStore = Field(description="The S3 data lake.")
     workload: Workload = Field(description="What the cluster trains: sizes the plan's demand.")
+    hardware: Hardware = Field(
+        default_factory=Hardware, description="NICs and GPUs the catalog lacks, with figures and sources."
+    )
     kubernetes: Kubernetes = Field(
         default_factory=Kubernetes, description="The Kubernetes side (Pulumi program, kiln render)."
     )
@@ -342,14 +700,9 @@ class ClusterSpec(Model):
     monitoring: Monitoring = Field(
         default_factory=Monitoring, description="Prometheus, alerts, exporters and Lustre snapshots."
     )
-    overrides: dict[str, int | float | str] = Field(
-        default_factory=dict, description="Replace any derived tuning value by its id (see docs/tuning.md)."
+    overrides: dict[OverrideId, OverrideValue] = Field(
+        default_factory=dict,
+        max_length=1024,
+        description="Replace any derived tuning value by its id (see docs/tuning.md). A string value is one line "
+        "of letters, digits, spaces and _ . , : / = + @ - (no quotes or shell characters).",
     )
-
-    @field_validator("overrides")
-    @classmethod
-    def _override_keys(cls, v: dict[str, int | float | str]) -> dict[str, int | float | str]:
-        for key in v:
-            if not re.fullmatch(r"[A-Za-z0-9_.*-]+", key):
-                raise ValueError(f"override id {key!r} has odd characters; fix: use an id from docs/tuning.md")
-        return v

@@ -58,7 +58,7 @@ def size_per_job(fio_size_factor: float, ram_bytes: int, jobs: int = 1) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from kiln.verify.parsers import size_bytes
+    from kiln.lustre.lustre_common import parse_size
 
     ap = argparse.ArgumentParser(prog="python -m kiln.verify.fiojob", description=__doc__)
     ap.add_argument("--op", choices=("read", "write"), required=True)
@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bs", default="1M")
     ap.add_argument("--iodepth", type=int, default=16)
     a = ap.parse_args(argv)
-    spec = FioJobSpec(a.op, a.dir, size_bytes(a.size), a.jobs, a.runtime, a.bs, a.iodepth)
+    spec = FioJobSpec(a.op, a.dir, parse_size(a.size), a.jobs, a.runtime, a.bs, a.iodepth)
     print(spec.text(), end="")
     return 0
 

@@ -53,6 +53,8 @@ class Remote(Protocol):
 
     def put(self, local: Path, remote_path: str, mode: int = 0o755) -> None: ...
 
+    def put_secret(self, local: Path, remote_path: str) -> None: ...
+
 
 def backend_spec(host: str, hostvars: dict[str, Any], hosts_file: Path | None, template: str | None = None) -> str:
     """The testinfra host spec for one inventory host."""
@@ -118,6 +120,18 @@ class TestinfraRemote:
         else:
             self._put_chunked(local, remote_path)
         self._must(f"chmod {mode:o} {shlex.quote(remote_path)}")
+
+    def put_secret(self, local: Path, remote_path: str) -> None:
+        """Copy a secret file (mode 0600) by file transfer only: its content never appears in an argv.
+
+        podman/docker cp, scp and a local copy move bytes, not arguments; the chunked fallback would put the
+        content on `printf`'s command line, so backends without a file transfer are refused.
+        """
+        kind = getattr(self.host.backend, "NAME", "")
+        if kind not in ("podman", "docker", "local", "ssh"):
+            raise RemoteError(f"{self.name}: backend {kind or self.spec!r} has no file transfer; a secret would "
+                              "have to travel on a command line. Use an ssh:// or podman:// backend (--backend).")
+        self.put(local, remote_path, 0o600)
 
     def _put_chunked(self, local: Path, remote_path: str) -> None:
         data = local.read_bytes()

@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from kiln import yamlio
+
 
 @dataclass(frozen=True, slots=True)
 class Inventory:
@@ -36,7 +38,7 @@ class Inventory:
 
 def _load(text: str, where: str) -> Any:
     try:
-        return yaml.safe_load(text) or {}
+        return yamlio.load_inventory(text) or {}
     except yaml.YAMLError as exc:
         raise ValueError(f"{where}: not YAML ({exc})") from None
 

@@ -3,7 +3,9 @@
 Every parser takes the tool's stdout (and stderr where the tool reports errors there) and returns a typed,
 frozen result in base units (bytes/s, bits/s, ops/s), or raises ParseError saying what was wrong: no output,
 the tool's own error text, a missing table or a non-numeric field. Units: GB/s = 10^9 bytes/s,
-MiB = 2^20 bytes. Formats and their sources are listed in docs/acceptance.md.
+MiB = 2^20 bytes. Formats and their sources are listed in docs/acceptance.md. Lustre's own formats (lfs getstripe,
+lctl get_param, NIDs, sizes, parameter values) are parsed and compared by kiln.lustre, the library the Ansible
+modules use too (docs/architecture.md, "Lustre library").
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
+
+from kiln.lustre.lustre_common import normalize_lnet_net, normalize_nid
 
 MIB = 1 << 20
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\r")
@@ -49,6 +53,28 @@ def _num(tool: str, value: Any, what: str, excerpt: str = "") -> float:
     if math.isnan(x) or math.isinf(x):
         raise ParseError(tool, f"{what} is not a finite number: {value!r}", excerpt)
     return x
+
+
+def _obj(tool: str, value: Any, what: str, excerpt: str = "") -> dict[str, Any]:
+    """A JSON object, or ParseError naming the field (malformed JSON never becomes an AttributeError)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ParseError(tool, f"{what} is not a JSON object: {str(value)[:80]!r}", excerpt)
+    return value
+
+
+def _list(tool: str, value: Any, what: str, excerpt: str = "") -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ParseError(tool, f"{what} is not a JSON list: {str(value)[:80]!r}", excerpt)
+    return value
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    m = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", text)
+    return tuple(int(x) for x in m.groups() if x is not None) if m else ()
 
 
 def _require_output(tool: str, stdout: str, stderr: str) -> None:
@@ -104,33 +130,62 @@ class FioResult:
         return tuple(j.read_bw_Bps if op == "read" else j.write_bw_Bps for j in self.jobs)
 
 
+# fio 2.x wrote io_bytes in KiB and had no bw_bytes (stat.c show_ddir_status_json: `io_bytes >> 10`);
+# fio 3.0 writes io_bytes in bytes and adds io_kbytes and bw_bytes.
+FIO_SUPPORTED = "fio 2.x and 3.x"
+
+
 def parse_fio(stdout: str, stderr: str = "") -> FioResult:
-    """fio --output-format=json. Notes fio prints before the JSON are skipped; a job error raises."""
+    """fio --output-format=json. Notes fio prints before the JSON are skipped; a job error or a signal raises."""
     _require_output("fio", stdout, stderr)
+    both = stdout + "\n" + stderr
+    sig = re.search(r"^fio: terminating on signal (\d+)", both, re.M)
+    if sig:  # fio still prints JSON with error 0 for the part it ran: not a measurement
+        raise ParseError("fio", f"the run was interrupted by signal {sig.group(1)} (fio: terminating on signal)",
+                         both)
     data = _json_object_after("fio", stdout, "jobs")
-    jobs_raw = data.get("jobs")
-    if not isinstance(jobs_raw, list) or not jobs_raw:
+    version = str(data.get("fio version", ""))
+    major = (_version_tuple(version) or (0,))[0]
+    if major not in (2, 3):
+        raise ParseError("fio", f"unsupported fio version {version or '(none in the JSON)'}; supported: "
+                                f"{FIO_SUPPORTED}")
+    jobs_raw = _list("fio", data.get("jobs"), "jobs", stdout)
+    if not jobs_raw:
         raise ParseError("fio", "the JSON has no jobs", stdout)
     jobs: list[FioJob] = []
     for j in jobs_raw:
+        j = _obj("fio", j, "a jobs[] entry", stdout)
         name = str(j.get("jobname", "?"))
-        rd, wr = j.get("read", {}), j.get("write", {})
+        rd = _obj("fio", j.get("read"), f"job {name} read", stdout)
+        wr = _obj("fio", j.get("write"), f"job {name} write", stdout)
         jobs.append(FioJob(
             name=name,
             error=int(_num("fio", j.get("error", 0), f"job {name} error")),
-            read_bytes=int(_num("fio", rd.get("io_bytes", 0), f"job {name} read.io_bytes")),
-            write_bytes=int(_num("fio", wr.get("io_bytes", 0), f"job {name} write.io_bytes")),
-            read_bw_Bps=_num("fio", rd.get("bw_bytes", 0), f"job {name} read.bw_bytes"),
-            write_bw_Bps=_num("fio", wr.get("bw_bytes", 0), f"job {name} write.bw_bytes"),
+            read_bytes=_fio_bytes(rd, major, f"job {name} read"),
+            write_bytes=_fio_bytes(wr, major, f"job {name} write"),
+            read_bw_Bps=_fio_bw(rd, major, f"job {name} read"),
+            write_bw_Bps=_fio_bw(wr, major, f"job {name} write"),
             read_runtime_ms=_num("fio", rd.get("runtime", 0), f"job {name} read.runtime"),
             write_runtime_ms=_num("fio", wr.get("runtime", 0), f"job {name} write.runtime"),
         ))
     failed = [j for j in jobs if j.error]
     if failed:
-        notes = "\n".join(line for line in (stdout + "\n" + stderr).splitlines() if line.startswith("fio:"))
+        notes = "\n".join(line for line in both.splitlines() if line.startswith("fio:"))
         errs = ", ".join(f"{j.name}: errno {j.error} ({_errno_name(j.error)})" for j in failed)
         raise ParseError("fio", f"job error: {errs}", notes)
-    return FioResult(version=str(data.get("fio version", "")), jobs=tuple(jobs))
+    return FioResult(version=version, jobs=tuple(jobs))
+
+
+def _fio_bytes(d: dict[str, Any], major: int, what: str) -> int:
+    if major >= 3:
+        return int(_num("fio", d.get("io_bytes", 0), f"{what}.io_bytes"))
+    return int(_num("fio", d.get("io_bytes", 0), f"{what}.io_bytes (KiB)")) * 1024
+
+
+def _fio_bw(d: dict[str, Any], major: int, what: str) -> float:
+    if major >= 3:
+        return _num("fio", d.get("bw_bytes", 0), f"{what}.bw_bytes")
+    return _num("fio", d.get("bw", 0), f"{what}.bw (KiB/s)") * 1024
 
 
 def _errno_name(code: int) -> str:
@@ -155,25 +210,41 @@ class Iperf3Result:
     seconds: float
 
 
+IPERF3_SUPPORTED = "iperf3 3.x"
+IPERF3_MIN_FRACTION = 0.9  # a run shorter than 90 % of the requested -t was cut short
+
+
 def parse_iperf3(stdout: str, stderr: str = "") -> Iperf3Result:
-    """iperf3 -J (client side)."""
+    """iperf3 -J (client side). A run cut short or one whose receiver got nothing is not a measurement."""
     _require_output("iperf3", stdout, stderr)
     data = _json_object_after("iperf3", stdout, "start")
     if data.get("error"):
         raise ParseError("iperf3", f"the tool reported: {data['error']}")
-    end = data.get("end") or {}
+    start = _obj("iperf3", data.get("start"), "start", stdout)
+    version = str(start.get("version", ""))
+    if (_version_tuple(version) or (0,))[0] != 3:
+        raise ParseError("iperf3", f"unsupported iperf3 version {version or '(none in the JSON)'}; "
+                                   f"supported: {IPERF3_SUPPORTED}")
+    end = _obj("iperf3", data.get("end"), "end", stdout)
     recv, sent = end.get("sum_received"), end.get("sum_sent")
     if not isinstance(recv, dict) or not isinstance(sent, dict):
         raise ParseError("iperf3", "no end.sum_received/sum_sent (UDP test or an interrupted run?)", stdout[-400:])
-    start = data.get("start", {})
-    test = start.get("test_start", {})
+    test = _obj("iperf3", start.get("test_start"), "start.test_start", stdout)
+    received_bytes = _num("iperf3", recv.get("bytes", 0), "end.sum_received.bytes")
+    if received_bytes <= 0:
+        raise ParseError("iperf3", "the receiver got 0 bytes (end.sum_received.bytes = 0)")
+    seconds = _num("iperf3", recv.get("seconds", 0), "end.sum_received.seconds")
+    duration = _num("iperf3", test.get("duration", 0), "start.test_start.duration")
+    if duration > 0 and seconds < IPERF3_MIN_FRACTION * duration:
+        raise ParseError("iperf3", f"the run was cut short: {seconds:.2f} s of the requested {duration:g} s")
     return Iperf3Result(
-        version=str(start.get("version", "")),
+        version=version,
         received_bps=_num("iperf3", recv.get("bits_per_second"), "end.sum_received.bits_per_second"),
         sent_bps=_num("iperf3", sent.get("bits_per_second"), "end.sum_sent.bits_per_second"),
         retransmits=int(_num("iperf3", sent.get("retransmits", 0), "end.sum_sent.retransmits")),
-        streams=int(_num("iperf3", test.get("num_streams", len(end.get("streams", []))), "num_streams")),
-        seconds=_num("iperf3", recv.get("seconds", 0), "end.sum_received.seconds"),
+        streams=int(_num("iperf3", test.get("num_streams", len(_list("iperf3", end.get("streams"), "end.streams"))),
+                         "num_streams")),
+        seconds=seconds,
     )
 
 
@@ -197,8 +268,11 @@ class WarpResult:
     ops: tuple[WarpOp, ...]
 
     def op(self, name: str) -> WarpOp:
+        """The measured operation; any failed request makes the figure unusable (it would count fast failures)."""
         for o in self.ops:
             if o.op == name.upper() and not o.skipped:
+                if o.errors:
+                    raise ParseError("warp", f"{o.errors} of {o.requests} {o.op} requests failed")
                 return o
         have = ", ".join(f"{o.op}{' (skipped: too few samples)' if o.skipped else ''}" for o in self.ops) or "none"
         raise ParseError("warp", f"no measured {name.upper()} operation in the analysis (have: {have})")
@@ -218,8 +292,9 @@ def parse_warp(stdout: str, stderr: str = "") -> WarpResult:
             raise ParseError("warp", "no analysis JSON in the output (was --json given?)", text) from None
         raise ParseError("warp", f"the tool reported: {_warp_error_message(err['error'])}") from None
     ops: list[WarpOp] = []
-    for o in data.get("operations") or []:
-        tp = o.get("throughput") or {}
+    for o in _list("warp", data.get("operations"), "operations", text):
+        o = _obj("warp", o, "an operations[] entry", text)
+        tp = _obj("warp", o.get("throughput"), "throughput", text)
         kind = str(o.get("type", "?"))
         ops.append(WarpOp(
             op=kind,
@@ -235,9 +310,24 @@ def parse_warp(stdout: str, stderr: str = "") -> WarpResult:
         raise ParseError("warp", "the analysis has no operations", text)
     for o in ops:
         if not o.skipped and o.errors and o.requests <= o.errors:
-            first = next((x.get("first_errors") for x in data["operations"] if x.get("type") == o.op), None)
+            first = next((x.get("first_errors") for x in data["operations"]
+                          if isinstance(x, dict) and x.get("type") == o.op), None)
             raise ParseError("warp", f"every {o.op} request failed ({o.errors} errors): {first}")
     return WarpResult(tuple(ops))
+
+
+WARP_SUPPORTED = "warp v1.0.x (the version scripts/build-tools.sh pins)"
+
+
+def parse_warp_version(text: str) -> str:
+    """`warp --version` → '1.0.0'; ValueError for another version (warp ≥ 1.1 changed its --json layout)."""
+    m = re.search(r"warp version v?(\d+\.\d+\.\d+)", text)
+    if not m:
+        raise ValueError(f"cannot read the warp version from {text.strip()[:120]!r}; supported: {WARP_SUPPORTED}")
+    if _version_tuple(m.group(1))[:2] != (1, 0):
+        raise ValueError(f"unsupported warp version {m.group(1)}: its JSON layout differs from v1.0's; "
+                         f"supported: {WARP_SUPPORTED}")
+    return m.group(1)
 
 
 def _warp_error_message(err: Any) -> str:
@@ -302,13 +392,17 @@ def parse_perftest(stdout: str, stderr: str = "") -> PerftestResult:
         raise ParseError("perftest", f"unknown bandwidth unit {unit!r}", text)
     factor = _PERFTEST_UNITS[unit]
     rows: list[PerftestRow] = []
+    closed = False
     for line in text[header.end():].splitlines()[1:]:
         s = line.strip()
         if not s or s.startswith("-"):
             if rows:
+                closed = True
                 break
             continue
         parts = s.split()
+        if re.match(r"(?i)(warning\b|conflicting cpu frequency)", s):
+            continue  # perftest prints its clock warnings (get_clock.c) inside the table
         if len(parts) < 5 or not parts[0].isdigit():
             raise ParseError("perftest", f"result row is not numeric: {s!r}", text)
         rows.append(PerftestRow(
@@ -320,9 +414,32 @@ def parse_perftest(stdout: str, stderr: str = "") -> PerftestResult:
         ))
     if not rows:
         raise ParseError("perftest", "the result table has no rows", text)
+    if not closed:
+        raise ParseError("perftest", "the output is truncated (the result table has no closing line)", text)
     test = re.search(r"^\s*(\S.*?(?:BW|Lat) Test)\s*$", text, re.M)
     dev = re.search(r"Device\s*:\s*(\S+)", text)
     return PerftestResult(test.group(1) if test else "", dev.group(1) if dev else "", unit, tuple(rows))
+
+
+# ---------------------------------------------------------------------------------------------- lnet_selftest
+
+_LST_BW = re.compile(r"^\[([RW])\]\s+Avg:\s*([0-9.]+)\s*(MiB/s|MB/s)", re.M)
+_LST_UNITS = {"MiB/s": 1048576.0, "MB/s": 1e6}
+
+
+def parse_lst_bw(stdout: str, stderr: str = "") -> tuple[float, float]:
+    """`lst stat --bw <group>` (lnet/utils/lst.c lst_print_lnet_stat): the mean of the receive ([R]) and send
+    ([W]) 'Avg' lines over all printed intervals, in bytes/s."""
+    _require_output("lst", stdout, stderr)
+    text = _strip_ansi(stdout)
+    if "[LNet Bandwidth of" not in text:
+        raise ParseError("lst", "no '[LNet Bandwidth of ...]' block", text + stderr)
+    found: dict[str, list[float]] = {"R": [], "W": []}
+    for m in _LST_BW.finditer(text):
+        found[m.group(1)].append(_num("lst", m.group(2), "Avg", text) * _LST_UNITS[m.group(3)])
+    if not found["R"] or not found["W"]:
+        raise ParseError("lst", "the bandwidth block has no [R] and [W] Avg lines", text)
+    return sum(found["R"]) / len(found["R"]), sum(found["W"]) / len(found["W"])
 
 
 # -------------------------------------------------------------------------------------------- nccl-tests
@@ -364,34 +481,50 @@ def _wrong(tool: str, v: str, text: str) -> int | None:
     return int(_num(tool, v, "#wrong", text))
 
 
+_NCCL_HEADER = re.compile(r"^#\s+size\s+count\s+type\s+redop\s+(root\s+)?time\s+algbw\s+busbw\s+(#wrong|error)\s", re.M)
+
+
 def parse_nccl_tests(stdout: str, stderr: str = "") -> NcclResult:
-    """nccl-tests (all_reduce_perf and friends): the size/count/type/redop/root/time/algbw/busbw/#wrong table."""
+    """nccl-tests (all_reduce_perf and friends): the size/count/type/redop[/root]/time/algbw/busbw/#wrong table.
+
+    Current nccl-tests print a root column and an integer #wrong; older ones have no root column and a float
+    'error' column (the largest data error, rounding-sized when the data is right). In both, the data check's
+    verdict is the 'Out of bounds values' line.
+    """
     tool = "nccl-tests"
     _require_output(tool, stdout, stderr)
     text = _strip_ansi(stdout)
-    if not re.search(r"^#\s+size\s+count\s+type\s+redop\s+root\s+time\s+algbw\s+busbw\s+#wrong", text, re.M):
+    header = _NCCL_HEADER.search(text)
+    if not header:
         errs = [ln.strip() for ln in (text + "\n" + stderr).splitlines()
-                if re.search(r"(NCCL (WARN|failure)|Test failure|CUDA failure|error|Error)", ln)]
+                if not ln.lstrip().startswith("#  ")
+                and re.search(r"(NCCL (WARN|failure)|Test failure|CUDA failure|\berror\b|Error)", ln)]
         if errs:
             raise ParseError(tool, f"the tool reported: {errs[0]}", text + stderr)
-        raise ParseError(tool, "no 'size count type redop root time algbw busbw #wrong' table", text)
+        raise ParseError(tool, "no 'size count type redop [root] time algbw busbw #wrong' table", text)
+    has_root = header.group(1) is not None
+    integer_wrong = header.group(2) == "#wrong"
+    ncols = 13 if has_root else 12
+    off = 1 if has_root else 0
     rows: list[NcclRow] = []
-    for line in text.splitlines():
-        parts = line.split()
-        if len(parts) < 13 or line.lstrip().startswith("#") or not parts[0].isdigit():
+    for line in text[header.end():].splitlines():
+        p = line.split()
+        if len(p) != ncols or line.lstrip().startswith("#") or not p[0].isdigit():
             continue
-        p = parts
         rows.append(NcclRow(
             size_bytes=int(p[0]), count=int(_num(tool, p[1], "count", line)), dtype=p[2], redop=p[3],
-            oop_time_us=_num(tool, p[5], "out-of-place time", line),
-            oop_algbw_GBps=_num(tool, p[6], "out-of-place algbw", line),
-            oop_busbw_GBps=_num(tool, p[7], "out-of-place busbw", line),
-            oop_wrong=_wrong(tool, p[8], line),
-            ip_time_us=_num(tool, p[9], "in-place time", line),
-            ip_algbw_GBps=_num(tool, p[10], "in-place algbw", line),
-            ip_busbw_GBps=_num(tool, p[11], "in-place busbw", line),
-            ip_wrong=_wrong(tool, p[12], line),
+            oop_time_us=_num(tool, p[4 + off], "out-of-place time", line),
+            oop_algbw_GBps=_num(tool, p[5 + off], "out-of-place algbw", line),
+            oop_busbw_GBps=_num(tool, p[6 + off], "out-of-place busbw", line),
+            oop_wrong=_wrong(tool, p[7 + off], line) if integer_wrong else None,
+            ip_time_us=_num(tool, p[8 + off], "in-place time", line),
+            ip_algbw_GBps=_num(tool, p[9 + off], "in-place algbw", line),
+            ip_busbw_GBps=_num(tool, p[10 + off], "in-place busbw", line),
+            ip_wrong=_wrong(tool, p[11 + off], line) if integer_wrong else None,
         ))
+        if not integer_wrong:
+            _num(tool, p[7], "out-of-place error", line)
+            _num(tool, p[11], "in-place error", line)
     if not rows:
         raise ParseError(tool, "the result table has no rows (did the run abort?)", text + stderr)
     wrong = [r for r in rows if (r.oop_wrong or 0) or (r.ip_wrong or 0)]
@@ -426,6 +559,9 @@ class IorResult:
         return v
 
 
+IOR_SUPPORTED = "IOR 3.x and 4.x (4.0.0 is what roles/bench_tools builds)"
+
+
 def parse_ior(stdout: str, stderr: str = "") -> IorResult:
     """IOR with -O summaryFormat=JSON (the summary array), or IOR's text 'Max Write: X MiB/sec' lines."""
     _require_output("ior", stdout, stderr)
@@ -438,11 +574,17 @@ def parse_ior(stdout: str, stderr: str = "") -> IorResult:
         data = _json_object_after("ior", text, "summary")
     except ParseError:
         data = _ior_json_lenient(text)
+    version = str(data.get("Version", "")) if data is not None else ""
+    m_ver = re.search(r"^IOR-(\S+):", text, re.M)
+    version = version or (m_ver.group(1) if m_ver else "")
+    if version and (_version_tuple(version) or (0,))[0] not in (3, 4):
+        raise ParseError("ior", f"unsupported IOR version {version}; supported: {IOR_SUPPORTED}")
     if data is not None:
         w: float | None = None
         r: float | None = None
         tasks = 0
-        for s in data.get("summary") or []:
+        for s in _list("ior", data.get("summary"), "summary", text):
+            s = _obj("ior", s, "a summary[] entry", text)
             op = str(s.get("operation", "")).lower()
             bw = _num("ior", s.get("bwMaxMIB"), f"summary {op} bwMaxMIB") * MIB
             tasks = int(_num("ior", s.get("numTasks", 0), "numTasks"))
@@ -498,28 +640,46 @@ class MdtestResult:
                                        f"(have: {', '.join(self.rates) or 'none'})") from None
 
 
+MDTEST_SUPPORTED = "mdtest 4.0.x (IOR 4.0.0, the version roles/bench_tools builds) and 4.1 development builds"
+_MDTEST_ERRORS = re.compile(r"^(?:ERROR\b.*|.*MPI_ABORT.*|.*FAILED.*)$", re.M)
+
+
 def parse_mdtest(stdout: str, stderr: str = "") -> MdtestResult:
-    """mdtest's 'SUMMARY rate:' table (ops/s). mdtest ≥ 3.3 also prints a 'SUMMARY time:' table, ignored here."""
+    """mdtest's SUMMARY rate table (ops/s).
+
+    mdtest 4.0.0 prints 'SUMMARY rate: (of N iterations)' with rows '   File creation   <max> <min> <mean> <sd>'
+    (no colon after the name); IOR's main branch prints 'SUMMARY rate (in ops/sec): (of N iterations)'. The
+    'SUMMARY time' table is ignored. Error lines, a missing '-- finished at' line (a truncated run) or another
+    mdtest version raise.
+    """
     _require_output("mdtest", stdout, stderr)
     text = _strip_ansi(stdout)
-    m = re.search(r"^SUMMARY(?: rate)?:.*$", text, re.M)
+    both = text + "\n" + stderr
+    err = _MDTEST_ERRORS.search(both)
+    if err:
+        raise ParseError("mdtest", f"the tool reported: {err.group(0).strip()}", both)
+    ver = re.search(r"^mdtest-(\S+) was launched", text, re.M)
+    if not ver:
+        raise ParseError("mdtest", "no 'mdtest-<version> was launched' line", text)
+    if _version_tuple(ver.group(1))[:2] not in ((4, 0), (4, 1)):
+        raise ParseError("mdtest", f"unsupported mdtest version {ver.group(1)}; supported: {MDTEST_SUPPORTED}")
+    m = re.search(r"^SUMMARY rate(?: \(in ops/sec\))?:.*$", text, re.M)
     if not m:
-        errs = [ln.strip() for ln in (text + "\n" + stderr).splitlines() if re.search(r"error|abort|FAILED", ln, re.I)]
-        if errs:
-            raise ParseError("mdtest", f"the tool reported: {errs[0]}", text + stderr)
         raise ParseError("mdtest", "no 'SUMMARY rate:' table", text)
     rates: dict[str, MdtestRate] = {}
     for line in text[m.end():].splitlines():
         if line.startswith(("SUMMARY", "--")) and rates:
             break
-        row = re.match(r"^\s+([A-Za-z][A-Za-z ]+?)\s*:\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*$", line)
-        if not row:
+        row = re.match(r"^\s+([A-Za-z][A-Za-z ]+?)\s*:?\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*$", line)
+        if not row or row.group(1).startswith("Operation"):
             continue
         name = row.group(1).strip()
         vals = [_num("mdtest", row.group(i), f"{name} column {i - 1}", line) for i in range(2, 6)]
         rates[name] = MdtestRate(*vals)
     if not rates:
         raise ParseError("mdtest", "the SUMMARY rate table has no rows", text)
+    if not re.search(r"^-- finished at ", text, re.M):
+        raise ParseError("mdtest", "the output is truncated (no '-- finished at' line)", text)
     return MdtestResult(rates)
 
 
@@ -547,7 +707,9 @@ def parse_bandwidth_test(stdout: str, stderr: str = "") -> GpuCopyResult:
         m = re.search(re.escape(section) + r".*?Bandwidth\((GB|MB)/s\)\s*\n((?:\s+\S+\s+\S+\s*\n?)+)", text, re.S)
         if not m:
             continue
-        scale = 1e9 if m.group(1) == "GB" else 1e6
+        # "GB/s" (samples 10.1 on) is 10^9 B/s; the older "MB/s" is (1 << 10) * bytes / (ms * 2^20), i.e.
+        # 1,024,000 B/s (bandwidthTest.cu, testDeviceToHostTransfer and friends, before 10.1).
+        scale = 1e9 if m.group(1) == "GB" else 1_024_000.0
         values = []
         for row in m.group(2).strip().splitlines():
             parts = row.split()
@@ -558,6 +720,8 @@ def parse_bandwidth_test(stdout: str, stderr: str = "") -> GpuCopyResult:
             out[key] = values[-1] * scale  # the largest transfer size is printed last
     if not out:
         raise ParseError(tool, "no 'Host to Device' or 'Device to Host' bandwidth table", text)
+    if not re.search(r"^Result = PASS", text, re.M):
+        raise ParseError(tool, "the output is truncated (no 'Result = PASS' line)", text)
     return GpuCopyResult(tool, out.get("h2d"), out.get("d2h"))
 
 
@@ -589,20 +753,10 @@ def parse_nvbandwidth(stdout: str, stderr: str = "") -> GpuCopyResult:
 
 @dataclass(frozen=True, slots=True)
 class LnetNi:
-    net: str  # normalized: tcp0, o2ib0
-    nid: str  # normalized: 10.0.0.1@tcp0
+    net: str  # normalized by kiln.lustre.lustre_common.normalize_lnet_net: tcp, o2ib, o2ib1
+    nid: str  # normalized: 10.0.0.1@tcp
     status: str
     interfaces: tuple[str, ...]
-
-
-def normalize_lnet_net(net: str) -> str:
-    """lnetctl prints 'tcp' for tcp0 and 'o2ib' for o2ib0; the plan writes tcp0/o2ib0."""
-    return net if re.search(r"\d$", net) else net + "0"
-
-
-def normalize_nid(nid: str) -> str:
-    addr, _, net = nid.partition("@")
-    return f"{addr}@{normalize_lnet_net(net)}" if net else nid
 
 
 def parse_lnetctl_net_show(stdout: str, stderr: str = "") -> tuple[LnetNi, ...]:
@@ -627,55 +781,6 @@ def parse_lnetctl_net_show(stdout: str, stderr: str = "") -> tuple[LnetNi, ...]:
                 interfaces=tuple(str(v) for v in (ifaces.values() if isinstance(ifaces, dict) else ifaces)),
             ))
     return tuple(out)
-
-
-@dataclass(frozen=True, slots=True)
-class LayoutComponentSeen:
-    extent_end: int | None  # None = EOF
-    stripe_count: int
-    stripe_size: int
-    pattern: str  # raid0, mdt, raid0,overstriped
-    pool: str | None
-
-
-def parse_lfs_getstripe_dir(stdout: str, stderr: str = "") -> tuple[LayoutComponentSeen, ...]:
-    """`lfs getstripe -d DIR`: a plain layout (one line) or composite (lcme_* blocks) default layout."""
-    _require_output("lfs getstripe", stdout, stderr)
-    blocks = re.split(r"(?m)^\s*lcme_id:", stdout)
-    comps: list[LayoutComponentSeen] = []
-    composite = len(blocks) > 1
-    for block in (blocks[1:] if composite else [stdout]):
-        end_m = re.search(r"lcme_extent\.e_end:\s*(\S+)", block)
-        count = re.search(r"(?:lmm_)?stripe_count:\s*(-?\d+)", block)
-        size = re.search(r"(?:lmm_)?stripe_size:\s*(\d+)", block)
-        pattern = re.search(r"(?:lmm_)?pattern:\s*(\S+)", block)
-        pool = re.search(r"(?:lmm_)?pool:\s*(\S+)", block)
-        if not count or not size:
-            if composite and pattern and pattern.group(1) == "mdt" and size:
-                comps.append(LayoutComponentSeen(_extent(end_m), 0, int(size.group(1)), "mdt", None))
-                continue
-            raise ParseError("lfs getstripe", "no stripe_count/stripe_size in the layout", block)
-        comps.append(LayoutComponentSeen(
-            extent_end=_extent(end_m) if composite else None,
-            stripe_count=int(count.group(1)), stripe_size=int(size.group(1)),
-            pattern=pattern.group(1) if pattern else "raid0", pool=pool.group(1) if pool else None,
-        ))
-    return tuple(comps)
-
-
-def _extent(m: re.Match[str] | None) -> int | None:
-    if m is None or m.group(1).upper() == "EOF":
-        return None
-    return int(m.group(1))
-
-
-def size_bytes(text: str) -> int:
-    """'64M' / '4G' / '1048576' / '16M' → bytes (binary units, as lfs and lctl use them)."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGTP]?)(?:i?B)?\s*", str(text), re.I)
-    if not m:
-        raise ValueError(f"not a size: {text!r}")
-    mult = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}[m.group(2).upper()]
-    return int(float(m.group(1)) * mult)
 
 
 def parse_ib_rate(text: str) -> float:

@@ -31,6 +31,7 @@ from kiln.render.manifests import (
     secret_string_data,
 )
 from kiln.spec import ClusterSpec, load_stack
+from kiln.yamlio import load_inventory
 from tests.conftest import STACKS
 from tests.infra import k8s_schemas
 
@@ -184,7 +185,7 @@ def test_lustre_volumes_carry_the_plan_nids_capacity_and_options(built: Any) -> 
     osts = sum(1 for t in plan.targets_map if t.kind == "ost")
     tb = osts * spec.lustre.oss.osts.devices_per_target * device_figures(spec.lustre.oss.osts.device).capacity_TB
     nids = ":".join(",".join(server) for server in plan.mgs_nids)
-    inv = yaml.safe_load(render_inventory(plan, spec)["group_vars/kiln_lustre_clients.yml"])
+    inv = load_inventory(render_inventory(plan, spec)["group_vars/kiln_lustre_clients.yml"])
     options = [o for o in inv["lustre_client_mounts"][0]["options"] if o not in ("defaults", "_netdev")]
     paths = {"/"} | {lay.path for lay in plan.layouts}
     for pv in pvs:
@@ -222,7 +223,10 @@ def test_secrets_are_rendered_without_data(built: Any) -> None:
         assert "data" not in s and "stringData" not in s
         ann = s["metadata"]["annotations"]
         assert ann[SECRET_SOURCE_ANNOTATION] == f"pulumi-config:{plan.objectstore.credentials_secret}"
-        assert "$KILN_S3_SECRET_KEY" in ann[CREATE_WITH_ANNOTATION]
+        hint = ann[CREATE_WITH_ANNOTATION]
+        # the key is read from a 0600 file, never put on kubectl's argv
+        assert "--from-env-file=<0600 file" in hint or "--from-file=seaweedfs_s3_config=<0600 file" in hint
+        assert "--from-literal" not in hint and "SECRET_KEY=" not in hint
 
 
 def test_seaweedfs_identities_secret_holds_the_plan_identity() -> None:

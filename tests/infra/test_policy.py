@@ -169,3 +169,82 @@ def _unwrap(value: Any) -> Any:
     if isinstance(value, list):
         return [_unwrap(v) for v in value]
     return value
+
+
+# ------------------------------------------------------------------------ host access and escalation (pod security)
+
+SEC = {"allowedNamespaces": ["kiln-storage", "kiln-system"], "allowedCapabilities": ["IPC_LOCK"]}
+NS = "kubernetes:core/v1:Namespace"
+
+
+def _pod(j: dict[str, Any]) -> dict[str, Any]:
+    return j["spec"]["template"]["spec"]  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize(("change", "words"), [
+    (lambda pod: pod.update(hostNetwork=True), "hostNetwork: true"),
+    (lambda pod: pod.update(hostPID=True), "hostPID: true"),
+    (lambda pod: pod.update(hostIPC=True), "hostIPC: true"),
+    (lambda pod: pod.update(volumes=[{"name": "root", "hostPath": {"path": "/"}}]), "hostPath '/'"),
+    (lambda pod: pod["containers"][0].update(securityContext={"allowPrivilegeEscalation": True}),
+     "allowPrivilegeEscalation: true"),
+    (lambda pod: pod.update(securityContext={"allowPrivilegeEscalation": True}), "allowPrivilegeEscalation: true"),
+    (lambda pod: pod["containers"][0].update(securityContext={"capabilities": {"add": ["IPC_LOCK", "SYS_ADMIN"]}}),
+     "adds capabilities SYS_ADMIN"),
+    (lambda pod: pod["containers"][0].update(securityContext={"capabilities": {"add": ["CAP_NET_ADMIN"]}}),
+     "adds capabilities CAP_NET_ADMIN"),
+])
+def test_pod_security_rules(change: Any, words: str) -> None:
+    j = job("training")
+    assert P.check_pod_security(JOB, j, SEC) == []
+    change(_pod(j))
+    (msg,) = P.check_pod_security(JOB, j, SEC)
+    assert words in msg and "'training'" in msg
+    j["metadata"]["namespace"] = "kiln-storage"  # the CSI node plugin's namespace may
+    assert P.check_pod_security(JOB, j, SEC) == []
+    j["metadata"]["namespace"] = "default"
+    assert P.check_pod_security(JOB, j, {}) != []  # defaults apply without config
+
+
+def test_allowed_capabilities_pass() -> None:
+    j = job("training")
+    _pod(j)["containers"][0]["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]},
+                                                    "allowPrivilegeEscalation": False}
+    assert P.check_pod_security(JOB, j, SEC) == []
+
+
+def test_privileged_pod_security_labels_only_where_needed() -> None:
+    def ns(name: str, level: str, mode: str = "enforce") -> dict[str, Any]:
+        return {"metadata": {"name": name, "labels": {f"pod-security.kubernetes.io/{mode}": level}}}
+
+    assert P.check_pod_security(NS, ns("kiln-system", "privileged"), SEC) == []
+    assert P.check_pod_security(NS, ns("training", "baseline"), SEC) == []
+    (msg,) = P.check_pod_security(NS, ns("training", "privileged"), SEC)
+    assert "pod-security.kubernetes.io/enforce=privileged" in msg
+    assert P.check_pod_security(NS, ns("training", "privileged", "warn"), SEC) != []
+
+
+def test_render_runs_the_policy_pack_and_writes_nothing_on_violations(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from kiln import cli
+    from kiln.render import manifests
+
+    real = manifests.build_manifests
+
+    def with_bad_pod(plan: Any, spec: Any) -> Any:
+        comps = list(real(plan, spec))
+        bad = job("training")
+        bad.update(apiVersion="batch/v1", kind="Job")
+        _pod(bad)["hostNetwork"] = True
+        _pod(bad)["volumes"] = [{"name": "etc", "hostPath": {"path": "/etc"}}]
+        comps[-1] = manifests.Component(comps[-1].kind, (*comps[-1].objects, bad))
+        return tuple(comps)
+
+    monkeypatch.setattr(manifests, "build_manifests", with_bad_pod)
+    out = tmp_path / "out"
+    assert cli.main(["render", "lab", "--out", str(out)]) == cli.EXIT_FAIL
+    err = capsys.readouterr().err
+    assert "nothing written; 2 policy violation(s)" in err
+    assert "acceptance.yaml: Job training/j: [kiln-pod-security] pod (spec.template.spec) sets hostNetwork" in err
+    assert "hostPath '/etc'" in err and "Traceback" not in err
+    assert not out.exists()

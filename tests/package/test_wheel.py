@@ -103,7 +103,7 @@ def test_validate_plan_inventory_render_from_a_stacks_dir(venv: Path, project: P
     r = kiln(venv, project, "plan", "dev", "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
-    assert doc["stack"] == "dev" and doc["schema"] == "kiln.plan/v1"
+    assert doc["stack"] == "dev" and doc["schema"] == "kiln.plan/v2"
     assert doc == json.loads((GOLDEN / "plan" / "dev.json").read_text())
 
     r = kiln(venv, project, "inventory", "dev")

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from kiln.cli import main, parser
+from kiln.yamlio import load_inventory
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -74,7 +75,7 @@ CONTRACT = {
 def test_plan_json_contract(stack_name: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plan", stack_name, "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["schema"] == "kiln.plan/v1"
+    assert doc["schema"] == "kiln.plan/v2"
     for path, kind in CONTRACT.items():
         node: Any = doc
         for part in path:
@@ -93,19 +94,19 @@ def test_contract_is_documented() -> None:
     text = (ROOT / "docs" / "plan-json.md").read_text()
     for path in CONTRACT:
         assert ".".join(path) in text
-    for key in ("sizing.layers[]", "targets[]", "kiln.plan/v1"):
+    for key in ("sizing.layers[]", "targets[]", "kiln.plan/v2"):
         assert key in text
 
 
 def test_inventory_files(tmp_path: Path) -> None:
     assert main(["inventory", "lab", "--out", str(tmp_path)]) == 0
-    hosts = yaml.safe_load((tmp_path / "hosts.yml").read_text())
+    hosts = load_inventory((tmp_path / "hosts.yml").read_text())
     assert set(hosts["all"]["children"]["kiln_lustre_oss"]["hosts"]) == {"oss01", "oss02"}
-    oss = yaml.safe_load((tmp_path / "host_vars" / "oss01.yml").read_text())
+    oss = load_inventory((tmp_path / "host_vars" / "oss01.yml").read_text())
     assert [t["name"] for t in oss["lustre_server_targets"]] == ["lab-OST0000", "lab-OST0001"]
     assert oss["ansible_host"] == "10.89.10.5"  # the lab is reached over SSH at management addresses
     assert oss["ansible_user"] == "root" and "ansible_connection" not in oss
-    pool = yaml.safe_load((tmp_path / "group_vars" / "kiln_pool_gpu.yml").read_text())
+    pool = load_inventory((tmp_path / "group_vars" / "kiln_pool_gpu.yml").read_text())
     assert pool["nccl_env"]["NCCL_IB_DISABLE"] == "1"
     everything = "".join(p.read_text() for p in tmp_path.rglob("*.yml"))
     assert "secret" not in everything.lower().replace("credentials_secret", "")

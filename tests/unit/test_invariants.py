@@ -42,6 +42,11 @@ def _variant(p: dict[str, Any]) -> dict[str, Any]:
     data["lustre"]["oss"]["osts"]["devices_per_target"] = p["devs"]
     data["lustre"]["oss"]["nics"]["count"] = p["nics"]
     data["lustre"]["oss"]["osts"].pop("paths", None)
+    # The protection level is held fixed (none for one drive, raid1 otherwise): the invariants compare
+    # fleets of one layout; the default level changes with the drive count (raid1 → raid6 at four
+    # drives trades read rate for redundancy). Fencing: the lab value (the plan warns).
+    data["lustre"]["oss"]["osts"]["protection"] = "none" if p["devs"] == 1 else "raid1"
+    data["lustre"]["ha"] = {"fencing": {"agent": "none-lab"}}
     data["lustre"]["pools"] = []
     data["lustre"]["directories"] = [d for d in data["lustre"]["directories"] if "stripe_count" not in d]
     data["compute"]["pools"][0]["nodes"] = p["nodes"]

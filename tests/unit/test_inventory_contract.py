@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 
 from kiln.plan import build_plan
 from kiln.render.inventory import render_inventory
 from kiln.spec import load_stack
+from kiln.yamlio import load_inventory
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "inventory-contract.md").read_text()
 
@@ -21,5 +21,5 @@ def test_rendered_variables_are_documented(name: str) -> None:
     for rel, text in files.items():
         if rel == "hosts.yml":
             continue
-        for var in yaml.safe_load(text):
+        for var in load_inventory(text):
             assert f"`{var}`" in DOC, f"{var} (from {rel}) is not in docs/inventory-contract.md"

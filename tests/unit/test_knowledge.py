@@ -19,7 +19,7 @@ def test_every_knowledge_file_loads_into_its_model() -> None:
     assert kb is knowledge.load()  # cached once per process
     assert kb.nics["cx7-ndr400"].link_GBps == 50.0
     assert kb.pcie.rates[5] == 63.0
-    assert kb.tuning.lustre["client.osc.max_dirty_mb"].integer("cap_MiB") == 2048
+    assert kb.tuning.lustre["client.osc.max_dirty_mb"].integer("kernel_default_MiB") == 2000
     assert kb.seaweedfs.s3_port.value == 8333
 
 

@@ -50,7 +50,6 @@ from kiln.render.manifests.context import (
     api_group,
     client_mount_options,
     credentials_config_key,
-    dns_name,
     is_builtin,
     mgs_spec,
     node_labels,
@@ -83,6 +82,7 @@ from kiln.render.manifests.objectstore import (
 from kiln.render.manifests.output import dump_objects, render_files
 from kiln.render.manifests.policy import policy_config
 from kiln.spec.models import ClusterSpec
+from kiln.spec.types import dns_name
 
 # Component kind → builder, in apply order.
 BUILDERS: dict[ComponentKind, Callable[[Ctx], list[Obj]]] = {

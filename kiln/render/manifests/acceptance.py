@@ -25,7 +25,6 @@ from kiln.render.manifests.context import (
     TARGETS_CONFIGMAP,
     Ctx,
     Obj,
-    dns_name,
     obj,
     pool_label,
     pool_rails,
@@ -37,6 +36,7 @@ from kiln.render.manifests.context import (
 from kiln.render.manifests.lustre import lustre_claim_name
 from kiln.render.manifests.nccl import nccl_configmap_name
 from kiln.spec.models import ClusterSpec
+from kiln.spec.types import dns_name
 
 CHECK_ANNOTATION = "kiln.io/check"
 GROUP_ANNOTATION = "kiln.io/target-group"
@@ -167,22 +167,34 @@ def _nccl_args() -> list[str]:
     return shlex.split(kubernetes().acceptance.nccl_tests_args.value)
 
 
+def _check_env(c: Ctx, jc: JobCheck) -> list[dict[str, str]]:
+    """The environment the plan's target asks the check to set (NCCL_ALGO), so its figure is comparable."""
+    t = _target(c.plan, jc.check, jc.group)
+    return [{"name": k, "value": v} for k, v in (t.env if t is not None else ())]
+
+
 def _nccl_intra(c: Ctx, pool: str, gpus: int, jc: JobCheck) -> Obj:
-    container = {"name": "nccl", "image": kubernetes().acceptance.nccl_tests_image.value,
-                 "command": [NCCL_TESTS_BINARY], "args": [*_nccl_args(), "-g", str(gpus)]}
+    container: Obj = {"name": "nccl", "image": kubernetes().acceptance.nccl_tests_image.value,
+                      "command": [NCCL_TESTS_BINARY], "args": [*_nccl_args(), "-g", str(gpus)]}
+    if env := _check_env(c, jc):
+        container["env"] = env
     pod, annotations = _gpu_pod(c, pool, gpus, container)
     return _job(c, jc.job, pod, _judged([jc]), annotations)
 
 
 def _nccl_inter(c: Ctx, pool: str, nodes: int, gpus: int, jc: JobCheck) -> Obj:
     """MPIJob across every node of the pool: one worker per node, one rank per GPU."""
+    check_env = _check_env(c, jc)
     env_flags = [a for k in next(p for p in c.plan.nccl if p.pool == pool).env for a in ("-x", k)]
+    env_flags += [a for e in check_env for a in ("-x", e["name"])]
     image = kubernetes().acceptance.nccl_tests_image.value
     sel = {"app.kubernetes.io/name": jc.job}
     launcher = {"name": "launcher", "image": image, "command": ["mpirun"],
                 "args": ["--allow-run-as-root", "-np", str(nodes * gpus), "-npernode", str(gpus), "--bind-to", "none",
                          *env_flags, NCCL_TESTS_BINARY, *_nccl_args(), "-g", "1"],
                 "envFrom": [{"configMapRef": {"name": nccl_configmap_name(pool)}}]}
+    if check_env:
+        launcher["env"] = check_env
     worker, annotations = _gpu_pod(c, pool, gpus, {"name": "worker", "image": image,
                                                     "command": ["/usr/sbin/sshd", "-De"]})
     worker["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [

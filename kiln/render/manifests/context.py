@@ -6,12 +6,10 @@ stamps the kit's labels on each object's metadata.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
+from kiln import yamlio
 from kiln.knowledge.kubernetes import kubernetes
 from kiln.plan.model import Host, Plan
 from kiln.plan.sizing import device_figures
@@ -122,12 +120,6 @@ def object_role(o: Obj) -> str:
 # ----------------------------------------------------------------------------------------- plan helpers
 
 
-def dns_name(text: str) -> str:
-    """A DNS-1123 label from free text (pool names, directory paths)."""
-    name = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
-    return name[:63].strip("-") or "root"
-
-
 def pool_label() -> str:
     return kubernetes().labels.pool.value
 
@@ -219,7 +211,7 @@ def client_mount_options(plan: Plan, spec: ClusterSpec) -> list[str]:
     Read from the inventory the roles consume so a CSI mount and an Ansible mount use the same options.
     """
     files = render_inventory(plan, spec)
-    clients = yaml.safe_load(files["group_vars/kiln_lustre_clients.yml"])
+    clients = yamlio.load_inventory(files["group_vars/kiln_lustre_clients.yml"])
     options: list[str] = list(clients["lustre_client_mounts"][0]["options"])
     fstab_only = set(kubernetes().lustre_csi.fstab_only_options.value)
     return [o for o in options if o not in fstab_only]

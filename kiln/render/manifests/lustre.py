@@ -13,13 +13,13 @@ from kiln.render.manifests.context import (
     Ctx,
     Obj,
     client_mount_options,
-    dns_name,
     mgs_spec,
     obj,
     ost_capacity_TB,
     quantity_GB,
 )
 from kiln.render.manifests.helm import helm_release, helm_source
+from kiln.spec.types import dns_name
 
 
 def lustre_csi_values() -> Obj:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from kiln.render.manifests.context import NCCL_CONFIG, Ctx, Obj, dns_name, obj, pool_label
+from kiln.render.manifests.context import NCCL_CONFIG, Ctx, Obj, obj, pool_label
+from kiln.spec.types import dns_name
 
 
 def nccl_configmap_name(pool: str) -> str:

@@ -12,7 +12,6 @@ from kiln.render.manifests.context import (
     Ctx,
     Obj,
     affinity_exists,
-    dns_name,
     obj,
     rail_interfaces,
     rail_network_name,
@@ -21,6 +20,7 @@ from kiln.render.manifests.context import (
 )
 from kiln.render.manifests.helm import helm_release
 from kiln.spec.models import ClusterSpec
+from kiln.spec.types import dns_name
 
 
 def network_operator_values() -> Obj:

@@ -27,6 +27,7 @@ from kiln.render.manifests.context import (
     s3_endpoint,
 )
 from kiln.render.manifests.helm import helm_release, helm_source
+from kiln.render.networkpolicy import network_policies
 
 
 def s3_secret_string_data(plan: Plan, secret_key: str) -> dict[str, str]:
@@ -64,9 +65,10 @@ def _secret(c: Ctx, name: str, namespace: str, create: str) -> Obj:
 
 def _s3_secret(c: Ctx, namespace: str) -> Obj:
     """The credentials Secret, without data: Pulumi fills it from a Pulumi secret; GitOps users create it."""
+    # The values come from a 0600 env file (AWS_ACCESS_KEY_ID=..., AWS_SECRET_ACCESS_KEY=...), never from
+    # kubectl's argv, where any user of the machine could read them in `ps` (docs/security.md).
     create = (f"kubectl -n {namespace} create secret generic {S3_SECRET_NAME} "
-              f"--from-literal=AWS_ACCESS_KEY_ID={c.plan.objectstore.access_key_id} "
-              "--from-literal=AWS_SECRET_ACCESS_KEY=\"$KILN_S3_SECRET_KEY\" "
+              "--from-env-file=<0600 file with AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY> "
               "--dry-run=client -o yaml | kubectl apply -f -")
     return _secret(c, S3_SECRET_NAME, namespace, create)
 
@@ -74,9 +76,9 @@ def _s3_secret(c: Ctx, namespace: str) -> Obj:
 def _s3_config_secret(c: Ctx) -> Obj:
     """The SeaweedFS S3 identities Secret, without data (same secret key as the credentials Secret)."""
     sw = kubernetes().seaweedfs
-    template = seaweedfs_s3_config(c.plan, "%s").replace("'", "'\\''")
+    # The identities JSON holds the secret key: it comes from a 0600 file, never from kubectl's argv.
     create = (f"kubectl -n {c.storage} create secret generic {sw.s3_config_secret.value} "
-              f"--from-literal={sw.s3_config_key.value}=\"$(printf '{template}' \"$KILN_S3_SECRET_KEY\")\" "
+              f"--from-file={sw.s3_config_key.value}=<0600 file with the SeaweedFS S3 identities JSON> "
               "--dry-run=client -o yaml | kubectl apply -f -")
     return _secret(c, sw.s3_config_secret.value, c.storage, create)
 
@@ -151,4 +153,6 @@ def object_store(c: Ctx) -> list[Obj]:
         objs.append(helm_source(c, OBJECT_STORE, "seaweedfs"))
         objs.append(helm_release(c, OBJECT_STORE, "seaweedfs", seaweedfs_values(c), namespace=c.storage))
     objs.append(_bucket_job(c))
+    # Only the S3 gateway is reachable from training namespaces (docs/security.md).
+    objs.extend(network_policies(c.plan, c.spec))
     return objs

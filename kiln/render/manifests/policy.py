@@ -14,6 +14,8 @@ def policy_config(plan: Plan, spec: ClusterSpec) -> dict[str, Any]:
     k8s = spec.kubernetes
     return {
         "kiln-privileged-namespaces": {"allowedNamespaces": [k8s.storage_namespace, k8s.system_namespace]},
+        "kiln-pod-security": {"allowedNamespaces": [k8s.storage_namespace, k8s.system_namespace],
+                              "allowedCapabilities": ["IPC_LOCK"]},
         "kiln-gpu-pods-request-rails": {"poolLabel": pool_label(), "gpuResource": GPU_RESOURCE,
                                         "railResourceFormat": rail_resource_format(),
                                         "railsPerPool": rails_per_pool(plan, spec)},

@@ -7,7 +7,9 @@ import base64
 import json
 import re
 
-from kiln.plan.model import Target, Tunable
+from kiln.lustre.lustre_common import normalize_lnet_net, normalize_nid, values_equal
+from kiln.lustre.lustre_layout import layout_drift, layout_from_spec, parse_getstripe
+from kiln.plan.model import Layout, Target, Tunable
 from kiln.plan.tuning import is_namespaced_sysctl
 from kiln.verify.checks.base import Check as _Check
 from kiln.verify.checks.base import (
@@ -17,20 +19,19 @@ from kiln.verify.checks.base import (
     Rep,
     Sample,
     Subject,
+    drop_env_file,
+    push_env_file,
     quote,
     register,
+    with_env_file,
 )
 from kiln.verify.parsers import (
     ParseError,
-    normalize_lnet_net,
-    normalize_nid,
     parse_env_file,
     parse_ib_rate,
     parse_ib_state,
-    parse_lfs_getstripe_dir,
     parse_lnetctl_net_show,
     parse_nvidia_smi_csv,
-    size_bytes,
 )
 
 RUNBOOK = "docs/runbooks/acceptance-conformance.md"
@@ -40,36 +41,6 @@ class Conformance(_Check):
     kind = "conformance"
     runbook = RUNBOOK
     parallel_hosts = True
-
-
-def same_value(planned: object, found: str, page_size: int | None = None) -> bool:
-    """Planned vs read-back value. Token-wise: equal strings, equal numbers, or a planned size ('16M') that
-    equals the found bytes, MiB or pages × page_size (lctl reports max_pages_per_rpc in pages)."""
-    p_tokens = str(planned).split()
-    f_tokens = str(found).split()
-    if p_tokens == f_tokens:
-        return True
-    if len(p_tokens) != len(f_tokens):
-        return False
-    for p, f in zip(p_tokens, f_tokens, strict=True):
-        if p == f:
-            continue
-        try:
-            if float(p) == float(f):
-                continue
-        except ValueError:
-            pass
-        if not re.fullmatch(r"\d+(\.\d+)?[KMGTP]", p, re.I):
-            return False
-        try:
-            want = size_bytes(p)
-            got = int(float(f))
-        except ValueError:
-            return False
-        if got in (want, want >> 20) or (page_size and got * page_size == want):
-            continue
-        return False
-    return True
 
 
 def _fmt(v: object) -> str:
@@ -109,7 +80,7 @@ class Sysctls(Conformance):
                 continue
             if not readable:
                 s.details.append(f"{t.param}: planned {_fmt(t.value)}, not readable ({found or 'no such key'})")
-            elif not same_value(t.value, found):
+            elif not values_equal(t.param, t.value, found):
                 s.details.append(f"{t.param}: planned {_fmt(t.value)}, found {_fmt(found)}")
         s.value = float(sum(1 for d in s.details if not d.startswith("note:")))
         s.info["checked"] = len(tun)
@@ -180,7 +151,7 @@ class ObjectstoreServices(Conformance):
 
 
 # SigV4 ListBuckets with the standard library only; runs with python3 on the object-store host.
-# Credentials come through the environment (KILN_AK/KILN_SK), never through arguments or files.
+# Credentials come through the environment (KILN_AK/KILN_SK, exported from a 0600 env file), never arguments.
 _LIST_BUCKETS_PY = r"""
 import datetime, hashlib, hmac, os, sys, urllib.request, urllib.error, re
 ep = sys.argv[1].rstrip('/'); host = ep.split('://', 1)[1]
@@ -234,10 +205,13 @@ def s3_tls(ctx: Context) -> bool:
 def list_buckets(ctx: Context, host: str, endpoint: str) -> tuple[list[str], str]:
     ak, sk = s3_credentials(ctx)
     code = base64.b64encode(_LIST_BUCKETS_PY.encode()).decode()
-    cmd = (f"KILN_AK={quote(ak)} KILN_SK={quote(sk)} python3 -c "
-           f"\"import base64,sys; exec(base64.b64decode(sys.argv[2]))\" "
-           f"{quote(('https://' if s3_tls(ctx) else 'http://') + endpoint)} {code}")
-    r = ctx.run(host, cmd, 60)
+    env = push_env_file(ctx, host, "s3-list-buckets.env", {"KILN_AK": ak, "KILN_SK": sk})
+    cmd = with_env_file(env, "python3 -c \"import base64,sys; exec(base64.b64decode(sys.argv[2]))\" "
+                             f"{quote(('https://' if s3_tls(ctx) else 'http://') + endpoint)} {code}")
+    try:
+        r = ctx.run(host, cmd, 60)
+    finally:
+        drop_env_file(ctx, host, env)
     if r.rc == 127:
         raise CheckError(f"{host}: python3 is needed for the S3 ListBuckets request")
     if not r.ok:
@@ -421,7 +395,7 @@ class LustreTunables(Conformance):
                 raw.append(f"{path}: rc={r.rc} {r.stdout.strip()} {r.stderr.strip()}")
                 if not r.ok:
                     s.details.append(f"{t.param}: planned {_fmt(t.value)}, not readable ({path}: module not loaded?)")
-                elif not same_value(t.value, r.stdout.strip(), page_size):
+                elif not values_equal(t.param, t.value, r.stdout.strip(), page_size):
                     s.details.append(f"{t.param}: planned {_fmt(t.value)}, found {_fmt(r.stdout.strip())}")
                 continue
             r = ctx.run(host, f"lctl get_param {quote(t.param)}", 60)
@@ -432,7 +406,7 @@ class LustreTunables(Conformance):
                                  f"({(r.stderr or r.stdout).strip()[:160] or 'no such parameter'})")
                 continue
             for name, value in values:
-                if not same_value(t.value, value.strip(), page_size):
+                if not values_equal(name, t.value, value.strip(), page_size):
                     s.details.append(f"{name}: planned {_fmt(t.value)}, found {_fmt(value.strip())}")
         s.raw["get_param.txt"] = "\n".join(raw)
         s.value = float(len(s.details))
@@ -488,14 +462,10 @@ class LustreMounts(Conformance):
         return s
 
 
-def _extent(text: str) -> int | None:
-    return None if text.upper() in ("EOF", "-1") else size_bytes(text)
-
-
 @register
 class LustreLayouts(Conformance):
     id = "conformance.lustre_layouts"
-    tools = ("lfs getstripe -d",)
+    tools = ("lfs getstripe -d --yaml",)
 
     def subjects(self, ctx: Context, target: Target) -> list[Subject]:
         hosts = ctx.group_hosts(target.group)  # directory layouts are filesystem-wide: read them from one client
@@ -508,37 +478,29 @@ class LustreLayouts(Conformance):
         s = Sample(0.0)
         raw: list[str] = []
         for lay in ctx.plan.layouts:
-            r = ctx.run(host, f"lfs getstripe -d {quote(lay.mount_path)}", 60)
-            raw.append(f"$ lfs getstripe -d {lay.mount_path} (rc={r.rc})\n{r.stdout}{r.stderr}")
+            # --yaml (lfs getstripe has it since 2.10): one key per line, lov_dump_user_lmm_header() in liblustreapi.c
+            r = ctx.run(host, f"lfs getstripe -d --yaml {quote(lay.mount_path)}", 60)
+            raw.append(f"$ lfs getstripe -d --yaml {lay.mount_path} (rc={r.rc})\n{r.stdout}{r.stderr}")
             if not r.ok:
                 s.details.append(f"{lay.mount_path}: planned layout `{lay.setstripe}`, lfs getstripe failed: "
                                  f"{r.stderr.strip()[:160]}")
                 continue
-            try:
-                seen = parse_lfs_getstripe_dir(r.stdout, r.stderr)
-            except ParseError as exc:
-                s.details.append(f"{lay.mount_path}: planned `{lay.setstripe}`, unreadable layout ({exc.reason})")
-                continue
-            if len(seen) != len(lay.components):
-                s.details.append(f"{lay.mount_path}: planned {len(lay.components)} components (`{lay.setstripe}`), "
-                                 f"found {len(seen)}")
-                continue
-            for i, (want, got) in enumerate(zip(lay.components, seen, strict=True)):
-                where = f"{lay.mount_path} component {i}"
-                if len(lay.components) > 1 and _extent(want.extent_end) != got.extent_end:
-                    s.details.append(f"{where} end: planned {want.extent_end}, found {got.extent_end or 'EOF'}")
-                if want.dom:
-                    if got.pattern != "mdt":
-                        s.details.append(f"{where}: planned Data-on-MDT, found pattern {got.pattern}")
-                    continue
-                if got.stripe_count != want.stripe_count:
-                    s.details.append(f"{where} stripe_count: planned {want.stripe_count}, found {got.stripe_count}")
-                if got.stripe_size != size_bytes(want.stripe_size):
-                    s.details.append(f"{where} stripe_size: planned {want.stripe_size}, found {got.stripe_size}")
-                if want.overstripe and "overstriped" not in got.pattern:
-                    s.details.append(f"{where}: planned overstriping, found pattern {got.pattern}")
-                if want.pool and got.pool != want.pool:
-                    s.details.append(f"{where} pool: planned {want.pool}, found {got.pool or 'none'}")
+            s.details.extend(layout_mismatches(lay, r.stdout))
         s.raw["getstripe.txt"] = "\n".join(raw)
         s.value = float(len(s.details))
         return s
+
+
+def layout_mismatches(lay: Layout, getstripe: str) -> list[str]:
+    """What differs between a planned directory layout and `lfs getstripe -d` output, one sentence each.
+
+    Parsing and comparison are kiln.lustre.lustre_layout's (the lustre_layout module's own drift check)."""
+    current = parse_getstripe(getstripe)
+    if current is None:
+        return [f"{lay.mount_path}: planned layout `{lay.setstripe}`, found no default layout"]
+    out = []
+    for d in layout_drift(current, layout_from_spec([c.layout_args() for c in lay.components])):
+        where = lay.mount_path if d["component"] is None else f"{lay.mount_path} component {d['component']}"
+        out.append(f"{where} {d['field']}: planned {d['wanted']}, found {d['current']}")
+    return out
+

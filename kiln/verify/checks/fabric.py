@@ -17,6 +17,7 @@ from kiln.verify.checks.base import (
     quote,
     register,
     ring_pairs,
+    tool_finished,
 )
 from kiln.verify.checks.launch import launch_command
 from kiln.verify.parsers import ParseError, parse_nccl_tests, parse_perftest
@@ -82,10 +83,12 @@ class Perftest(Check):
             r = ctx.run(client, cmd, o.perftest_seconds + 120)
             try:
                 res = parse_perftest(r.stdout, r.stderr)
-            except ParseError:
+            except ParseError as exc:
                 srv = ctx.run(server, f"cat {quote(log)}", 30)
-                raise CheckError(f"{tool} {client}→{server}: no result; client: {(r.stdout + r.stderr).strip()[-300:]}"
-                                 f"; server: {srv.stdout.strip()[-300:]}") from None
+                tail = (r.stdout + r.stderr).strip()[-300:]
+                raise CheckError(f"{tool} {client}→{server}: no result ({exc.reason}); client: {tail}; "
+                                 f"server: {srv.stdout.strip()[-300:]}") from None
+            tool_finished(client, tool, r)
         finally:
             ctx.run(server, f"test -s {quote(pidfile)} && kill $(cat {quote(pidfile)}) 2>/dev/null; "
                             f"rm -f {quote(pidfile)}", 30)
@@ -118,9 +121,11 @@ class NcclIntra(Check):
         ph = ctx.plan_host(host)
         gpus = ph.gpus if ph and ph.gpus else 1
         need_tool(ctx, host, o.all_reduce_perf, "build nccl-tests (github.com/NVIDIA/nccl-tests)")
-        cmd = f"{quote(o.all_reduce_perf)} -b 1M -e {o.nccl_max_bytes} -f 2 -g {gpus}"
+        env = "".join(f"{k}={quote(v)} " for k, v in target.env)
+        cmd = f"{env}{quote(o.all_reduce_perf)} -b 1M -e {o.nccl_max_bytes} -f 2 -g {gpus}"
         r = ctx.run(host, cmd, o.command_timeout_s)
         res = parse_nccl_tests(r.stdout, r.stderr)
+        tool_finished(host, "all_reduce_perf", r)
         return Sample(res.busbw_GBps, raw={"all_reduce_perf.txt": r.stdout},
                       info={"avg_busbw_GBps": res.avg_busbw_GBps, "gpus": gpus,
                             "largest_size": max(x.size_bytes for x in res.rows)})
@@ -141,8 +146,10 @@ class NcclInter(Check):
         gpus = ph.gpus if ph and ph.gpus else 1
         need_tool(ctx, launcher, o.all_reduce_perf, "build nccl-tests with MPI=1 (github.com/NVIDIA/nccl-tests)")
         cmd = launch_command(ctx, subject.hosts, gpus, f"{quote(o.all_reduce_perf)} -b 1M -e {o.nccl_max_bytes} "
-                             "-f 2 -g 1", env=_pool_env(ctx, launcher), gpus_per_node=gpus)
+                             "-f 2 -g 1", env={**_pool_env(ctx, launcher), **dict(target.env)},
+                             gpus_per_node=gpus)
         r = ctx.run(launcher, cmd, o.command_timeout_s)
         res = parse_nccl_tests(r.stdout, r.stderr)
+        tool_finished(launcher, "all_reduce_perf", r)
         return Sample(res.busbw_GBps, raw={"all_reduce_perf.txt": r.stdout, "command.txt": cmd},
                       info={"avg_busbw_GBps": res.avg_busbw_GBps, "ranks": res.ranks or len(subject.hosts) * gpus})

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kiln.plan.model import Target
-from kiln.verify.checks.base import Check, CheckError, Context, Rep, Sample, Subject, quote, register
+from kiln.verify.checks.base import Check, CheckError, Context, Rep, Sample, Subject, quote, register, tool_finished
 from kiln.verify.parsers import GpuCopyResult, parse_bandwidth_test, parse_nvbandwidth
 
 RUNBOOK = "docs/runbooks/acceptance-gpu.md"
@@ -40,6 +40,7 @@ class CopyBw(Check):
             cmd = f"{quote(o.bandwidth_test_path)} --memory=pinned --mode=quick {flag}"
             r = ctx.run(host, cmd, o.command_timeout_s)
             res = parse_bandwidth_test(r.stdout, r.stderr)
+        tool_finished(host, tool, r)
         value = res.h2d_Bps if self.direction == "h2d" else res.d2h_Bps
         if value is None:
             raise CheckError(f"{tool} printed no {self.direction} figure")

@@ -16,12 +16,12 @@ def launch_command(ctx: Context, hosts: tuple[str, ...] | list[str], per_node: i
     env = env or {}
     o = ctx.options
     if o.launcher == "srun":
-        export = ("--export=ALL," + ",".join(f"{k}={v}" for k, v in sorted(env.items()))) if env else ""
+        export = quote("--export=ALL," + ",".join(f"{k}={v}" for k, v in sorted(env.items()))) if env else ""
         gpus = f"--gpus-per-node={gpus_per_node}" if gpus_per_node else ""
-        parts = ["srun", f"-N {len(hosts)}", f"--ntasks-per-node={per_node}", f"-w {','.join(hosts)}", gpus,
+        parts = ["srun", f"-N {len(hosts)}", f"--ntasks-per-node={per_node}", f"-w {quote(','.join(hosts))}", gpus,
                  export, o.srun_args, command]
     else:
         xs = " ".join(f"-x {quote(f'{k}={v}')}" for k, v in sorted(env.items()))
-        parts = ["mpirun", f"-np {len(hosts) * per_node}", "-H " + ",".join(f"{h}:{per_node}" for h in hosts),
+        parts = ["mpirun", f"-np {len(hosts) * per_node}", "-H " + quote(",".join(f"{h}:{per_node}" for h in hosts)),
                  "--bind-to none", xs, o.mpirun_args, command]
     return " ".join(p for p in parts if p)

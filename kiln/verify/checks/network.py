@@ -5,7 +5,18 @@ from __future__ import annotations
 import time
 
 from kiln.plan.model import Target
-from kiln.verify.checks.base import Check, CheckError, Context, Rep, Sample, Subject, need_tool, quote, register
+from kiln.verify.checks.base import (
+    Check,
+    CheckError,
+    Context,
+    Rep,
+    Sample,
+    Subject,
+    need_tool,
+    quote,
+    register,
+    tool_finished,
+)
 from kiln.verify.parsers import ParseError, parse_iperf3
 
 RUNBOOK = "docs/runbooks/acceptance-network.md"
@@ -61,6 +72,7 @@ class Iperf3(Check):
         finally:
             ctx.run(server, f"test -s {quote(pidfile)} && kill $(cat {quote(pidfile)}) 2>/dev/null; "
                             f"rm -f {quote(pidfile)}", 30)
+        tool_finished(client, "iperf3", r)
         return Sample(res.received_bps / 1e9, raw={"iperf3.json": r.stdout},
                       info={"client": f"{client} {c_addr}", "server": f"{server} {s_addr}",
                             "retransmits": res.retransmits, "streams": res.streams, "sent_Gbps": res.sent_bps / 1e9})

@@ -7,9 +7,22 @@ from pathlib import Path
 
 from kiln.plan.model import Target
 from kiln.plan.objectstore import seaweedfs
-from kiln.verify.checks.base import Check, CheckError, Context, Rep, Sample, Subject, quote, register
+from kiln.verify.checks.base import (
+    Check,
+    CheckError,
+    Context,
+    Rep,
+    Sample,
+    Subject,
+    drop_env_file,
+    push_env_file,
+    quote,
+    register,
+    tool_finished,
+    with_env_file,
+)
 from kiln.verify.checks.conformance import s3_credentials, s3_endpoints, s3_tls
-from kiln.verify.parsers import parse_warp
+from kiln.verify.parsers import parse_warp, parse_warp_version
 
 RUNBOOK = "docs/runbooks/acceptance-objectstore.md"
 REPO_WARP = Path(__file__).resolve().parents[3] / ".tools" / "bin" / "warp"
@@ -29,6 +42,15 @@ def warp_on(ctx: Context, host: str) -> str:
     if not (check.ok and check.stdout.strip()):
         ctx.remote(host).put(local, dest, 0o755)
     return dest
+
+
+def warp_version(ctx: Context, host: str, warp: str) -> str:
+    """The warp version on the host, or CheckError when it is not one whose JSON the parser reads."""
+    r = ctx.run(host, f"{quote(warp)} --version", 30)
+    try:
+        return parse_warp_version(r.stdout + r.stderr)
+    except ValueError as exc:
+        raise CheckError(f"{host}: {warp}: {exc}") from None
 
 
 class Warp(Check):
@@ -54,7 +76,9 @@ class Warp(Check):
 
     def prepare(self, ctx: Context, target: Target, subject: Subject) -> None:
         s3_credentials(ctx)  # no secret, no run: fail before copying anything to the host
-        self._warp[subject.hosts[0]] = warp_on(ctx, subject.hosts[0])
+        warp = warp_on(ctx, subject.hosts[0])
+        warp_version(ctx, subject.hosts[0], warp)
+        self._warp[subject.hosts[0]] = warp
 
     def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
         o = ctx.options
@@ -71,22 +95,21 @@ class Warp(Check):
         if s3_tls(ctx):
             args.append("--tls")
         shown = " ".join(quote(a) for a in args)
-        # credentials through the environment (warp reads WARP_ACCESS_KEY/WARP_SECRET_KEY), never as arguments
-        cmd = (f"mkdir -p {quote(o.workdir)} && WARP_ACCESS_KEY={quote(ak)} WARP_SECRET_KEY={quote(sk)} {shown}; "
-               f"rc=$?; rm -f {quote(bench)}.csv.zst; exit $rc")
+        # credentials in a 0600 env file that the shell reads (warp takes WARP_ACCESS_KEY/WARP_SECRET_KEY from
+        # the environment): never on warp's or the shell's command line
+        env = push_env_file(ctx, host, "warp.env", {"WARP_ACCESS_KEY": ak, "WARP_SECRET_KEY": sk})
+        cmd = with_env_file(env, f"{shown}; rc=$?; rm -f {quote(bench)}.csv.zst; exit $rc")
         try:
             r = ctx.run(host, cmd, o.warp_duration_s * 4 + 600)
         finally:
+            drop_env_file(ctx, host, env)
             drop_benchmark_bucket(ctx, o.warp_bucket)
         res = parse_warp(r.stdout, r.stderr)
-        op = res.op(self.op)
-        errs = f"{op.errors} of {op.requests} requests failed" if op.errors else ""
-        s = Sample(op.bytes_per_s / 1e9, raw={"warp.json": _strip_progress(r.stdout), "command.txt": shown},
-                   info={"ops_per_s": op.ops_per_s, "requests": op.requests, "errors": op.errors,
-                         "concurrency": op.concurrency, "endpoints": eps, "object_size": o.warp_obj_size})
-        if errs:
-            s.details.append(errs)
-        return s
+        op = res.op(self.op)  # any failed request is an error
+        tool_finished(host, "warp", r)
+        return Sample(op.bytes_per_s / 1e9, raw={"warp.json": _strip_progress(r.stdout), "command.txt": shown},
+                      info={"ops_per_s": op.ops_per_s, "requests": op.requests, "errors": op.errors,
+                            "concurrency": op.concurrency, "endpoints": eps, "object_size": o.warp_obj_size})
 
 
 def drop_benchmark_bucket(ctx: Context, bucket: str) -> None:

@@ -4,11 +4,24 @@ from __future__ import annotations
 
 from abc import abstractmethod
 
+from kiln.lustre.lustre_common import parse_size
 from kiln.plan.model import Target
-from kiln.verify.checks.base import Check, CheckError, Context, Rep, Sample, Subject, need_tool, quote, register
+from kiln.verify.checks.base import (
+    Check,
+    CheckError,
+    Context,
+    NotApplicable,
+    Rep,
+    Sample,
+    Subject,
+    need_tool,
+    quote,
+    register,
+    tool_finished,
+)
 from kiln.verify.checks.launch import launch_command
 from kiln.verify.fiojob import FioJobSpec, size_per_job
-from kiln.verify.parsers import parse_fio, parse_ior, parse_mdtest, size_bytes
+from kiln.verify.parsers import parse_fio, parse_ior, parse_lst_bw, parse_mdtest
 
 RUNBOOK = "docs/runbooks/acceptance-storage.md"
 GB = 1e9
@@ -36,7 +49,7 @@ class FioCheck(Check):
     def job(self, ctx: Context, host: str) -> FioJobSpec:
         o = ctx.options
         if o.fio_size_per_job:
-            size = size_bytes(o.fio_size_per_job)
+            size = parse_size(o.fio_size_per_job)
         else:
             size = size_per_job(ctx.acceptance.fio_size_factor, host_ram_bytes(ctx, host), o.fio_jobs)
         return FioJobSpec(self.op, self.directory(ctx, host), size, o.fio_jobs, o.fio_runtime_s, o.fio_block_size,
@@ -57,8 +70,7 @@ class FioCheck(Check):
                f"fio --output-format=json {quote(jobfile)}")
         r = ctx.run(host, cmd, timeout)
         res = parse_fio(r.stdout, r.stderr)
-        if not r.ok:
-            raise CheckError(f"{host}: fio exited with rc {r.rc}: {r.stderr.strip()[-300:]}")
+        tool_finished(host, "fio", r)
         bw = res.aggregate_Bps(self.op)
         return Sample(bw / GB, raw={"fio.json": r.stdout, "job.fio": job.text()},
                       info={"per_job_GBps": [round(x / GB, 4) for x in res.per_job_Bps(self.op)],
@@ -130,14 +142,15 @@ class IorEasy(Check):
         if self.op == "read":
             exists = ctx.run(launcher, f"ls {quote(d)}/file.* >/dev/null 2>&1", 60)
             if not exists.ok:  # the write check did not leave files: write them (not measured)
-                prep = launch_command(ctx, subject.hosts, o.ior_procs_per_node,
-                                      f"{o.ior_path} -a POSIX -F -e -t 1m -b {o.ior_block} -w -k -o {d}/file")
+                write = f"{o.ior_path} -a POSIX -F -e -t 1m -b {o.ior_block} -w -k -o {quote(d + '/file')}"
+                prep = launch_command(ctx, subject.hosts, o.ior_procs_per_node, write)
                 ctx.must(launcher, prep, o.command_timeout_s, what="IOR write pass before the read test")
-        ior = (f"{o.ior_path} -a POSIX -F -e -C -t 1m -b {o.ior_block} {flags} -i 1 -o {d}/file "
+        ior = (f"{o.ior_path} -a POSIX -F -e -C -t 1m -b {o.ior_block} {flags} -i 1 -o {quote(d + '/file')} "
                "-O summaryFormat=JSON")
         cmd = launch_command(ctx, subject.hosts, o.ior_procs_per_node, ior)
         r = ctx.run(launcher, cmd, o.command_timeout_s)
         res = parse_ior(r.stdout, r.stderr)
+        tool_finished(launcher, "ior", r)
         return Sample(res.bw(self.op) / GB, raw={"ior.json": r.stdout, "command.txt": cmd},
                       info={"tasks": res.tasks})
 
@@ -170,9 +183,58 @@ class MdtestCreate(Check):
         need_tool(ctx, launcher, o.mdtest_path, "mdtest is built with IOR (github.com/hpc/ior)")
         d = f"{lustre_dir(ctx)}/mdtest"
         ctx.must(launcher, f"mkdir -p {quote(d)}", 60)
-        md = f"{o.mdtest_path} -n {o.mdtest_files_per_proc} -F -C -T -r -u -d {d}"
+        md = f"{o.mdtest_path} -n {o.mdtest_files_per_proc} -F -C -T -r -u -d {quote(d)}"
         cmd = launch_command(ctx, subject.hosts, o.ior_procs_per_node, md)
         r = ctx.run(launcher, cmd, o.command_timeout_s)
         res = parse_mdtest(r.stdout, r.stderr)
+        tool_finished(launcher, "mdtest", r)
         return Sample(res.rate("File creation").mean, raw={"mdtest.txt": r.stdout, "command.txt": cmd},
                       info={"file_stat_ops": res.rates["File stat"].mean if "File stat" in res.rates else None})
+
+
+@register
+class LnetSelftest(Check):
+    """lnet_selftest between a client and an OSS: `lst` bulk writes from the client's NID to the server's,
+    run from the client as the console. Each OSS is paired with a client (round robin)."""
+
+    id = "storage.lnet_selftest"
+    runbook = RUNBOOK
+    tools = ("lst (lnet_selftest)",)
+    seconds = 20
+
+    def subjects(self, ctx: Context, target: Target) -> list[Subject]:
+        clients = ctx.group_hosts(target.group)
+        servers = ctx.group_hosts("kiln_lustre_oss")
+        if not clients or not servers:
+            return []
+        return [Subject(f"{clients[i % len(clients)]}→{s}", (clients[i % len(clients)], s))
+                for i, s in enumerate(servers)]
+
+    def _nid(self, ctx: Context, host: str) -> str:
+        ph = ctx.plan_host(host)
+        nids = [n.nid for n in (ph.nics if ph else ()) if n.nid]
+        if not nids:
+            raise CheckError(f"{host}: the plan gives it no LNet NID")
+        return nids[0]
+
+    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+        client, server = subject.hosts
+        for h in (client, server):
+            r = ctx.run(h, "modprobe lnet_selftest", 60)
+            if not r.ok:
+                raise NotApplicable(f"{h}: lnet_selftest module not available ({(r.stderr or r.stdout).strip()[:160]})")
+        need_tool(ctx, client, "lst", "lst comes with the Lustre client utilities (lustre-client package)")
+        c, s = self._nid(ctx, client), self._nid(ctx, server)
+        script = (
+            f"export LST_SESSION=$$; lst new_session --timeout 120 kiln_{rep.index} >/dev/null && "
+            f"lst add_group c {quote(c)} >/dev/null && lst add_group s {quote(s)} >/dev/null && "
+            "lst add_batch b >/dev/null && "
+            "lst add_test --batch b --concurrency 8 --from c --to s brw write size=1M >/dev/null && "
+            f"lst run b >/dev/null && sleep 5 && lst stat --bw --delay 5 --count {self.seconds // 5} s; "
+            "rc=$?; lst end_session >/dev/null 2>&1; exit $rc"
+        )
+        r = ctx.run(client, f"sh -c {quote(script)}", self.seconds + 120)
+        if not r.ok:
+            raise CheckError(f"lst {c}→{s} failed with rc {r.rc}: {(r.stderr or r.stdout).strip()[-300:]}")
+        received, _sent = parse_lst_bw(r.stdout, r.stderr)
+        return Sample(received / GB, raw={"lst.txt": r.stdout}, info={"client_nid": c, "server_nid": s})

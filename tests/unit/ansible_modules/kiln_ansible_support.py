@@ -19,13 +19,18 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
-MODULES = REPO / "ansible" / "plugins" / "modules"
-MODULE_UTILS = REPO / "ansible" / "plugins" / "module_utils"
+MODULES = REPO / "plugins" / "modules"
+MODULE_UTILS = REPO / "plugins" / "module_utils"
+# ansible/collections/ansible_collections/kiln/cluster links to the repository root (the collection root).
+COLLECTIONS = REPO / "ansible" / "collections"
 DOUBLES = HERE / "doubles"
 FIXTURES = HERE / "fixtures"
 ANSIBLE = Path(sys.executable).parent / "ansible"
 
-sys.path.insert(0, str(MODULE_UTILS))
+
+def collection_env(home: Path) -> dict[str, str]:
+    """Environment that resolves ``kiln.cluster.*`` from this checkout."""
+    return {**os.environ, "ANSIBLE_HOME": str(home), "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS)}
 
 
 def load_fixture(name: str) -> str:
@@ -74,7 +79,7 @@ class Doubles:
 
 @dataclass
 class ModuleRunner:
-    """Runs one module through ``ansible localhost -m``; returns the host's result dict."""
+    """Runs one module (``kiln.cluster.<name>``) through ``ansible localhost -m``; returns the host's result."""
 
     tmp_path: Path
     doubles: Doubles
@@ -87,10 +92,8 @@ class ModuleRunner:
             "localhost,",
             "-c",
             "local",
-            "-M",
-            str(MODULES),
             "-m",
-            module,
+            module if "." in module else f"kiln.cluster.{module}",
             "-a",
             json.dumps(args),
             "-e",
@@ -119,7 +122,7 @@ class ModuleRunner:
                 "ANSIBLE_HOME": str(home),
                 "ANSIBLE_LOCAL_TEMP": str(home / "tmp"),
                 "ANSIBLE_REMOTE_TMP": str(home / "remote"),
-                "ANSIBLE_MODULE_UTILS": str(MODULE_UTILS),
+                "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS),
                 "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1",
                 "ANSIBLE_STDOUT_CALLBACK": "json",
                 "ANSIBLE_NOCOLOR": "1",

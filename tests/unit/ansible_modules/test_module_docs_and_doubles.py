@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from kiln_ansible_support import DOUBLES, FIXTURES, MODULE_UTILS, MODULES
+from kiln_ansible_support import DOUBLES, FIXTURES, MODULE_UTILS, MODULES, collection_env
 
 ANSIBLE_DOC = Path(sys.executable).parent / "ansible-doc"
 MODULE_NAMES = ["lustre_target", "lustre_param", "lustre_layout"]
@@ -19,16 +19,15 @@ DOUBLE_NAMES = ["mkfs.lustre", "tunefs.lustre", "blkid", "wipefs", "lctl", "lfs"
 
 @pytest.mark.parametrize("name", MODULE_NAMES)
 def test_ansible_doc_parses_documentation_examples_and_return(name: str, tmp_path: Path) -> None:
-    env = {**os.environ, "ANSIBLE_HOME": str(tmp_path), "ANSIBLE_MODULE_UTILS": str(MODULE_UTILS)}
     proc = subprocess.run(
-        [str(ANSIBLE_DOC), "-M", str(MODULES), "-j", name],
+        [str(ANSIBLE_DOC), "-j", f"kiln.cluster.{name}"],
         capture_output=True,
         text=True,
-        env=env,
+        env=collection_env(tmp_path),
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
-    doc = json.loads(proc.stdout)[name]
+    doc = json.loads(proc.stdout)[f"kiln.cluster.{name}"]
     assert doc["doc"]["module"] == name
     assert doc["examples"].strip()
     assert doc["return"]
@@ -43,19 +42,24 @@ def test_module_supports_check_mode_and_returns_diff(name: str) -> None:
     assert isinstance(keywords.get("supports_check_mode"), ast.Constant)
     assert keywords["supports_check_mode"].value is True
     assert "diff" in keywords, f"{name} must pass diff= to exit_json"
-    assert "from ansible.module_utils.kiln_lustre import" in source
+    assert "from ansible_collections.kiln.cluster.plugins.module_utils.lustre_" in source
 
 
-def test_module_utils_is_pure() -> None:
-    source = (MODULE_UTILS / "kiln_lustre.py").read_text(encoding="utf-8")
+@pytest.mark.parametrize("lib", ["lustre_common", "lustre_target", "lustre_param", "lustre_layout"])
+def test_module_utils_is_pure(lib: str) -> None:
+    source = (MODULE_UTILS / f"{lib}.py").read_text(encoding="utf-8")
     tree = ast.parse(source)
     imported = {
         alias.name.split(".")[0]
         for node in ast.walk(tree)
-        if isinstance(node, ast.Import | ast.ImportFrom)
+        if isinstance(node, ast.Import | ast.ImportFrom) and not getattr(node, "level", 0)
         for alias in (node.names if isinstance(node, ast.Import) else [ast.alias(node.module or "")])
     }
-    assert imported <= {"__future__", "re", "dataclasses", "typing"}
+    relative = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level}
+    assert imported <= {"__future__", "json", "re", "dataclasses", "typing"}
+    # The library files import only each other (relatively: the same text is kiln.lustre.* and
+    # ansible_collections.kiln.cluster.plugins.module_utils.*).
+    assert relative <= {"lustre_common", "lustre_target", "lustre_param", "lustre_layout"}
 
 
 @pytest.mark.parametrize("name", DOUBLE_NAMES)

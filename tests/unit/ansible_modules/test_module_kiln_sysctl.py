@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +11,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from kiln_ansible_support import MODULE_UTILS, MODULES, ModuleRunner
+from kiln_ansible_support import MODULES, ModuleRunner, collection_env
 
 ANSIBLE_DOC = Path(sys.executable).parent / "ansible-doc"
 
@@ -113,11 +112,10 @@ def test_a_read_only_entry_in_a_container_is_not_applicable(tmp_path: Path) -> N
 
 
 def test_ansible_doc_parses_the_documentation(tmp_path: Path) -> None:
-    env = {**os.environ, "ANSIBLE_HOME": str(tmp_path), "ANSIBLE_MODULE_UTILS": str(MODULE_UTILS)}
-    proc = subprocess.run([str(ANSIBLE_DOC), "-M", str(MODULES), "-j", "kiln_sysctl"],
-                          capture_output=True, text=True, env=env, check=False)
+    proc = subprocess.run([str(ANSIBLE_DOC), "-j", "kiln.cluster.kiln_sysctl"],
+                          capture_output=True, text=True, env=collection_env(tmp_path), check=False)
     assert proc.returncode == 0, proc.stderr
-    doc = json.loads(proc.stdout)["kiln_sysctl"]
+    doc = json.loads(proc.stdout)["kiln.cluster.kiln_sysctl"]
     assert doc["doc"]["module"] == "kiln_sysctl" and doc["examples"].strip() and doc["return"]
 
 

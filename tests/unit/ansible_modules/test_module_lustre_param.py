@@ -160,3 +160,45 @@ def test_module_param_missing_module_is_explained(run_module: ModuleRunner, doub
     result = run_module("lustre_param", args)
     assert result["failed"] is True
     assert "is the module loaded?" in result["msg"]
+
+
+# -- persistent values read back where they apply (issue 12) ---------------------------------------
+
+BRW = "obdfilter.*.brw_size"
+OSTS = [f"obdfilter.lab-OST000{i}.brw_size" for i in range(2)]
+
+
+def test_persistent_value_is_read_back_on_a_host_that_applies_it(run_module: ModuleRunner, doubles: Doubles) -> None:
+    doubles.set_state(llogs={"params": []}, params={name: "4" for name in OSTS})
+    args = param_args(doubles, [{"name": BRW, "value": 16}], mode="set_param_persistent", readback_timeout=0)
+    result = run_module("lustre_param", args)
+    assert result["changed"] is True
+    assert result["applied"][BRW]["applied"] == "yes"
+    assert result["applied"][BRW]["readback"] == {name: "16" for name in OSTS}
+    assert ["get_param", BRW] in doubles.calls("lctl")
+
+
+def test_persistent_value_rejected_by_the_target_fails(run_module: ModuleRunner, doubles: Doubles) -> None:
+    """The MGS record alone said success while the OSS kept its old value (issue 12, defect 4)."""
+    doubles.set_state(llogs={"params": []}, params={name: "4" for name in OSTS}, quirks={"ignore_set": [OSTS[1]]})
+    args = param_args(doubles, [{"name": BRW, "value": 16}], mode="set_param_persistent", readback_timeout=0)
+    result = run_module("lustre_param", args)
+    assert result["failed"] is True
+    assert f"the MGS stores {BRW}=16, but this host runs {OSTS[1]}=4" in result["msg"]
+    assert "rejected or clamped" in result["msg"]
+    # A second run finds the record already right, and still refuses to call the value applied.
+    again = run_module("lustre_param", args)
+    assert again["failed"] is True and f"{OSTS[1]}=4" in again["msg"]
+
+
+def test_persistent_value_not_visible_here_is_unknown_not_applied(
+    run_module: ModuleRunner, doubles: Doubles
+) -> None:
+    """On an MGS without obdfilter devices the module cannot verify: it says so."""
+    doubles.set_state(llogs={"params": []}, params={"mgs.MGS.uuid": "MGS_uuid"})
+    args = param_args(doubles, [{"name": BRW, "value": 16}], mode="set_param_persistent", readback_timeout=0)
+    result = run_module("lustre_param", args)
+    assert result["changed"] is True and not result.get("failed")
+    assert result["applied"][BRW]["applied"] == "unknown"
+    assert "no device on this host matches obdfilter.*.brw_size" in result["applied"][BRW]["reason"]
+    assert "mode=set_param" in result["applied"][BRW]["reason"]

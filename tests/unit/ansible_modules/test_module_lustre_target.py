@@ -7,6 +7,7 @@ tunefs.lustre are doubles there.
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -37,9 +38,15 @@ def ost_args(doubles: Doubles, device: Path | str, **overrides: Any) -> dict[str
         "tunefs_lustre": doubles.tool("tunefs.lustre"),
         "blkid": doubles.tool("blkid"),
         "wipefs": doubles.tool("wipefs"),
+        "allow_file_device": True,  # the test devices are regular files
     }
     args.update(overrides)
     return args
+
+
+def wipes(doubles: Doubles) -> list[list[str]]:
+    """The wipefs calls that erase (not the read-only ``--no-act --json`` listings)."""
+    return [call for call in doubles.calls("wipefs") if "-a" in call]
 
 
 def preformat(doubles: Doubles, device: Path, *options: str) -> None:
@@ -91,7 +98,7 @@ def test_check_mode_reports_the_format_but_never_calls_mkfs(
     assert result["commands"][0][0].endswith("mkfs.lustre")
     assert "--reformat" not in result["commands"][0]
     assert doubles.calls("mkfs.lustre") == []
-    assert doubles.calls("wipefs") == []
+    assert wipes(doubles) == []
     assert doubles.state().get("targets", {}) == {}
 
 
@@ -176,7 +183,7 @@ def test_another_lustre_target_is_refused_and_reformatted_only_when_named(
     assert result["changed"] is True
     assert result["operation"] == "reformat"
     assert "--reformat" in doubles.calls("mkfs.lustre")[0]
-    assert doubles.calls("wipefs") == []
+    assert wipes(doubles) == []
     assert "target: lab-OST0001" in result["diff"]["before"]
     assert "target: lab-OST0003" in result["diff"]["after"]
 
@@ -191,13 +198,68 @@ def test_reformat_list_never_reformats_the_wanted_target(
     assert len(doubles.calls("mkfs.lustre")) == 1
 
 
+# -- device kinds and blkid errors (issue 11) ------------------------------------------
+
+
+def test_regular_file_is_refused_unless_allowed(run_module: ModuleRunner, doubles: Doubles, tmp_path: Path) -> None:
+    device = blank_device(tmp_path)
+    result = run_module("lustre_target", ost_args(doubles, device, allow_file_device=False))
+    assert result["failed"] is True
+    assert f"refusing to use {device} for lab-OST0003: it is a regular file, not a block device" in result["msg"]
+    assert "allow_file_device: true" in result["msg"] and "/dev/disk/by-id" in result["msg"]
+    assert doubles.calls("blkid") == [] and doubles.calls("mkfs.lustre") == []
+
+
+def test_character_device_and_directory_are_refused(
+    run_module: ModuleRunner, doubles: Doubles, tmp_path: Path
+) -> None:
+    for path, kind in (("/dev/null", "a character device"), (str(tmp_path), "a directory")):
+        result = run_module("lustre_target", ost_args(doubles, path))
+        assert result["failed"] is True
+        assert f"refusing to use {path} for lab-OST0003: it is {kind}, not a block device" in result["msg"]
+    assert doubles.calls("mkfs.lustre") == []
+
+
+def test_zfs_vdev_must_be_a_block_device(run_module: ModuleRunner, doubles: Doubles, tmp_path: Path) -> None:
+    disk = str(blank_device(tmp_path, "a.img"))
+    result = run_module("lustre_target", zfs_args(doubles, ["mirror", disk], allow_file_device=False))
+    assert result["failed"] is True
+    assert f"refusing to use {disk} for lab-OST0003: it is a regular file, not a block device" in result["msg"]
+    assert "vdev's block device" in result["msg"]
+    assert doubles.calls("mkfs.lustre") == []
+
+
+def test_blkid_nothing_found_is_confirmed_with_wipefs(
+    run_module: ModuleRunner, doubles: Doubles, tmp_path: Path
+) -> None:
+    device = blank_device(tmp_path)
+    doubles.set_state(quirks={"wipefs_fail": {"rc": 1, "message": f"error: {device}: probing initialization failed"}})
+    result = run_module("lustre_target", ost_args(doubles, device))
+    assert result["failed"] is True
+    assert "cannot prove the device is blank: blkid found nothing, but wipefs could not probe it" in result["msg"]
+    assert ["--no-act", "--json", str(device)] in doubles.calls("wipefs")
+    assert doubles.calls("mkfs.lustre") == []
+
+
+def test_blkid_exit_2_with_an_error_is_not_blank(run_module: ModuleRunner, doubles: Doubles, tmp_path: Path) -> None:
+    """blkid exits 2 when it cannot open the device, as when it finds nothing: that must not read as blank."""
+    device = blank_device(tmp_path)
+    doubles.set_state(quirks={"blkid_fail": {"rc": 2, "message": f"error: {device}: Permission denied"}})
+    result = run_module("lustre_target", ost_args(doubles, device))
+    assert result["failed"] is True
+    assert f"refusing to format lab-OST0003 on {device}: cannot prove the device is blank" in result["msg"]
+    assert "Permission denied" in result["msg"] and f"blkid -p {device}" in result["msg"]
+    assert result["unknown"] == {str(device): f"blkid -p exited 2: blkid: error: {device}: Permission denied"}
+    assert doubles.calls("mkfs.lustre") == []
+
+
 @pytest.mark.parametrize("tool", ["tunefs_fail", "blkid_fail"])
 def test_probe_errors_stop_the_run(run_module: ModuleRunner, doubles: Doubles, tmp_path: Path, tool: str) -> None:
     device = blank_device(tmp_path)
     doubles.set_state(quirks={tool: {"rc": 13, "message": "Permission denied"}})
     result = run_module("lustre_target", ost_args(doubles, device))
     assert result["failed"] is True
-    assert "cannot tell what" in result["msg"]
+    assert ("cannot tell what" if tool == "tunefs_fail" else "cannot prove the device is blank") in result["msg"]
     assert "Permission denied" in result["msg"]
     assert doubles.calls("mkfs.lustre") == []
 
@@ -322,7 +384,7 @@ def real_probe(image: Path) -> subprocess.CompletedProcess[str]:
 
 
 def safety_args(doubles: Doubles, image: Path, **overrides: Any) -> dict[str, Any]:
-    return ost_args(doubles, image, blkid=REAL_BLKID, wipefs=REAL_WIPEFS, **overrides)
+    return ost_args(doubles, image, **{"blkid": REAL_BLKID, "wipefs": REAL_WIPEFS, **overrides})
 
 
 @needs_util_linux
@@ -385,3 +447,26 @@ def test_real_ext4_is_wiped_and_formatted_when_its_exact_name_is_allowed(
     assert "--reformat" in mkfs_calls[0]
     assert mkfs_calls[0][-1] == str(image)
     assert real_probe(image).returncode == 2, "the real wipefs should have left no signature"
+
+
+@needs_util_linux
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run blkid as another user")
+def test_real_ext4_that_blkid_cannot_open_is_refused(
+    run_module: ModuleRunner, doubles: Doubles, tmp_path: Path
+) -> None:
+    """Issue 11: the real blkid, unable to reach a root-only ext4 image, exits 2 like "nothing found"."""
+    image = ext4_file(tmp_path)
+    image.chmod(0o600)
+    blkid = doubles.tool("blkid-unprivileged")
+    probe = subprocess.run([blkid, "-p", "-o", "export", str(image)], capture_output=True, text=True, check=False)
+    # blkid cannot stat() the root-only path, skips it silently and exits 2 with no output: "nothing found",
+    # what the old code took for blank (misc-utils/blkid.c main()).
+    assert probe.returncode == 2 and probe.stdout == ""
+    result = run_module("lustre_target", safety_args(doubles, image, blkid=blkid))
+    assert result["failed"] is True  # blkid's silent exit 2 is checked with wipefs, which sees the ext4
+    assert f"refusing to format lab-OST0003 on {image}: the device already holds signatures ext4 at 0x438" in result[
+        "msg"
+    ]
+    assert "LABEL=data" in result["msg"]
+    assert doubles.calls("mkfs.lustre") == []
+    assert "TYPE=ext4" in real_probe(image).stdout

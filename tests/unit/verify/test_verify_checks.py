@@ -4,15 +4,16 @@ what a mismatch says, how tool output becomes a sample. Real hosts: tests/accept
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
 from verify_fakes import FakeRemote, context, fake_tool, lab
 
+from kiln.lustre.lustre_common import values_equal
 from kiln.plan.model import Target
 from kiln.verify.checks import REGISTRY
 from kiln.verify.checks.base import CheckError, NotApplicable, Options, Rep, Subject
-from kiln.verify.checks.conformance import same_value
 from kiln.verify.checks.launch import launch_command
 from kiln.verify.parsers import ParseError
 
@@ -71,12 +72,17 @@ def test_sysctls_on_bare_metal_check_every_key(tmp_path: Path) -> None:
     assert "net.core.rmem_max: planned 268435456, found 212992" in s.details
 
 
-def test_same_value_rules() -> None:
-    assert same_value("4096 87380 134217728", "4096\t87380\t134217728")
-    assert same_value("16M", "4096", page_size=4096)  # lctl reports max_pages_per_rpc in pages
-    assert same_value("32M", "33554432") and same_value(1, "1") and same_value(0.5, "0.50")
-    assert not same_value("16M", "256", page_size=4096) and not same_value(1, "0")
-    assert not same_value("4096 87380", "4096 87380 6291456")
+def test_values_compare_with_the_lustre_library_rules() -> None:
+    """conformance compares with kiln.lustre.lustre_common.values_equal (the lustre_param module's rules)."""
+    assert values_equal("net.ipv4.tcp_rmem", "4096 87380 134217728", "4096\t87380\t134217728")
+    rpc = "osc.lab-OST0000-osc-ffff.max_pages_per_rpc"
+    assert values_equal(rpc, "16M", "4096", page_size=4096)  # lctl reports max_pages_per_rpc in pages
+    assert values_equal("osc.*.max_dirty_mb", "2G", "2048")  # *_mb counts MiB
+    assert values_equal("obdfilter.*.readcache_max_filesize", "32M", "33554432")
+    assert values_equal("x.y", 1, "1") and values_equal("x.y", 0.5, "0.50")
+    assert not values_equal(rpc, "16M", "256", page_size=4096) and not values_equal("x.y", 1, "0")
+    assert not values_equal("osc.*.max_dirty_mb", "2G", "2147483648")  # MiB, not bytes
+    assert not values_equal("net.ipv4.tcp_rmem", "4096 87380", "4096 87380 6291456")
 
 
 # ------------------------------------------------------------------------------------------------- nccl
@@ -113,9 +119,10 @@ def test_buckets_need_the_secret_and_never_pass_it_as_an_argument() -> None:
         measure("conformance.objectstore_buckets", {"s3-01": r}, "s3-01")
     s = measure("conformance.objectstore_buckets", {"s3-01": r}, "s3-01", Options(s3_secret_key="s3cr3t"))
     assert s.details[0].startswith("bucket checkpoints (checkpoints): planned, not listed by 10.89.20.")
-    cmd = r.commands[-1]
-    assert "KILN_SK=s3cr3t python3" in cmd  # environment of the process, not argv
-    assert "s3cr3t" not in cmd.split("python3", 1)[1]
+    assert not any("s3cr3t" in c for c in r.commands)  # no command line carries the secret
+    [(content, mode)] = r.secret_files.values()
+    assert "KILN_SK=s3cr3t" in content and mode == 0o600
+    assert any(c.startswith("rm -f") and c.endswith("s3-list-buckets.env") for c in r.commands)  # removed after
 
 
 def test_list_buckets_script_signs_like_sigv4() -> None:
@@ -135,7 +142,7 @@ case "$p" in
                              echo "osc.lab-OST0001-osc-ff01.max_pages_per_rpc=4096";;
   'osc.*.max_rpcs_in_flight') echo "osc.lab-OST0000-osc-ff01.max_rpcs_in_flight=8"
                               echo "osc.lab-OST0001-osc-ff01.max_rpcs_in_flight=32";;
-  'osc.*.max_dirty_mb') echo "osc.lab-OST0000-osc-ff01.max_dirty_mb=512";;
+  'jobid_var') echo "jobid_var=procname_uid";;
   'osc.*.checksums') echo "osc.lab-OST0000-osc-ff01.checksums=1";;
   'llite.*.max_read_ahead_mb') echo "llite.lab-ff01.max_read_ahead_mb=1024";;
   'llite.*.max_read_ahead_per_file_mb') echo "llite.lab-ff01.max_read_ahead_per_file_mb=256";;
@@ -154,7 +161,8 @@ def test_lustre_tunables(tmp_path: Path) -> None:
     assert "osc.lab-OST0001-osc-ff01.max_rpcs_in_flight: planned 8, found 32" in s.details
     assert any(d.startswith("ldlm.namespaces.*.lru_max_age: planned 600000, not found by lctl get_param")
                for d in s.details)
-    assert s.value == 2 and s.info["checked"] == 11  # 10 client tunables of pool gpu + ksocklnd.credits
+    # 9 client tunables of pool gpu (max_dirty_mb is left to the kernel), jobid_var, ksocklnd.credits
+    assert s.value == 2 and s.info["checked"] == 11
 
 
 def test_lustre_tunables_subjects_include_servers() -> None:
@@ -185,7 +193,7 @@ def test_lustre_layouts(tmp_path: Path) -> None:
     }
     r = FakeRemote("gpu001")
     for path, text in outputs.items():
-        r.on(rf"lfs getstripe -d {path}$", (0, text, ""))
+        r.on(rf"lfs getstripe -d --yaml {path}$", (0, text, ""))
     s = measure("conformance.lustre_layouts", {"gpu001": r}, "gpu001")
     assert s.details == ["/lustre/datasets component 2 stripe_count: planned 4, found -1"]
 
@@ -197,8 +205,8 @@ def test_lnet(tmp_path: Path) -> None:
     assert measure("conformance.lnet", {"gpu001": r}, "gpu001").value == 0
     r = FakeRemote("gpu001").on("lnetctl net show", (0, (FIX / "lustre/lnetctl_net_show.yaml").read_text(), ""))
     s = measure("conformance.lnet", {"gpu001": r}, "gpu001")
-    assert s.details[0].startswith("NID 10.89.20.2@tcp0: planned, not configured")
-    assert any("net o2ib0 (NID 10.20.1.11@o2ib0): not in the plan" in d for d in s.details)
+    assert s.details[0].startswith("NID 10.89.20.2@tcp: planned, not configured")
+    assert any("net o2ib (NID 10.20.1.11@o2ib): not in the plan" in d for d in s.details)
 
 
 def test_gpus_and_rdma() -> None:
@@ -248,6 +256,7 @@ def test_iperf3_pair_uses_storage_addresses_and_retries() -> None:
 def test_warp_credentials_only_in_the_environment() -> None:
     put = (FIX / "warp/put.json").read_text()
     r = FakeRemote("gpu001").on("command -v warp", (0, "/usr/local/bin/warp\n", "")).on(r"warp put", (0, put, ""))
+    r.on(r"warp --version", (0, "warp version v1.0.0 - b3452c34f08a\n", ""))
     ctx = context({"gpu001": r, "s3-01": FakeRemote("s3-01")}, Options(s3_secret_key="s3cr3t"))
     chk = REGISTRY["objectstore.s3_put"]
     [subject] = chk.subjects(ctx, target("objectstore.s3_put"))
@@ -256,7 +265,42 @@ def test_warp_credentials_only_in_the_environment() -> None:
     s = chk.measure(ctx, target("objectstore.s3_put"), subject, REP)
     assert s.value > 0 and s.info["endpoints"] == [f"{ctx.inventory.storage_addresses('s3-01')[0]}:8333"]
     assert "s3cr3t" not in s.raw["command.txt"] and "--secret-key" not in s.raw["command.txt"]
-    assert "WARP_SECRET_KEY=s3cr3t" in r.commands[-1]
+    assert not any("s3cr3t" in c for c in r.commands)
+    assert [c for c, m in r.secret_files.values()] == ["WARP_ACCESS_KEY=kiln\nWARP_SECRET_KEY=s3cr3t\n"]
+
+
+SECRET = "s3cr3t-Value/With+Chars"
+
+
+@pytest.mark.parametrize("check", ["conformance.objectstore_buckets", "objectstore.s3_get", "objectstore.s3_put"])
+def test_no_secret_in_any_argv(check: str) -> None:
+    """Every command line a check builds (the remote `sh -c` argument and the local transfer) lacks the secret."""
+    put = (FIX / "warp/put.json").read_text()
+    get = (FIX / "warp/get.json").read_text()
+    remotes = {h: FakeRemote(h).on("command -v warp", (0, "/usr/local/bin/warp\n", ""))
+               .on(r"warp --version", (0, "warp version v1.0.0 - b3452c34f08a\n", ""))
+               .on(r"warp put", (0, put, "")).on(r"warp get", (0, get, "")).on(r"python3 -c", (0, "datasets\n", ""))
+               .on(r"weed shell", (0, "", "")).on(r"^mkdir|^rm -f", (0, "", ""))
+               for h in ("gpu001", "s3-01")}
+    ctx = context(remotes, Options(s3_secret_key=SECRET))  # type: ignore[arg-type]
+    chk = REGISTRY[check]
+    t = target(check)
+    for subject in chk.subjects(ctx, t):
+        chk.prepare(ctx, t, subject)
+        chk.measure(ctx, t, subject, REP)
+    argvs = [c for r in remotes.values() for c in r.commands]
+    assert argvs and not [c for c in argvs if SECRET in c or shlex.quote(SECRET) in c]
+    assert any(SECRET in content for r in remotes.values() for content, _ in r.secret_files.values())
+
+
+def test_warp_of_another_version_is_refused() -> None:
+    r = (FakeRemote("gpu001").on("command -v warp", (0, "/usr/local/bin/warp\n", ""))
+         .on(r"warp --version", (0, "warp version v1.1.2 - 1234567\n", "")))
+    ctx = context({"gpu001": r, "s3-01": FakeRemote("s3-01")}, Options(s3_secret_key="s3cr3t"))
+    chk = REGISTRY["objectstore.s3_get"]
+    [subject] = chk.subjects(ctx, target("objectstore.s3_get"))
+    with pytest.raises(CheckError, match=r"unsupported warp version 1.1.2.*supported: warp v1.0.x"):
+        chk.prepare(ctx, target("objectstore.s3_get"), subject)
 
 
 def test_perftest_and_nccl_and_gpu_copy() -> None:
@@ -313,7 +357,7 @@ def test_lustre_mounts_use_the_plans_mount_options() -> None:
     r = FakeRemote("gpu001").on("findmnt", (0, json.dumps(fs), ""))
     s = measure("conformance.lustre_mounts", {"gpu001": r}, "gpu001")
     assert "/lustre option flock: planned, not in the mount options (rw,user_xattr)" in s.details
-    assert any(d.startswith("/lustre MGS NIDs: planned ['10.89.20.4@tcp0']") for d in s.details)
+    assert any(d.startswith("/lustre MGS NIDs: planned ['10.89.20.4@tcp']") for d in s.details)
     r = FakeRemote("gpu001").on("findmnt", (1, "", ""))
     assert measure("conformance.lustre_mounts", {"gpu001": r}, "gpu001").details == [
         "/lustre: planned a Lustre mount of lab, nothing mounted there"]
@@ -327,3 +371,75 @@ def test_warp_without_secret_copies_nothing() -> None:
     with pytest.raises(CheckError, match="KILN_S3_SECRET_KEY"):
         chk.prepare(ctx, target("objectstore.s3_get"), subject)
     assert not any(c.startswith("PUT ") for c in r.commands)
+
+
+# ------------------------------------------------------------------------------ a failed run is never a pass
+
+_GOOD = {
+    "storage.mdtest_create": (r"mdtest -n", "mdtest/mdtest_files.txt"),
+    "storage.ior_easy_write": (r"ior -a POSIX", "ior/ior_4.0.0_write.json"),
+    "fabric.nccl_allreduce_intra": (r"^all_reduce_perf -b", "nccl/all_reduce_intra_8gpu.txt"),
+    "storage.fio_local_read": (r"fio --output-format=json", "fio/read_2jobs.json"),
+    "gpu.h2d_bw": (r"nvbandwidth -t host_to_device", "cuda/nvbandwidth.txt"),
+}
+
+
+@pytest.mark.parametrize("check", sorted(_GOOD))
+def test_nonzero_exit_is_an_error_even_when_the_output_parses(check: str) -> None:
+    pattern, fixture = _GOOD[check]
+    good = (FIX / fixture).read_text()
+
+    def remote(rc: int) -> FakeRemote:
+        r = FakeRemote("gpu001").on("command -v", (0, "/usr/bin/x\n", "")).on("MemTotal", (0, "2048000\n", ""))
+        r.on(r"^mkdir|^ls ", (0, "", ""))
+        return r.on(pattern, (rc, good, "mpirun noticed that process rank 3 exited on signal 9 (Killed).\n"))
+
+    opts = Options(local_nvme_path="/scratch", fio_jobs=2)
+    assert measure(check, {"gpu001": remote(0)}, "gpu001", opts).value > 0
+    with pytest.raises(CheckError, match=r"gpu001: .* exited with rc 137 \(timed out\): mpirun noticed"):
+        measure(check, {"gpu001": remote(137)}, "gpu001", opts)
+
+
+# ------------------------------------------------------------------------------------------------ security
+
+
+def _exposure(states: dict[int, str]) -> FakeRemote:
+    def answer(cmd: str) -> tuple[int, str, str]:
+        pairs = json.loads(shlex.split(cmd)[3])
+        return 0, json.dumps([[a, p, states.get(p, "dropped")] for a, p in pairs]), ""
+
+    return FakeRemote("gpu001").on(r"^python3 -c", answer)
+
+
+def test_objectstore_exposure_fails_without_a_firewall() -> None:
+    open_all = {p: "open" for p in (8333, 9333, 19333, 8080, 18080, 8888, 18888)}
+    s = measure("security.objectstore_exposure", {"gpu001": _exposure(open_all)}, "gpu001")
+    assert s.value == 6 and s.info["checked"] == 7  # s3-01 is the lab's master: master, volume, filer × HTTP, gRPC
+    assert "s3-01 seaweedfs filer 10.89.20.7:8888: planned closed to gpu001 (object-store hosts only), found open" \
+        in s.details
+
+
+def test_objectstore_exposure_passes_with_only_s3_open_and_needs_s3() -> None:
+    assert measure("security.objectstore_exposure", {"gpu001": _exposure({8333: "open"})}, "gpu001").value == 0
+    s = measure("security.objectstore_exposure", {"gpu001": _exposure({})}, "gpu001")
+    assert s.details == ["s3-01 S3 gateway 10.89.20.7:8333: planned reachable from gpu001, found dropped"]
+
+
+def test_exposure_probe_tells_open_from_refused() -> None:
+    import socket
+    import subprocess
+    import sys
+
+    from kiln.verify.checks.security import _PROBE_PY
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen()
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    free = closed.getsockname()[1]
+    closed.close()
+    pairs = json.dumps([["127.0.0.1", srv.getsockname()[1]], ["127.0.0.1", free]])
+    out = subprocess.run([sys.executable, "-c", _PROBE_PY, pairs, "2"], capture_output=True, text=True, check=True)
+    srv.close()
+    assert [state for _, _, state in json.loads(out.stdout)] == ["open", "refused"]

@@ -1,5 +1,6 @@
-"""Parsers on real tool output (fio, iperf3, warp: produced by tests/fixtures/tools/regen.sh) and on the
-documented formats of perftest, nccl-tests, IOR, mdtest, bandwidthTest, nvbandwidth, lnetctl and lfs."""
+"""Parsers on real tool output (fio, iperf3, warp: produced by tests/fixtures/tools/regen.sh; IOR and mdtest
+4.0.0 and main: real runs named in their .source; published nccl-tests and perftest output, cited) and on the
+documented formats of the tools that need hardware (nvbandwidth, bandwidthTest, lnetctl, lfs)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
+from kiln.lustre.lustre_common import normalize_nid, parse_size
+from kiln.lustre.lustre_layout import LayoutComponent, parse_getstripe
 from kiln.verify import parsers as p
 from kiln.verify.parsers import ParseError
 
@@ -70,6 +74,58 @@ def test_fio_non_numeric_field() -> None:
 # ------------------------------------------------------------------------------------------------ iperf3
 
 
+def test_fio_interrupted_by_a_signal_is_not_a_measurement() -> None:
+    # real fio 3.33 run stopped with SIGINT: JSON with error 0 and "fio: terminating on signal 2"
+    with pytest.raises(ParseError, match="interrupted by signal 2"):
+        p.parse_fio(read("fio/interrupted.json"), read("fio/interrupted.stderr"))
+
+
+def test_fio_2x_units_are_kib() -> None:
+    d = json.loads(read("fio/write_2jobs.json"))
+    d["fio version"] = "fio-2.21"
+    for j in d["jobs"]:  # fio 2.x: io_bytes in KiB, bw in KiB/s, no bw_bytes/io_kbytes
+        for ddir in ("read", "write"):
+            j[ddir]["io_bytes"] = j[ddir].pop("io_kbytes")
+            j[ddir].pop("bw_bytes")
+    new, cur = p.parse_fio(json.dumps(d)), p.parse_fio(read("fio/write_2jobs.json"))
+    assert new.aggregate_Bps("write") == pytest.approx(cur.aggregate_Bps("write"), rel=1e-3)
+    d["fio version"] = "fio-4.0"
+    with pytest.raises(ParseError, match=r"unsupported fio version fio-4.0"):
+        p.parse_fio(json.dumps(d))
+
+
+def test_malformed_json_is_a_parse_error_not_an_attribute_error() -> None:
+    d = json.loads(read("fio/write_2jobs.json"))
+    d["jobs"][0]["write"] = "oops"
+    with pytest.raises(ParseError, match=r"job .* write is not a JSON object"):
+        p.parse_fio(json.dumps(d))
+    d = json.loads(read("fio/write_2jobs.json"))
+    d["jobs"] = ["x"]
+    with pytest.raises(ParseError, match="jobs\\[\\] entry is not a JSON object"):
+        p.parse_fio(json.dumps(d))
+    w = p._json_object_after("warp", p._strip_ansi(read("warp/put.json")), "operations")
+    w["operations"] = [1]
+    with pytest.raises(ParseError, match="not a JSON object"):
+        p.parse_warp(json.dumps(w))
+    i = json.loads(read("iperf3/tcp_4streams.json"))
+    i["end"] = []
+    with pytest.raises(ParseError, match="end is not a JSON object"):
+        p.parse_iperf3(json.dumps(i))
+
+
+def test_iperf3_interrupted_short_and_empty_runs() -> None:
+    with pytest.raises(ParseError, match="interrupt - the client has terminated"):
+        p.parse_iperf3(read("iperf3/interrupted.json"), read("iperf3/interrupted.stderr"))
+    d = json.loads(read("iperf3/tcp_4streams.json"))  # 3 s requested
+    d["end"]["sum_received"]["seconds"] = 0.1
+    with pytest.raises(ParseError, match=r"cut short: 0.10 s of the requested 3 s"):
+        p.parse_iperf3(json.dumps(d))
+    d = json.loads(read("iperf3/tcp_4streams.json"))
+    d["end"]["sum_received"]["bytes"] = 0
+    with pytest.raises(ParseError, match="receiver got 0 bytes"):
+        p.parse_iperf3(json.dumps(d))
+
+
 def test_iperf3_real_run() -> None:
     r = p.parse_iperf3(read("iperf3/tcp_4streams.json"))
     assert r.received_bps > 1e8 and r.streams == 4 and r.seconds > 2
@@ -103,6 +159,24 @@ def test_warp_put_and_get_real_runs() -> None:
     assert "--json" in read("warp/get.cmd")
 
 
+def test_warp_failed_requests_are_an_error() -> None:
+    text = read("warp/put.json")
+    d = p._json_object_after("warp", p._strip_ansi(text), "operations")
+    for o in d["operations"]:
+        o["errors"] = 999 if o["type"] == "PUT" else 0
+        o["n"] = 1000 if o["type"] == "PUT" else o["n"]
+    with pytest.raises(ParseError, match="999 of 1000 PUT requests failed"):
+        p.parse_warp(json.dumps(d)).op("PUT")
+
+
+def test_warp_versions() -> None:
+    assert p.parse_warp_version("warp version v1.0.0 - b3452c34f08a") == "1.0.0"
+    with pytest.raises(ValueError, match=r"unsupported warp version 1.1.0"):
+        p.parse_warp_version("warp version v1.1.0 - abc")
+    with pytest.raises(ValueError, match="cannot read the warp version"):
+        p.parse_warp_version("sh: warp: not found")
+
+
 def test_warp_error_from_the_server() -> None:
     with pytest.raises(ParseError, match="SignatureDoesNotMatch"):
         p.parse_warp(read("warp/bad_secret.json"), read("warp/bad_secret.stderr"))
@@ -114,6 +188,17 @@ def test_warp_without_json() -> None:
 
 
 # ---------------------------------------------------------------------------------------------- perftest
+
+
+def test_perftest_clock_warning_inside_the_table() -> None:
+    r = p.parse_perftest(read("perftest/ib_write_bw_cpufreq.txt"))  # published output, NVIDIA/deepops docs
+    assert r.bw_avg_Bps == pytest.approx(92.40 * 125e6) and r.rows[0].size_bytes == 65536
+
+
+def test_perftest_truncated_table() -> None:
+    text = read("perftest/ib_write_bw_gbits.txt").rstrip().rsplit("\n", 1)[0]  # closing line missing
+    with pytest.raises(ParseError, match="truncated"):
+        p.parse_perftest(text)
 
 
 def test_perftest_gbits() -> None:
@@ -151,6 +236,21 @@ def test_nccl_intra() -> None:
     assert r.avg_busbw_GBps < r.busbw_GBps  # the average includes the small sizes
 
 
+def test_nccl_old_table_without_root_and_with_float_error() -> None:
+    r = p.parse_nccl_tests(read("nccl/all_reduce_old_4gpu.txt"))  # published output, Azure/azureml-examples
+    assert len(r.rows) == 7 and r.busbw_GBps == pytest.approx(2.56) and r.avg_busbw_GBps == pytest.approx(2.54225)
+    assert r.rows[0].oop_wrong is None  # a float max error, not a count; "Out of bounds values" decides
+    bad = read("nccl/all_reduce_old_4gpu.txt").replace("Out of bounds values : 0 OK", "Out of bounds values : 2 FAILED")
+    with pytest.raises(ParseError, match="2 out-of-bounds values"):
+        p.parse_nccl_tests(bad)
+
+
+def test_nccl_header_is_never_the_reported_error() -> None:
+    head = read("nccl/all_reduce_old_4gpu.txt").split("2e3f9af7241040529530e810ce60fe5d000002:195:195")[0]
+    with pytest.raises(ParseError, match="no rows"):
+        p.parse_nccl_tests(head)
+
+
 def test_nccl_inter_and_no_check() -> None:
     assert p.parse_nccl_tests(read("nccl/all_reduce_inter_16rank.txt")).ranks == 16
     r = p.parse_nccl_tests(read("nccl/all_reduce_nocheck.txt"))
@@ -174,6 +274,18 @@ def test_nccl_unfinished_run() -> None:
 
 
 # --------------------------------------------------------------------------------------------------- IOR
+
+
+def test_ior_4_0_real_run() -> None:
+    r = p.parse_ior(read("ior/ior_4.0.0_write.json"))
+    assert r.write_Bps == pytest.approx(485.3483 * p.MIB) and r.read_Bps is None and r.tasks == 2
+
+
+def test_ior_other_versions_refused() -> None:
+    d = json.loads(read("ior/ior_4.0.0_write.json"))
+    d["Version"] = "2.10.3"
+    with pytest.raises(ParseError, match=r"unsupported IOR version 2\.10\.3"):
+        p.parse_ior(json.dumps(d))
 
 
 def test_ior_json_and_text_agree() -> None:
@@ -204,25 +316,49 @@ def test_ior_missing_op() -> None:
 # ------------------------------------------------------------------------------------------------ mdtest
 
 
-def test_mdtest_rate_table_only() -> None:
-    r = p.parse_mdtest(read("mdtest/mdtest_files.txt"))
-    assert r.rate("File creation").mean == pytest.approx(48213.512)  # not 1.327 from the SUMMARY time table
-    assert r.rate("Tree removal").max == pytest.approx(512.066)
+def test_mdtest_4_0_real_run_rows_without_colons() -> None:
+    r = p.parse_mdtest(read("mdtest/mdtest_files.txt"))  # mdtest 4.0.0, the version roles/bench_tools builds
+    assert r.rate("File creation").mean == pytest.approx(2220.260)
+    assert r.rate("Tree removal").max == pytest.approx(109.793)
+    assert set(r.rates) == {"File creation", "File stat", "File read", "File removal", "Tree creation",
+                            "Tree removal"}
 
 
-def test_mdtest_old_format() -> None:
-    assert p.parse_mdtest(read("mdtest/mdtest_old.txt")).rate("File creation").mean == pytest.approx(21450.337)
+def test_mdtest_main_rate_header_with_units() -> None:
+    r = p.parse_mdtest(read("mdtest/mdtest_main.txt"))  # "SUMMARY rate (in ops/sec):"
+    assert r.rate("File creation").mean == pytest.approx(1661.965)
+
+
+def test_mdtest_rate_table_not_the_time_table() -> None:
+    # mdtest prints "SUMMARY time" after the rate table with -i > 1; a table after it must not be read as rates
+    text = read("mdtest/mdtest_files.txt").replace(
+        "-- finished at", "\nSUMMARY time: (of 1 iterations)\n   File creation      9.9 9.9 9.9 0.0\n-- finished at")
+    assert p.parse_mdtest(text).rate("File creation").mean == pytest.approx(2220.260)
+
+
+def test_mdtest_other_versions_refused() -> None:
+    text = read("mdtest/mdtest_files.txt").replace("mdtest-4.0.0 was launched", "mdtest-1.9.3 was launched")
+    with pytest.raises(ParseError, match=r"unsupported mdtest version 1.9.3; supported: mdtest 4.0"):
+        p.parse_mdtest(text)
 
 
 def test_mdtest_error_and_missing_row() -> None:
-    with pytest.raises(ParseError, match="FAILED in create_remove_directory_tree"):
-        p.parse_mdtest(read("mdtest/mdtest_error.txt"))
+    with pytest.raises(ParseError, match=r"the tool reported: ERROR: open64\("):
+        p.parse_mdtest(read("mdtest/mdtest_error.txt"), read("mdtest/mdtest_error.stderr"))
     with pytest.raises(ParseError, match="no 'Directory creation' row"):
         p.parse_mdtest(read("mdtest/mdtest_files.txt")).rate("Directory creation")
 
 
+def test_mdtest_abort_after_the_table_and_truncated_output() -> None:
+    good = read("mdtest/mdtest_files.txt")
+    with pytest.raises(ParseError, match="MPI_ABORT"):
+        p.parse_mdtest(good, "MPI_ABORT was invoked on rank 1 in communicator MPI_COMM_WORLD\n")
+    with pytest.raises(ParseError, match="truncated"):
+        p.parse_mdtest(good.split("-- finished at")[0])
+
+
 def test_mdtest_non_numeric() -> None:
-    text = read("mdtest/mdtest_files.txt").replace("48213.512      48213.512", "48213.512      nan-ish", 1)
+    text = read("mdtest/mdtest_files.txt").replace("2220.260       2220.260", "2220.260       nan-ish", 1)
     with pytest.raises(ParseError, match="not a number"):
         p.parse_mdtest(text)
 
@@ -234,7 +370,9 @@ def test_bandwidth_test_gb_and_mb() -> None:
     r = p.parse_bandwidth_test(read("cuda/bandwidthTest.txt"))
     assert r.h2d_Bps == pytest.approx(53.9e9) and r.d2h_Bps == pytest.approx(54.6e9)
     old = p.parse_bandwidth_test(read("cuda/bandwidthTest_mbs.txt"))
-    assert old.h2d_Bps == pytest.approx(12161.8e6)
+    assert old.h2d_Bps == pytest.approx(12161.8 * 1_024_000)  # pre-10.1 "MB/s" is 1,024,000 B/s
+    with pytest.raises(ParseError, match="truncated"):
+        p.parse_bandwidth_test(read("cuda/bandwidthTest.txt").split("Result = PASS")[0])
 
 
 def test_bandwidth_test_no_device() -> None:
@@ -254,20 +392,33 @@ def test_nvbandwidth() -> None:
 
 def test_lnetctl() -> None:
     nis = p.parse_lnetctl_net_show(read("lustre/lnetctl_net_show.yaml"))
-    assert [(n.nid, n.status) for n in nis] == [("10.20.0.11@o2ib0", "up"), ("10.20.1.11@o2ib0", "down")]
+    assert [(n.nid, n.status) for n in nis] == [("10.20.0.11@o2ib", "up"), ("10.20.1.11@o2ib", "down")]
+    assert {n.net for n in nis} == {"o2ib"}  # libcfs_net2str_r() spells network 0 without its number
     assert nis[0].interfaces == ("ib0",)
     with pytest.raises(ParseError, match="no 'net:' list"):
         p.parse_lnetctl_net_show("show:\n    - net:\n          errno: -100\n")
 
 
-def test_getstripe_layouts() -> None:
-    pfl = p.parse_lfs_getstripe_dir(read("lustre/getstripe_pfl.txt"))
+def test_getstripe_layouts_through_the_lustre_library() -> None:
+    """kiln verify reads lfs getstripe with kiln.lustre (the lustre_layout module's parser)."""
+    pfl = parse_getstripe(read("lustre/getstripe_pfl.txt"))
+    assert pfl is not None
     assert [(c.extent_end, c.stripe_count, c.stripe_size) for c in pfl] == [
         (64 << 20, 1, 1 << 20), (4 << 30, 4, 4 << 20), (None, -1, 4 << 20)]
-    dom = p.parse_lfs_getstripe_dir(read("lustre/getstripe_dom.txt"))
-    assert dom[0].pattern == "mdt" and dom[1].stripe_count == 1
-    plain = p.parse_lfs_getstripe_dir(read("lustre/getstripe_plain.txt"))
-    assert plain == (p.LayoutComponentSeen(None, 1, 1 << 20, "raid0", None),)
+    dom = parse_getstripe(read("lustre/getstripe_dom.txt"))
+    assert dom is not None and dom[0].dom and dom[1].stripe_count == 1
+    assert parse_getstripe(read("lustre/getstripe_plain.txt")) == [LayoutComponent(None, 1, 1 << 20)]
+
+
+def test_getstripe_yaml_fixture() -> None:
+    """The --yaml form (2.16: a `components:` list, one key per line) gives DoM, pool and overstriping."""
+    comps = parse_getstripe(read("lustre/getstripe_yaml_pfl.yaml"))
+    assert comps == [
+        LayoutComponent(1 << 20, stripe_size=1 << 20, dom=True),
+        LayoutComponent(64 << 20, stripe_count=1, stripe_size=1 << 20, pool="flash"),
+        LayoutComponent(None, stripe_size=4 << 20, overstripe_count=-1),
+    ]
+    assert yaml.safe_load(read("lustre/getstripe_yaml_pfl.yaml"))["lcm_entry_count"] == 3  # it is YAML
 
 
 def test_small_inspection_helpers() -> None:
@@ -281,5 +432,5 @@ def test_small_inspection_helpers() -> None:
         p.parse_nvidia_smi_csv("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.")
     assert p.parse_env_file("# c\nNCCL_SOCKET_IFNAME==eth0\nNCCL_IB_DISABLE=1\n") == {
         "NCCL_SOCKET_IFNAME": "=eth0", "NCCL_IB_DISABLE": "1"}
-    assert p.size_bytes("16M") == 16 << 20 and p.size_bytes("1048576") == 1 << 20
-    assert p.normalize_nid("10.0.0.1@tcp") == "10.0.0.1@tcp0"
+    assert parse_size("16M") == 16 << 20 and parse_size("1048576") == 1 << 20
+    assert normalize_nid("10.0.0.1@tcp0") == normalize_nid("10.0.0.1@tcp") == "10.0.0.1@tcp"

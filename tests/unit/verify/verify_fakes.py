@@ -49,8 +49,14 @@ class FakeRemote:
         p = subprocess.run(["bash", "-c", command], capture_output=True, text=True, env=env, timeout=60, check=False)
         return CommandResult(command, p.returncode, p.stdout, p.stderr, time.monotonic() - start)
 
+    secret_files: dict[str, tuple[str, int]] = field(default_factory=dict)  # remote path → (content, local mode)
+
     def put(self, local: Path, remote_path: str, mode: int = 0o755) -> None:
         self.commands.append(f"PUT {local} {remote_path}")
+
+    def put_secret(self, local: Path, remote_path: str) -> None:
+        self.commands.append(f"PUT_SECRET {local} {remote_path}")
+        self.secret_files[remote_path] = (local.read_text(), local.stat().st_mode & 0o777)
 
 
 def fake_tool(bin_dir: Path, name: str, script: str) -> None:

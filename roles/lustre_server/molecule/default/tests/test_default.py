@@ -113,9 +113,9 @@ def test_persistent_params_stored_once_on_the_mgs(host):
     sets = [argv for argv in calls(host, "lctl") if argv[:2] == ["set_param", "-P"]]
     assert [argv[2] for argv in sets] == [
         "obdfilter.*.brw_size=16",
-        "obdfilter.*.read_cache_enable=1",
-        "obdfilter.*.writethrough_cache_enable=0",
-        "obdfilter.*.readcache_max_filesize=32M",
+        "osd-ldiskfs.*OST*.read_cache_enable=1",
+        "osd-ldiskfs.*OST*.writethrough_cache_enable=0",
+        "osd-ldiskfs.*OST*.readcache_max_filesize=32M",
     ]
     log = host.check_output("lctl --device MGS llog_print params")
     assert "parameter: obdfilter.*.brw_size, value: 16" in log
@@ -124,3 +124,16 @@ def test_persistent_params_stored_once_on_the_mgs(host):
 def test_params_record_keeps_the_tunable_ids(host):
     text = host.file("/etc/kiln/lustre-server-params.yml").content_string
     assert "id: server.obdfilter.brw_size" in text and "plan_digest: '0000000000000000'" in text
+
+
+STANDBY_UNIT = "mnt-lustre\\x2dtargets-lab\\x2dOST0002.mount"
+
+
+def test_standby_target_has_a_unit_that_nothing_starts(host):
+    text = unit(host, STANDBY_UNIT)
+    assert "What=/dev/disk/by-id/kiln-ost0002\n" in text and "Standby unit: lab-OST0002 belongs to oss02" in text
+    assert "Requires=" not in text and "Before=kiln-lustre-server.target" not in text
+    assert STANDBY_UNIT not in unit(host, "kiln-lustre-server.target")
+    assert not host.service(STANDBY_UNIT).is_running
+    # never formatted here: the primary server formats it
+    assert not any(argv[-1] == "/dev/disk/by-id/kiln-ost0002" for argv in calls(host, "mkfs.lustre"))

@@ -200,3 +200,45 @@ def test_secret_not_in_ansible_output():
     assert "objectstore_s3_secret_key is empty" in text  # the refusal converge.yml provokes
     leaked = _test_secret() in text
     assert not leaked, f"the test S3 secret appears in {log}"
+
+
+# ------------------------------------------------------------------------------- SeaweedFS's own security
+
+SECURITY = "/etc/seaweedfs/security.toml"
+
+
+def test_security_config_is_private_and_signs_writes_and_filer_reads(host):
+    f = host.file(SECURITY)
+    assert (f.user, f.group, f.mode) == ("seaweedfs", "seaweedfs", 0o600)
+    script = """
+import tomllib
+c = tomllib.load(open("/etc/seaweedfs/security.toml", "rb"))["jwt"]
+print(len(c["signing"]["key"]), len(c["filer_signing"]["key"]), len(c["filer_signing"]["read"]["key"]))
+"""
+    assert _python(host, script).split() == ["48", "48", "48"]
+
+
+def test_keys_are_kept_on_the_controller_0600():
+    keys = _ephemeral() / "objectstore-keys"
+    assert oct(keys.stat().st_mode & 0o777) == oct(0o700)
+    files = sorted(p.name for p in keys.iterdir())
+    assert files == ["jwt-filer-read", "jwt-filer-signing", "jwt-signing"]
+    assert all((keys / n).stat().st_mode & 0o777 == 0o600 for n in files)
+
+
+def test_unsigned_writes_and_filer_reads_are_refused(host, addr):
+    # a file id from the master (an unsigned client gets one, but not the token it would need)
+    script = f"""
+import json, urllib.request, urllib.error
+def code(req):
+    try:
+        return urllib.request.urlopen(req, timeout=10).status
+    except urllib.error.HTTPError as e:
+        return e.code
+a = json.load(urllib.request.urlopen("http://{addr}:9333/dir/assign", timeout=10))
+vol = urllib.request.Request(f"http://{{a['url']}}/{{a['fid']}}", data=b"x", method="PUT")
+filer_put = urllib.request.Request("http://{addr}:8888/kiln-molecule/unsigned", data=b"x", method="PUT")
+filer_get = urllib.request.Request("http://{addr}:8888/buckets/", method="GET")
+print(code(vol), code(filer_put), code(filer_get))
+"""
+    assert _python(host, script).split() == ["401", "401", "401"]

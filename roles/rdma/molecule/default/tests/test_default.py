@@ -1,6 +1,7 @@
 """Testinfra checks for role rdma in configuration-only mode (no RDMA hardware in these containers)."""
 
 import pathlib
+import shlex
 
 import pytest
 import yaml
@@ -73,6 +74,22 @@ def test_ipoib_rails(host, contract):
         assert not host.service("systemd-networkd").is_running
 
 
+def test_roce_addresses(host, contract):
+    # RoCE: every storage NIC and compute rail gets its planned IPv4 address (RoCEv2 GID, LNet o2ib NIDs).
+    ifaces = contract.get("rdma_roce_interfaces", [])
+    files = host.run("ls /etc/systemd/network/").stdout.split()
+    assert sorted(f for f in files if f.startswith("61-kiln-roce-")) == sorted(
+        f"61-kiln-roce-{i['name']}.network" for i in ifaces
+    )
+    for i, iface in enumerate(ifaces):
+        text = host.file(f"/etc/systemd/network/61-kiln-roce-{iface['name']}.network").content_string
+        assert f"[Match]\nName={iface['name']}\n" in text and f"Address={iface['address']}\n" in text
+        ip = iface["address"].split("/")[0]
+        assert f"From={ip}/32\nTable={240 + i}\n" in text
+    if contract["rdma_fabric"] == "roce":
+        assert ifaces, "the RoCE contract must carry addresses"
+
+
 def test_roce_unit(host, contract):
     unit = host.file("/etc/systemd/system/kiln-roce-qos.service")
     script = host.file("/usr/local/sbin/kiln-roce-qos")
@@ -81,8 +98,9 @@ def test_roce_unit(host, contract):
         return
     assert script.mode == 0o755
     text = script.content_string
-    devices = " ".join(d["device"] for d in contract["rdma_expected_devices"])
-    assert f'DEVICES="{devices}"' in text
+    # One shell word per device, each quoted as Jinja's quote filter (shlex.quote) writes it.
+    devices = " ".join(shlex.quote(d["device"]) for d in contract["rdma_expected_devices"])
+    assert f"set -- {devices}\n" in text
     assert "PRIO=3\n" in text and "DSCP=26\n" in text and "TOS=106\n" in text
     assert 'dcb pfc set dev "$nd" prio-pfc all:off "$PRIO":on' in text
     assert host.run("sh -n /usr/local/sbin/kiln-roce-qos").rc == 0

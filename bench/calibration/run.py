@@ -1,0 +1,128 @@
+"""Calibration: the sizing model's predictions against published measurements, held to ±20 %.
+
+Each file in bench/calibration/cases/ describes one measured system as a kiln spec (`cluster:`, the
+`kiln:cluster` object of a stack) and the published figures measured on it (`measurements:`, each with
+its source). The script plans every system (no hardware, no network: it only plans), prints predicted
+against published and the ratio, and exits 1 when any in-scope case is outside the band. A measurement
+the model does not cover says so with `out_of_scope: <reason>` and is printed, not judged.
+
+Usage: python bench/calibration/run.py [--cases DIR] [--band 0.2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kiln import yamlio
+from kiln.plan import build_plan
+from kiln.plan.model import Plan
+from kiln.spec import SpecError, validate
+
+CASES = Path(__file__).resolve().parent / "cases"
+#: Sizing figures a measurement may name as `sizing:<key>`.
+SIZING_KEYS = (
+    "aggregate_read_GBps",
+    "aggregate_write_GBps",
+    "single_client_read_GBps",
+    "single_client_write_GBps",
+    "objectstore_GBps",
+)
+
+
+@dataclass(frozen=True)
+class Row:
+    case: str
+    metric: str
+    predicted: float
+    published: float
+    unit: str
+    out_of_scope: str | None
+    source: str
+
+    @property
+    def ratio(self) -> float:
+        return self.predicted / self.published
+
+    def within(self, band: float) -> bool:
+        return abs(self.ratio - 1.0) <= band
+
+
+class CaseError(Exception):
+    """A case file that cannot be judged: names the file and the problem."""
+
+
+def predict(plan: Plan, metric: str) -> float:
+    kind, _, name = metric.partition(":")
+    if kind == "sizing" and name in SIZING_KEYS:
+        return float(getattr(plan.sizing, name))
+    if kind == "target":
+        found = [t for t in plan.targets if t.check == name]
+        if found:
+            return float(found[0].expected)
+    raise KeyError(f"metric {metric!r}: use target:<check id> or sizing:<{'|'.join(SIZING_KEYS)}>")
+
+
+def load_case(path: Path) -> list[Row]:
+    doc: Any = yamlio.load(path.read_text(encoding="utf-8"))
+    if not isinstance(doc, dict) or "cluster" not in doc or not doc.get("measurements"):
+        raise CaseError(f"{path.name}: needs `cluster:` (a kiln spec) and `measurements:` (at least one)")
+    try:
+        plan = build_plan(validate(doc["cluster"], str(path)), path.stem)
+    except SpecError as e:
+        raise CaseError(f"{path.name}: the spec is not valid:\n{e}") from None
+    rows = []
+    for m in doc["measurements"]:
+        missing = [k for k in ("id", "metric", "published", "unit", "source") if not m.get(k)]
+        if missing:
+            raise CaseError(f"{path.name}: measurement {m.get('id', '?')} lacks {', '.join(missing)}")
+        try:
+            predicted = predict(plan, str(m["metric"]))
+        except KeyError as e:
+            raise CaseError(f"{path.name}: {m['id']}: {e.args[0]}") from None
+        rows.append(
+            Row(str(m["id"]), str(m["metric"]), predicted, float(m["published"]), str(m["unit"]),
+                m.get("out_of_scope"), " ".join(str(m["source"]).split()))
+        )
+    return rows
+
+
+def table(rows: list[Row], band: float) -> str:
+    lines = [f"{'case':34} {'metric':36} {'predicted':>10} {'published':>10} {'ratio':>6}  verdict"]
+    for r in rows:
+        verdict = f"out of scope: {r.out_of_scope}" if r.out_of_scope else ("ok" if r.within(band) else "OFF")
+        lines.append(
+            f"{r.case:34} {r.metric:36} {r.predicted:10.1f} {r.published:10.1f} {r.ratio:6.2f}  {verdict} [{r.unit}]"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    ap.add_argument("--cases", type=Path, default=CASES, help="directory of case files (*.yaml)")
+    ap.add_argument("--band", type=float, default=0.2, help="allowed |predicted/published - 1| (default 0.2)")
+    args = ap.parse_args(argv)
+    files = sorted(args.cases.glob("*.yaml"))
+    if not files:
+        print(f"calibration: no case files in {args.cases}", file=sys.stderr)
+        return 2
+    rows: list[Row] = []
+    try:
+        for f in files:
+            rows += load_case(f)
+    except CaseError as e:
+        print(f"calibration: {e}", file=sys.stderr)
+        return 2
+    print(table(rows, args.band))
+    off = [r for r in rows if not r.out_of_scope and not r.within(args.band)]
+    judged = [r for r in rows if not r.out_of_scope]
+    print(f"\n{len(judged) - len(off)} of {len(judged)} in-scope measurements within ±{args.band:.0%}"
+          f"{'' if not off else '; off: ' + ', '.join(r.case for r in off)}")
+    return 1 if off else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

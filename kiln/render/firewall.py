@@ -1,0 +1,71 @@
+"""Plan → the `firewall` role's rules per host (host_vars firewall_rules): which ports, from which networks.
+
+The role opens nothing by itself; every port comes from here, derived from the plan:
+
+- every host: SSH (22) from the management network (Ansible, `kiln verify`);
+- object-store hosts (SeaweedFS deployed by kiln): the S3 port from the storage and management networks
+  (clients reach the gateway by name, which may resolve to either); master, volume and filer ports and their
+  gRPC ports (+10000) only from the object-store hosts' own storage addresses — the master hands out write
+  tokens over HTTP, and the filer and volume servers serve data, so no client may reach them;
+- Lustre servers and clients on an LNet TCP network: the LNet acceptor port (988) from the storage network;
+- compute hosts: iperf3's port from the storage network (acceptance `network.iperf3` runs between them);
+- compute hosts: every TCP port from the other compute hosts (MPI launchers and NCCL bootstrap use
+  ephemeral ports) and perftest's port from the management network (`fabric.ib_*_bw` exchange).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kiln.plan.model import Host, Plan
+from kiln.spec.models import ClusterSpec
+
+SSH_PORT = 22
+LNET_ACCEPTOR_PORT = 988  # lnet module parameter accept_port default (lustre-release lnet/lnet/acceptor.c)
+COMPUTE_GROUP = "kiln_compute"
+
+
+def _rule(name: str, proto: str, ports: list[int | str], sources: list[str], reason: str) -> dict[str, Any]:
+    return {"name": name, "proto": proto, "ports": ports, "sources": sources, "reason": reason}
+
+
+def _storage_addresses(h: Host) -> list[str]:
+    return [n.address for n in h.nics if n.role == "storage" and n.address]
+
+
+def _seaweedfs_ports() -> list[int]:
+    """HTTP and gRPC ports of master, volume and filer (kiln/knowledge/objectstore.yaml seaweedfs, the defaults
+    roles/objectstore also uses)."""
+    from kiln.render.networkpolicy import BACKEND_ROLES, seaweedfs_ports
+
+    ports, grpc = seaweedfs_ports()
+    return [p for role in BACKEND_ROLES for p in (ports[role], ports[role] + grpc)]
+
+
+def firewall_rules(plan: Plan, spec: ClusterSpec, h: Host) -> list[dict[str, Any]]:
+    """The `firewall` role's rules for host `h`, in a stable order."""
+    from kiln.verify.checks.base import Options  # the acceptance tools' default ports
+
+    opts = Options()
+    mgmt, storage = spec.networks.management, spec.networks.storage
+    rules = [_rule("ssh", "tcp", [SSH_PORT], [mgmt], "Ansible and kiln verify from the management network")]
+    os_ = plan.objectstore
+    if os_.backend == "seaweedfs" and h.name in os_.hosts:
+        rules.append(_rule("s3", "tcp", [os_.s3_port], [storage, mgmt], "S3 gateway for clients"))
+        peers = sorted({f"{a}/32" for name in os_.hosts for a in _storage_addresses(plan.host(name))})
+        if peers:
+            rules.append(_rule("seaweedfs", "tcp", list(_seaweedfs_ports()), peers,
+                               "SeaweedFS master, volume and filer (HTTP and gRPC): object-store hosts only"))
+    lustre = {*plan.groups.get("kiln_lustre_servers", ()), *plan.groups.get("kiln_lustre_clients", ())}
+    if any(n.lnd == "tcp" for n in plan.lnet) and h.name in lustre and _storage_addresses(h):
+        rules.append(_rule("lnet", "tcp", [LNET_ACCEPTOR_PORT], [storage], "LNet TCP (socklnd) acceptor"))
+    compute = plan.groups.get(COMPUTE_GROUP, ())
+    if h.name in compute and _storage_addresses(h):
+        rules.append(_rule("iperf3", "tcp", [opts.iperf3_port], [storage], "acceptance network.iperf3"))
+    if h.name in compute:
+        peers = sorted({f"{plan.host(p).management_address}/32" for p in compute if p != h.name}
+                       | {f"{a}/32" for p in compute if p != h.name for a in _storage_addresses(plan.host(p))})
+        if peers:
+            rules.append(_rule("compute-peers", "tcp", [], peers, "MPI and NCCL bootstrap between compute hosts"))
+        rules.append(_rule("perftest", "tcp", [opts.perftest_port], [mgmt], "acceptance fabric.ib_*_bw exchange"))
+    return rules

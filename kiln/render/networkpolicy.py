@@ -1,0 +1,71 @@
+"""NetworkPolicies for the in-cluster SeaweedFS: only its S3 gateway is reachable from the training namespace.
+
+SeaweedFS's master, volume and filer servers answer anyone who can reach them (reads, writes and deletes of
+any object through the volume and filer HTTP APIs); on Kubernetes, without a policy, that is every pod of the
+cluster. Two policies in the storage namespace close that:
+
+- `seaweedfs-backend`: master, volume and filer pods accept connections (HTTP and gRPC ports) only from the
+  SeaweedFS pods themselves (the S3 gateway reaches the filer, the filer and volumes reach the masters);
+- `seaweedfs-s3-gateway`: the S3 gateway pods accept the S3 port from the storage and training namespaces
+  (training jobs, the bucket Job), nothing else.
+
+NetworkPolicies are additive allow-lists: once a pod is selected by a policy with `Ingress` in its
+policyTypes, every connection no rule allows is dropped (Kubernetes docs, "Network Policies", "Isolation");
+enforcing them needs a CNI plugin that implements NetworkPolicy (Cilium, Calico, ...). docs/security.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kiln import knowledge
+from kiln.plan.model import Plan
+from kiln.spec.models import ClusterSpec
+
+NAME_LABEL = "app.kubernetes.io/name"
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set on every namespace by the API server (1.22+)
+BACKEND_ROLES = ("master", "volume", "filer")
+
+
+def seaweedfs_ports() -> tuple[dict[str, int], int]:
+    """SeaweedFS HTTP ports by role and the gRPC offset (kiln/knowledge/objectstore.yaml)."""
+    sw = knowledge.load().seaweedfs
+    ports = {"master": sw.master_port.value, "volume": sw.volume_port.value, "filer": sw.filer_port.value}
+    return ports, sw.grpc_offset.value
+
+
+def _meta(plan: Plan, name: str, namespace: str) -> dict[str, Any]:
+    return {"name": name, "namespace": namespace,
+            "labels": {"app.kubernetes.io/part-of": "kiln", "kiln.io/stack": plan.stack,
+                       "kiln.io/component": "objectstore"}}
+
+
+def _names(roles: tuple[str, ...]) -> dict[str, Any]:
+    return {"matchExpressions": [{"key": NAME_LABEL, "operator": "In",
+                                  "values": [f"seaweedfs-{r}" for r in roles]}]}
+
+
+def network_policies(plan: Plan, spec: ClusterSpec) -> list[dict[str, Any]]:
+    """The storage namespace's NetworkPolicies for a SeaweedFS deployed on Kubernetes (none otherwise)."""
+    if plan.objectstore.backend != "seaweedfs":
+        return []
+    ports, grpc_offset = seaweedfs_ports()
+    storage = spec.kubernetes.storage_namespace
+    training = spec.kubernetes.training_namespace
+    backend_ports = [{"protocol": "TCP", "port": p} for role in BACKEND_ROLES
+                     for p in (ports[role], ports[role] + grpc_offset)]
+    backend = {
+        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": _meta(plan, "seaweedfs-backend", storage),
+        "spec": {"podSelector": _names(BACKEND_ROLES), "policyTypes": ["Ingress"],
+                 "ingress": [{"from": [{"podSelector": _names((*BACKEND_ROLES, "s3"))}], "ports": backend_ports}]},
+    }
+    gateway = {
+        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": _meta(plan, "seaweedfs-s3-gateway", storage),
+        "spec": {"podSelector": {"matchLabels": {NAME_LABEL: "seaweedfs-s3"}}, "policyTypes": ["Ingress"],
+                 "ingress": [{"from": [{"namespaceSelector": {"matchExpressions": [
+                     {"key": NAMESPACE_NAME_LABEL, "operator": "In", "values": sorted({storage, training})}]}}],
+                     "ports": [{"protocol": "TCP", "port": plan.objectstore.s3_port}]}]},
+    }
+    return [backend, gateway]

@@ -1,0 +1,32 @@
+"""The hardware a spec may name: the kit's catalog plus the spec's own inline entries (`hardware:`)."""
+
+from __future__ import annotations
+
+from kiln import knowledge
+from kiln.knowledge import GpuModel, NicModel
+from kiln.spec.models import ClusterSpec
+
+
+def nics(spec: ClusterSpec) -> dict[str, NicModel]:
+    """NIC models by name: the catalog's, then the spec's inline ones (checks forbid shadowing)."""
+    out = dict(knowledge.load().nics)
+    for name, n in spec.hardware.nics.items():
+        out.setdefault(
+            name,
+            NicModel(name=name, description=n.description, source=f"stack (inline): {n.source}",
+                     link_Gbps=n.link_Gbps, fabrics=tuple(n.fabrics), pcie_gen=n.pcie_gen),
+        )
+    return out
+
+
+def gpus(spec: ClusterSpec) -> dict[str, GpuModel]:
+    """GPU models by name: the catalog's, then the spec's inline ones (checks forbid shadowing)."""
+    out = dict(knowledge.load().gpus)
+    for name, g in spec.hardware.gpus.items():
+        out.setdefault(
+            name,
+            GpuModel(name=name, description=g.description, source=f"stack (inline): {g.source}",
+                     memory_GB=g.memory_GB, pcie_gen=g.pcie_gen, nvswitch=g.nvswitch, nvlink_GBps=g.nvlink_GBps,
+                     nccl_intra_busbw_GBps=g.nccl_intra_busbw_GBps),
+        )
+    return out

@@ -1,1 +1,0 @@
-../../../ansible/plugins/module_utils/kiln_lustre.py

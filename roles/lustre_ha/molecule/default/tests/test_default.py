@@ -1,0 +1,71 @@
+"""Failover of a resource between the two nodes of a pair: real Corosync, Pacemaker and the real
+ocf:heartbeat:Dummy agent (standing in for ocf:lustre:Lustre, which needs a Lustre server)."""
+
+import time
+
+import pytest
+
+TIMEOUT_S = 90
+
+
+@pytest.fixture(scope="module")
+def ha1():
+    import testinfra
+
+    return testinfra.get_host("podman://lustre_ha-a")
+
+
+@pytest.fixture(scope="module")
+def ha2():
+    import testinfra
+
+    return testinfra.get_host("podman://lustre_ha-b")
+
+
+def locate(host, resource):
+    out = host.run(f"crm_resource --locate --resource {resource}")
+    return out.stdout.strip()
+
+
+def wait_running_on(host, resource, node):
+    deadline = time.monotonic() + TIMEOUT_S
+    seen = ""
+    while time.monotonic() < deadline:
+        seen = locate(host, resource)
+        if seen.endswith(f"is running on: {node}"):
+            return seen
+        time.sleep(2)
+    raise AssertionError(f"{resource} not running on {node} within {TIMEOUT_S} s; last: {seen!r}")
+
+
+def test_pair_is_online(ha1):
+    out = ha1.check_output("crm_mon -1 --output-as=xml")
+    assert out.count('online="true"') == 2
+
+
+def test_stonith_disabled_only_because_lab(ha1):
+    assert ha1.check_output("crm_attribute --type crm_config --name stonith-enabled --query --quiet") == "false"
+
+
+def test_resources_start_on_preferred_nodes(ha1):
+    wait_running_on(ha1, "lab-OST0000", "lustre_ha-a")
+    wait_running_on(ha1, "lab-MDT0000", "lustre_ha-b")
+
+
+def test_ordering_mdt_before_ost(ha1):
+    cfg = ha1.check_output("cibadmin --query --scope constraints")
+    assert 'first="lab-MDT0000"' in cfg and 'then="lab-OST0000"' in cfg
+
+
+def test_standby_moves_resource_to_partner(ha1, ha2):
+    wait_running_on(ha1, "lab-OST0000", "lustre_ha-a")
+    ha1.check_output("crm_attribute --node lustre_ha-a --name standby --update on --lifetime forever")
+    try:
+        start = time.monotonic()
+        wait_running_on(ha2, "lab-OST0000", "lustre_ha-b")
+        print(f"lab-OST0000 moved ha1 -> ha2 in {time.monotonic() - start:.1f} s")
+        # The Dummy agent's state file exists only where the resource runs.
+        assert ha2.file("/run/kiln-lab-OST0000.state").exists
+        assert not ha1.file("/run/kiln-lab-OST0000.state").exists
+    finally:
+        ha1.check_output("crm_attribute --node lustre_ha-a --name standby --update off --lifetime forever")

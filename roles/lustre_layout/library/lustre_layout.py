@@ -1,1 +1,0 @@
-../../../ansible/plugins/modules/lustre_layout.py

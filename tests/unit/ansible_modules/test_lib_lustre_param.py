@@ -1,0 +1,139 @@
+"""kiln.lustre.lustre_param (and lustre_common): lctl get_param / llog_print parsing, value normalisation."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from kiln_ansible_support import load_fixture
+
+from kiln.lustre import lustre_common as common
+from kiln.lustre import lustre_param as kl
+
+OSC_RPC = "osc.*.max_pages_per_rpc"
+
+
+def test_get_param_multi_device_lines() -> None:
+    entries = kl.parse_get_param(load_fixture("lctl_get_param_osc_multi.txt"))
+    assert len(entries) == 4
+    assert entries[0] == ("osc.lab-OST0000-osc-ffff8803c9c0f000.max_pages_per_rpc", "4096")
+    assert entries[2][1] == "256"
+
+
+def test_get_param_multiline_value_is_kept_together() -> None:
+    entries = kl.parse_get_param(load_fixture("lctl_get_param_multiline.txt"))
+    assert [name for name, _ in entries] == ["ost.OSS.ost_io.nrs_policies", "ost.OSS.ost_io.threads_max"]
+    assert entries[0][1] == "regular_requests:\n- name: fifo\nstate: started"
+    assert entries[1][1] == "512"
+
+
+def test_wildcard_drift_names_only_the_device_that_differs() -> None:
+    entries = kl.parse_get_param(load_fixture("lctl_get_param_osc_multi.txt"))
+    drift = kl.param_drift(OSC_RPC, "16M", entries, page_size=4096)
+    assert drift == [
+        {
+            "name": OSC_RPC,
+            "device": "osc.lab-OST0002-osc-ffff8803c9c0f000.max_pages_per_rpc",
+            "current": "256",
+            "wanted": "16M",
+        }
+    ]
+
+
+def test_no_drift_when_all_devices_match_in_other_units() -> None:
+    entries = kl.parse_get_param(load_fixture("lctl_get_param_dirty.txt"))
+    assert kl.param_drift("osc.*.max_dirty_mb", "2G", entries) == []
+    assert kl.param_drift("osc.*.max_dirty_mb", 2048, entries) == []
+    assert len(kl.param_drift("osc.*.max_dirty_mb", "1G", entries)) == 2
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "page_size", "expected"),
+    [
+        ("osc.*.max_pages_per_rpc", "16M", 4096, "4096"),
+        ("osc.*.max_pages_per_rpc", "16M", 65536, "256"),
+        ("osc.*.max_pages_per_rpc", "4096", 4096, "4096"),
+        ("osc.*.max_pages_per_rpc", 256, 4096, "256"),
+        ("osc.*.max_dirty_mb", "2G", 4096, "2048"),
+        ("osc.*.max_dirty_mb", "2048", 4096, "2048"),
+        ("osc.*.max_dirty_mb", "512K", 4096, "0.5"),
+        ("llite.*.max_read_ahead_mb", "1G", 4096, "1024"),
+        ("obdfilter.*.brw_size", "16M", 4096, "16"),
+        ("obdfilter.*.readcache_max_filesize", "32M", 4096, "33554432"),
+        ("obdfilter.*.readcache_max_filesize", "33554432", 4096, "33554432"),
+        ("x.y.some_kb", "1M", 4096, "1024"),
+        ("ldlm.namespaces.*.lru_max_age", "+0600000", 4096, "600000"),
+        ("osc.*.max_dirty_mb", "29.15", 4096, "29.15"),
+        ("mdt.*.identity_upcall", " NONE ", 4096, "NONE"),
+        ("osc.*.checksums", True, 4096, "1"),
+    ],
+)
+def test_normalize_param_value(name: str, value: object, page_size: int, expected: str) -> None:
+    assert common.normalize_param_value(name, value, page_size) == expected
+
+
+@given(st.integers(min_value=1, max_value=1 << 20), st.sampled_from(["K", "M", "G"]))
+def test_size_suffix_equals_its_byte_count(number: int, unit: str) -> None:
+    factor = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[unit]
+    name = "obdfilter.*.readcache_max_filesize"
+    assert common.normalize_param_value(name, f"{number}{unit}") == common.normalize_param_value(name, number * factor)
+
+
+@given(st.integers(min_value=1, max_value=4096))
+def test_pages_and_megabytes_agree_for_max_pages_per_rpc(megabytes: int) -> None:
+    pages = megabytes * (1 << 20) // 4096
+    as_size = common.normalize_param_value(OSC_RPC, f"{megabytes}M", 4096)
+    assert as_size == common.normalize_param_value(OSC_RPC, pages, 4096)
+
+
+def test_drift_uses_the_parameter_name_for_units_not_the_device_label() -> None:
+    """A set_param -P record is labelled "params", yet 16M of max_pages_per_rpc is still 4096 pages."""
+    assert kl.param_drift(OSC_RPC, "16M", [("params", "4096")], page_size=4096) == []
+    assert kl.param_drift(OSC_RPC, "16M", [("params", "16M")], page_size=4096) == []
+    assert kl.param_drift("osc.*.max_*", "2G", [("osc.a.max_dirty_mb", "2048")]) == []
+
+
+def test_llog_params_latest_record_wins_and_name_is_exact() -> None:
+    records = kl.parse_llog_records(load_fixture("llog_print_params.txt"))
+    assert records[0] == {
+        "index": "2",
+        "event": "set_param",
+        "device": "general",
+        "parameter": "osc.*.max_dirty_mb",
+        "value": "1024",
+    }
+    assert kl.persistent_value(records, "osc.*.max_dirty_mb") == "2048"
+    assert kl.persistent_value(records, "mdt.lab-MDT*.identity_upcall") == "NONE"
+    assert kl.persistent_value(records, "osc.lab-OST*.max_dirty_mb") is None
+
+
+def test_llog_record_without_value_reads_as_deleted() -> None:
+    records = kl.parse_llog_records(
+        "- { index: 2, event: set_param, device: general, parameter: a.b.c, value: 1 }\n"
+        "- { index: 3, event: set_param, device: general, parameter: a.b.c }\n"
+    )
+    assert kl.persistent_value(records, "a.b.c") is None
+
+
+def test_conf_param_values_per_device_latest_wins() -> None:
+    records = kl.parse_llog_records(load_fixture("llog_print_client_conf.txt"))
+    assert kl.conf_param_values(records, "lab-OST0000.osc.max_dirty_mb") == {"lab-OST0000-osc": "512"}
+    assert kl.conf_param_values(records, "lab.osc.max_dirty_mb") == {
+        "lab-OST0000-osc": "512",
+        "lab-OST0001-osc": "64",
+    }
+    assert kl.conf_param_values(records, "lab.llite.max_read_ahead_mb") == {"lab-client": "16"}
+    assert kl.conf_param_values(records, "lab.llite.max_cached_mb") == {}
+    with pytest.raises(ValueError):
+        kl.split_conf_param_name("timeout")
+
+
+def test_module_param_path_is_confined_to_sysfs() -> None:
+    assert (
+        kl.module_param_path("/sys", "mdt.max_mod_rpcs_per_client")
+        == "/sys/module/mdt/parameters/max_mod_rpcs_per_client"
+    )
+    assert kl.module_param_path("/tmp/sys/", "ptlrpc.ptlrpcd_per_cpt_max").startswith("/tmp/sys/module/")
+    for bad in ("mdt", "mdt.a.b", "../etc.passwd", "mdt./x"):
+        with pytest.raises(ValueError):
+            kl.module_param_path("/sys", bad)

@@ -1,0 +1,374 @@
+"""kiln.lustre.lustre_target (and lustre_common): tunefs.lustre/blkid parsing, NIDs, mkfs/tunefs commands."""
+
+from __future__ import annotations
+
+import pytest
+from kiln_ansible_support import load_fixture
+
+from kiln.lustre import lustre_common as common
+from kiln.lustre import lustre_target as kl
+
+
+def ost_spec(**overrides: object) -> kl.TargetSpec:
+    values: dict[str, object] = {
+        "name": "lab-OST0003",
+        "kind": "ost",
+        "fsname": "lab",
+        "index": 3,
+        "device": "/dev/sdb",
+        "mgsnode": [["10.0.0.1@o2ib0", "10.0.1.1@o2ib0"], ["10.0.0.2@o2ib0", "10.0.1.2@o2ib0"]],
+        "servicenode": [["10.0.0.11@o2ib0"], ["10.0.0.12@o2ib0"]],
+    }
+    values.update(overrides)
+    return kl.TargetSpec(**values)  # type: ignore[arg-type]
+
+
+# -- tunefs.lustre --dryrun ----------------------------------------------------
+
+
+def test_parses_registered_ost_with_servicenode_and_two_mgs_nodes() -> None:
+    target = kl.parse_tunefs_dryrun(load_fixture("tunefs_ldiskfs_ost_servicenode.txt"))
+    assert target is not None
+    assert target.name == "lab-OST0003"
+    assert (target.index, target.fsname, target.mount_type) == (3, "lab", "ldiskfs")
+    assert target.kinds == ["ost"]
+    assert target.no_primnode
+    assert target.flag_words == ["OST", "no_primnode"]
+    assert target.mgsnode == [["10.0.0.1@o2ib", "10.0.1.1@o2ib"], ["10.0.0.2@o2ib", "10.0.1.2@o2ib"]]
+    assert target.servicenode == [["10.0.0.11@o2ib"], ["10.0.0.12@o2ib"]]
+    assert target.params["sys.timeout"] == "40"
+    assert target.mount_opts == "errors=remount-ro"
+
+
+def test_repeated_failover_keys_from_old_failnode_read_as_node_list() -> None:
+    target = kl.parse_tunefs_dryrun(load_fixture("tunefs_ldiskfs_mdt_mgs_failnode.txt"))
+    assert target is not None
+    assert target.kinds == ["mgt", "mdt"]
+    assert target.servicenode == [["192.168.10.2@tcp"], ["192.168.10.3@tcp"]]
+    assert not target.no_primnode
+    assert target.params["mdt.identity_upcall"] == "/usr/sbin/l_getidentity"
+
+
+def test_never_registered_name_with_colon_is_normalised_and_index_is_decimal() -> None:
+    target = kl.parse_tunefs_dryrun(load_fixture("tunefs_quiet_never_registered.txt"))
+    assert target is not None
+    assert target.name == "lab-OST000a"
+    assert target.index == 10
+    assert "first_time" in target.flag_words
+
+
+def test_mgs_has_no_index_and_no_fsname() -> None:
+    target = kl.parse_tunefs_dryrun(load_fixture("tunefs_mgs.txt"))
+    assert target is not None
+    assert (target.name, target.index, target.fsname) == ("MGS", None, "")
+    assert target.kinds == ["mgt"]
+    assert target.servicenode == [["10.0.0.1@o2ib"], ["10.0.0.2@o2ib"]]
+
+
+def test_zfs_target() -> None:
+    target = kl.parse_tunefs_dryrun(load_fixture("tunefs_zfs_ost.txt"))
+    assert target is not None
+    assert (target.name, target.mount_type, target.mount_opts) == ("lab-OST0001", "zfs", "")
+
+
+def test_not_formatted_output_is_no_target_and_is_recognised() -> None:
+    text = load_fixture("tunefs_not_formatted.txt")
+    assert kl.parse_tunefs_dryrun(text) is None
+    assert kl.tunefs_says_not_lustre(19, "")
+    assert kl.tunefs_says_not_lustre(1, text)
+    assert not kl.tunefs_says_not_lustre(13, "Permission denied")
+
+
+@pytest.mark.parametrize(
+    ("svname", "expected"),
+    [
+        ("lab:OST0003", "lab-OST0003"),
+        ("lab=MDT0000", "lab-MDT0000"),
+        ("lab+OST00ff", "lab-OST00ff"),
+        ("my-fs-OST0001", "my-fs-OST0001"),
+        ("MGS", "MGS"),
+    ],
+)
+def test_normalize_target_name(svname: str, expected: str) -> None:
+    assert kl.normalize_target_name(svname) == expected
+
+
+def test_target_name_uses_hex_index() -> None:
+    assert kl.target_name("ost", "lab", 10) == "lab-OST000a"
+    assert kl.target_name("mdt", "lab", 0) == "lab-MDT0000"
+    assert kl.target_name("mgt", "", None) == "MGS"
+
+
+# -- blkid -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fixture", "signature"),
+    [
+        ("blkid_ext4.txt", "TYPE=ext4 LABEL=data"),
+        ("blkid_xfs.txt", "TYPE=xfs LABEL=scratch"),
+        ("blkid_gpt_disk.txt", "PTTYPE=gpt"),
+        ("blkid_escaped_label.txt", "TYPE=xfs LABEL=old data"),
+        ("blkid_blank_partition.txt", None),
+    ],
+)
+def test_blkid_signature(fixture: str, signature: str | None) -> None:
+    assert kl.blkid_signature(kl.parse_blkid_export(load_fixture(fixture))) == signature
+
+
+def test_blkid_nothing_found_output_is_empty() -> None:
+    assert kl.blkid_signature(kl.parse_blkid_export("")) is None
+
+
+# -- NIDs --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("nid", "expected"),
+    [
+        ("10.0.0.1@o2ib0", "10.0.0.1@o2ib"),
+        ("10.0.0.1@o2ib", "10.0.0.1@o2ib"),
+        ("10.0.0.1@o2ib1", "10.0.0.1@o2ib1"),
+        ("10.0.0.1@tcp0", "10.0.0.1@tcp"),
+        ("10.0.0.1@tcp10", "10.0.0.1@tcp10"),
+        (" 10.0.0.1@kfi ", "10.0.0.1@kfi"),
+    ],
+)
+def test_normalize_nid(nid: str, expected: str) -> None:
+    assert common.normalize_nid(nid) == expected
+
+
+def test_nid_groups_round_trip_and_compare_ignoring_order_and_net_zero() -> None:
+    groups = common.parse_nid_groups("a@o2ib,b@o2ib:c@o2ib")
+    assert groups == [["a@o2ib", "b@o2ib"], ["c@o2ib"]]
+    assert common.format_nid_groups(groups) == "a@o2ib,b@o2ib:c@o2ib"
+    assert common.nid_groups_key([["c@o2ib0"], ["b@o2ib", "a@o2ib0"]]) == common.nid_groups_key(groups)
+    assert common.nid_groups_key([["a@o2ib"], ["b@o2ib", "c@o2ib"]]) != common.nid_groups_key(groups)
+
+
+def test_coerce_nid_groups_accepts_lists_and_comma_strings() -> None:
+    assert common.coerce_nid_groups([["a@tcp", "b@tcp"], "c@tcp, d@tcp"]) == [["a@tcp", "b@tcp"], ["c@tcp", "d@tcp"]]
+    with pytest.raises(ValueError):
+        common.coerce_nid_groups([[]])
+    with pytest.raises(ValueError):
+        common.coerce_nid_groups("a@tcp")
+
+
+# -- spec validation -----------------------------------------------------------
+
+
+def test_valid_spec_has_no_errors() -> None:
+    assert kl.validate_target_spec(ost_spec()) == []
+
+
+@pytest.mark.parametrize(
+    ("overrides", "fragment"),
+    [
+        ({"name": "lab-OST0004"}, "which make 'lab-OST0003'"),
+        ({"name": "lab-OST0010", "index": 10}, "which make 'lab-OST000a'"),
+        ({"fsname": "waytoolongname"}, "1-8 characters"),
+        ({"index": None}, "needs an index"),
+        ({"mgsnode": []}, "needs mgsnode"),
+        ({"mgsnode": [["10.0.0.1"]]}, "not a NID"),
+        ({"backend": "zfs"}, "pool/dataset"),
+        ({"backend": "zfs", "device": "p/ost3", "vdevs": ["mirror", "sdb", "/dev/sdc"]}, "absolute device paths"),
+        ({"vdevs": ["/dev/sdc"]}, "only for backend zfs"),
+        ({"with_mgs": True}, "with_mgs is only for an MDT"),
+    ],
+)
+def test_invalid_specs_are_explained(overrides: dict[str, object], fragment: str) -> None:
+    errors = kl.validate_target_spec(ost_spec(**overrides))
+    assert any(fragment in error for error in errors), errors
+
+
+def test_mgt_takes_no_mgsnode_and_combined_mdt_needs_none() -> None:
+    mgt = ost_spec(name="MGS", kind="mgt", fsname="", index=None, servicenode=[])
+    assert any("takes no mgsnode" in e for e in kl.validate_target_spec(mgt))
+    mgt.mgsnode = []
+    assert kl.validate_target_spec(mgt) == []
+    combined = ost_spec(name="lab-MDT0000", kind="mdt", index=0, with_mgs=True, mgsnode=[])
+    assert kl.validate_target_spec(combined) == []
+
+
+# -- command builders -----------------------------------------------------------
+
+
+def test_mkfs_command_for_ost_with_failover() -> None:
+    assert kl.build_mkfs_command("mkfs.lustre", ost_spec(), reformat=False) == [
+        "mkfs.lustre",
+        "--fsname=lab",
+        "--ost",
+        "--index=3",
+        "--mgsnode=10.0.0.1@o2ib0,10.0.1.1@o2ib0",
+        "--mgsnode=10.0.0.2@o2ib0,10.0.1.2@o2ib0",
+        "--servicenode=10.0.0.11@o2ib0",
+        "--servicenode=10.0.0.12@o2ib0",
+        "--backfstype=ldiskfs",
+        "/dev/sdb",
+    ]
+
+
+def test_mkfs_command_reformat_flag_only_when_asked() -> None:
+    assert "--reformat" in kl.build_mkfs_command("mkfs.lustre", ost_spec(), reformat=True)
+    assert "--reformat" not in kl.build_mkfs_command("mkfs.lustre", ost_spec(), reformat=False)
+
+
+def test_mkfs_command_for_mgs_mdt_and_zfs_with_options() -> None:
+    mgs = ost_spec(name="MGS", kind="mgt", fsname="", index=None, mgsnode=[], servicenode=[["10.0.0.1@o2ib"]])
+    assert kl.build_mkfs_command("m", mgs, False) == [
+        "m",
+        "--mgs",
+        "--servicenode=10.0.0.1@o2ib",
+        "--backfstype=ldiskfs",
+        "/dev/sdb",
+    ]
+    mdt = ost_spec(
+        name="lab-MDT0000",
+        kind="mdt",
+        index=0,
+        with_mgs=True,
+        mgsnode=[],
+        servicenode=[],
+        backend="zfs",
+        device="lab-mdt0/mdt0",
+        vdevs=["mirror", "/dev/sdb", "/dev/sdc"],
+        mkfs_options=["--param=sys.timeout=40"],
+    )
+    assert kl.build_mkfs_command("m", mdt, False) == [
+        "m",
+        "--fsname=lab",
+        "--mgs",
+        "--mdt",
+        "--index=0",
+        "--backfstype=zfs",
+        "--param=sys.timeout=40",
+        "lab-mdt0/mdt0",
+        "mirror",
+        "/dev/sdb",
+        "/dev/sdc",
+    ]
+
+
+def test_tunefs_update_erases_then_rewrites_nids_and_keeps_other_params() -> None:
+    current = kl.parse_tunefs_dryrun(load_fixture("tunefs_ldiskfs_ost_servicenode.txt"))
+    assert current is not None
+    spec = ost_spec(servicenode=[["10.0.0.11@o2ib0"], ["10.0.0.13@o2ib0"]])
+    assert kl.build_tunefs_update_command("tunefs.lustre", spec, current) == [
+        "tunefs.lustre",
+        "--erase-params",
+        "--mgsnode=10.0.0.1@o2ib0,10.0.1.1@o2ib0",
+        "--mgsnode=10.0.0.2@o2ib0,10.0.1.2@o2ib0",
+        "--servicenode=10.0.0.11@o2ib0",
+        "--servicenode=10.0.0.13@o2ib0",
+        "--param=sys.timeout=40",
+        "/dev/sdb",
+    ]
+
+
+# -- identity and drift -------------------------------------------------------------
+
+
+def test_wanted_target_matches_despite_o2ib0_spelling() -> None:
+    current = kl.parse_tunefs_dryrun(load_fixture("tunefs_ldiskfs_ost_servicenode.txt"))
+    assert current is not None
+    assert kl.target_identity_mismatch(current, ost_spec()) == []
+    assert kl.target_param_drift(current, ost_spec()) == []
+
+
+def test_other_target_is_a_mismatch() -> None:
+    current = kl.parse_tunefs_dryrun(load_fixture("tunefs_ldiskfs_ost_servicenode.txt"))
+    assert current is not None
+    spec = ost_spec(name="lab-OST0004", index=4)
+    reasons = kl.target_identity_mismatch(current, spec)
+    assert "target name lab-OST0003 (wanted lab-OST0004)" in reasons
+    assert "index 3 (wanted 4)" in reasons
+    zfs = ost_spec(backend="zfs", device="pool/ost3")
+    assert "backend ldiskfs (wanted zfs)" in kl.target_identity_mismatch(current, zfs)
+
+
+def test_drift_reports_changed_failover_partner() -> None:
+    current = kl.parse_tunefs_dryrun(load_fixture("tunefs_ldiskfs_ost_servicenode.txt"))
+    assert current is not None
+    drift = kl.target_param_drift(current, ost_spec(servicenode=[["10.0.0.11@o2ib"], ["10.0.0.99@o2ib"]]))
+    assert drift == [
+        {
+            "field": "servicenode",
+            "current": "10.0.0.11@o2ib:10.0.0.12@o2ib",
+            "wanted": "10.0.0.11@o2ib:10.0.0.99@o2ib",
+        }
+    ]
+
+
+def test_failnode_style_target_drifts_on_no_primnode_when_servicenode_wanted() -> None:
+    current = kl.parse_tunefs_dryrun(load_fixture("tunefs_ldiskfs_mdt_mgs_failnode.txt"))
+    assert current is not None
+    spec = ost_spec(
+        name="lab-MDT0000",
+        kind="mdt",
+        index=0,
+        with_mgs=True,
+        mgsnode=[],
+        servicenode=[["192.168.10.2@tcp0"], ["192.168.10.3@tcp0"]],
+    )
+    assert kl.target_identity_mismatch(current, spec) == []
+    assert kl.target_param_drift(current, spec) == [{"field": "no_primnode", "current": False, "wanted": True}]
+
+
+def test_refusal_message_names_target_device_content_and_fix() -> None:
+    message = kl.refusal_message(ost_spec(), "TYPE=ext4 LABEL=data")
+    assert "lab-OST0003" in message
+    assert "/dev/sdb" in message
+    assert "TYPE=ext4 LABEL=data" in message
+    assert 'add "lab-OST0003" to kiln_lustre_reformat' in message
+    assert "destroys its data" in message
+
+
+def test_zfs_vdev_paths_drop_layout_words() -> None:
+    assert kl.zfs_vdev_paths(["mirror", "/dev/sdb", "/dev/sdc", "log", "/dev/nvme0n1"]) == [
+        "/dev/sdb",
+        "/dev/sdc",
+        "/dev/nvme0n1",
+    ]
+
+
+# -- blank proof and device kinds (issue 11) ------------------------------------------------
+
+WIPEFS_EMPTY = (0, '{\n   "signatures": [\n\n   ]\n}\n', "")
+WIPEFS_EXT4 = (0, '{"signatures": [{"device": "d", "offset": "0x438", "type": "ext4", "label": "data"}]}', "")
+
+
+def test_blkid_nothing_found_needs_wipefs_to_confirm() -> None:
+    assert kl.blank_verdict((2, "", ""), None) == (kl.CONFIRM, "")
+    assert kl.blank_verdict((2, "", ""), WIPEFS_EMPTY) == (kl.BLANK, "")
+    assert kl.blank_verdict((2, "", ""), WIPEFS_EXT4) == (kl.CONTENT, "signatures ext4 at 0x438 (LABEL=data) (wipefs)")
+    verdict, why = kl.blank_verdict((2, "", ""), (1, "", "wipefs: error: /dev/x: probing initialization failed"))
+    assert verdict == kl.UNKNOWN and "probing initialization failed" in why
+
+
+def test_blkid_errors_are_unknown_not_blank() -> None:
+    """blkid exits 2 after a failed open() too; its stderr then says so (lowprobe_device())."""
+    verdict, why = kl.blank_verdict((2, "", "blkid: error: /dev/sdx: Permission denied\n"), WIPEFS_EMPTY)
+    assert verdict == kl.UNKNOWN and why == "blkid -p exited 2: blkid: error: /dev/sdx: Permission denied"
+    assert kl.blank_verdict((4, "", "usage"), WIPEFS_EMPTY)[0] == kl.UNKNOWN
+    assert kl.blank_verdict((8, "", "ambivalent"), None)[0] == kl.CONTENT
+    assert kl.blank_verdict((0, "DEVNAME=/dev/x\nTYPE=xfs\n", ""), None) == (kl.CONTENT, "TYPE=xfs")
+    assert kl.blank_verdict((2, "", ""), (0, "not json", ""))[0] == kl.UNKNOWN
+
+
+def test_blank_partition_entry_still_needs_wipefs() -> None:
+    assert kl.blank_verdict((0, "PART_ENTRY_SCHEME=gpt\nPART_ENTRY_NUMBER=1\n", ""), None) == (kl.CONFIRM, "")
+
+
+@pytest.mark.parametrize(
+    "kind,allow,expected",
+    [
+        ("block", False, None),
+        ("file", True, None),
+        ("file", False, "it is a regular file, not a block device"),
+        ("missing", True, "does not exist"),
+        ("a character device", True, "it is a character device, not a block device"),
+    ],
+)
+def test_device_type_problem(kind: str, allow: bool, expected: str | None) -> None:
+    problem = kl.device_type_problem("lab-OST0003", "/dev/x", kind, allow)
+    assert problem is None if expected is None else expected in (problem or "")

@@ -1,0 +1,149 @@
+"""Failover pairs address each target by one device name on both servers; targets are redundant."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from kiln.plan import build_plan
+from kiln.spec.errors import SpecError
+from kiln.spec.loader import load_stack, validate
+from kiln.spec.protection import data_share, ext4_raid_options, zfs_vdevs
+
+
+def _data(name: str) -> dict[str, Any]:
+    return copy.deepcopy(load_stack(name).model_dump(mode="json", exclude_none=True))
+
+
+def _plan(data: dict[str, Any]) -> Any:
+    return build_plan(validate(data, "t"), "t")
+
+
+def _issues(data: dict[str, Any]) -> dict[str, str]:
+    with pytest.raises(SpecError) as exc:
+        _plan(data)
+    return {i.path: i.problem for i in exc.value.issues}
+
+
+def test_every_target_has_its_own_device_across_partners() -> None:
+    plan = build_plan(load_stack("prod-h100"))
+    devices = [t.device for t in plan.targets_map]
+    assert len(devices) == len(set(devices))
+    drives = [d for t in plan.targets_map for d in t.drives]
+    assert len(drives) == len(set(drives))
+    ost8 = next(t for t in plan.targets_map if t.name == "prod-OST0008")
+    assert ost8.device == "/dev/md/prod-ost0008" and ost8.failover_host == "oss01"
+
+
+def test_zfs_pairs_get_distinct_pools_and_redundant_vdevs() -> None:
+    data = _data("prod-h100")
+    data["lustre"]["backend"] = "zfs"
+    plan = _plan(data)
+    pools = [t.device.split("/")[0] for t in plan.targets_map]
+    assert len(pools) == len(set(pools))
+    ost = next(t for t in plan.targets_map if t.kind == "ost")
+    assert ost.vdevs[0] == "mirror" and ost.protection == "mirror" and ost.ashift == 12
+    mdt = next(t for t in plan.targets_map if t.kind == "mdt")
+    assert mdt.vdevs.count("mirror") == 2  # four drives: two mirrored pairs
+
+
+def test_mgt_is_mirrored() -> None:
+    mgt = build_plan(load_stack("prod-h100")).targets_map[0]
+    assert mgt.kind == "mgt" and mgt.protection == "raid1" and len(mgt.drives) == 2
+    data = _data("prod-h100")
+    data["lustre"]["backend"] = "zfs"
+    mgt = _plan(data).targets_map[0]
+    assert mgt.vdevs == ("mirror", "/dev/disk/by-id/kiln-mgt-0", "/dev/disk/by-id/kiln-mgt-1")
+
+
+def test_paths_shared_by_two_targets_are_refused() -> None:
+    data = _data("dev")
+    data["lustre"]["oss"]["osts"]["paths"] = ["/dev/mapper/ost-a"] * 8
+    issues = _issues(data)
+    assert "two targets on one device" in issues["lustre.oss.osts.paths[1]"]
+
+
+def test_paths_must_name_every_target() -> None:
+    data = _data("dev")
+    data["lustre"]["oss"]["osts"]["paths"] = ["/dev/mapper/a", "/dev/mapper/b", "/dev/mapper/c", "/dev/mapper/d"]
+    assert "4 paths for 8 targets" in _issues(data)["lustre.oss.osts.paths"]
+
+
+def test_one_drive_needs_a_named_level() -> None:
+    data = _data("dev")
+    data["lustre"]["oss"]["osts"]["devices_per_target"] = 1
+    assert "no redundancy" in _issues(data)["lustre.oss.osts.protection"]
+
+
+@pytest.mark.parametrize(
+    ("backend", "level", "devices", "problem"),
+    [
+        ("ldiskfs", "raidz2", 4, "not a ldiskfs protection level"),
+        ("zfs", "raid6", 4, "not a zfs protection level"),
+        ("ldiskfs", "raid6", 3, "at least 4"),
+        ("zfs", "mirror", 3, "odd"),
+        ("ldiskfs", "external", 2, "one device"),
+    ],
+)
+def test_levels_checked_per_backend(backend: str, level: str, devices: int, problem: str) -> None:
+    data = _data("dev")
+    data["lustre"]["backend"] = backend
+    data["lustre"]["oss"]["osts"].update(protection=level, devices_per_target=devices)
+    assert problem in _issues(data)["lustre.oss.osts.protection"]
+
+
+def test_failover_pairs_require_fencing() -> None:
+    data = _data("prod-h100")
+    del data["lustre"]["ha"]["fencing"]
+    assert "without fencing" in _issues(data)["lustre.ha.fencing"]
+    data["lustre"]["ha"]["fencing"] = {"agent": "none-lab"}
+    assert any("none-lab" in w.line() for w in _plan(data).warnings)
+
+
+def test_sizing_write_factor_follows_protection() -> None:
+    assert data_share("mirror", 2).write == 0.5 and data_share("mirror", 2).read == 1.0
+    assert data_share("raidz2", 6).write == pytest.approx(4 / 6)
+    assert data_share("raid1", 3).write == pytest.approx(1 / 3)
+    assert data_share("draid2", 12).read == pytest.approx(8 / 10)
+    plan = build_plan(load_stack("prod-h100"))
+    layers = {layer.name: layer for layer in plan.sizing.layers}
+    assert layers["ost_devices"].write_GBps == pytest.approx(64 * 6.6 * 0.75)
+    assert layers["protection"].write_GBps == pytest.approx(64 * 6.6 * 0.75 * 0.5)  # raid1 writes twice
+    assert layers["protection"].read_GBps == pytest.approx(64 * 13 * 0.85)
+
+
+def test_layout_words() -> None:
+    assert zfs_vdevs("mirror", ("a", "b", "c", "d")) == ("mirror", "a", "b", "mirror", "c", "d")
+    assert zfs_vdevs("draid2", tuple("abcdefghijkl"))[0] == "draid2:8d:12c:0s"
+    # mke2fs(8): stride = chunk ÷ 4 KiB block; stripe_width = stride × data drives.
+    assert ext4_raid_options("raid6", 6, 128) == ("--mkfsoptions=-E stride=32,stripe_width=128",)
+    assert ext4_raid_options("raid10", 4, 512) == ("--mkfsoptions=-E stride=128,stripe_width=256",)
+    assert ext4_raid_options("raid1", 2, 128) == ()
+
+
+def test_inventory_gives_the_partner_standby_units_and_pacemaker_resources() -> None:
+    from kiln.render.inventory import hostid, render_inventory
+    from kiln.yamlio import load_inventory
+
+    spec = load_stack("prod-h100")
+    files = render_inventory(build_plan(spec), spec)
+    oss01 = load_inventory(files["host_vars/oss01.yml"])
+    oss02 = load_inventory(files["host_vars/oss02.yml"])
+    standby = {t["name"] for t in oss01["lustre_server_standby_targets"]}
+    assert standby == {t["name"] for t in oss02["lustre_server_targets"]}
+    assert oss01["lustre_server_standby_targets"][0]["device"] == oss02["lustre_server_targets"][0]["device"]
+    assert oss01["lustre_ha_cluster_name"] == oss02["lustre_ha_cluster_name"] == "prod-oss01-oss02"
+    resources = {r["name"]: r for r in oss01["lustre_ha_resources"]}
+    assert len(resources) == 16 and resources["prod-OST0008"]["node"] == "oss02"
+    assert resources["prod-OST0008"]["agent"] == "ocf:lustre:Lustre"
+    assert resources["prod-OST0008"]["params"]["target"] == "/dev/md/prod-ost0008"
+    mds01 = load_inventory(files["host_vars/mds01.yml"])
+    assert [r["tier"] for r in mds01["lustre_ha_resources"]] == [0, 1, 1]  # MGS, then MDTs
+    servers = load_inventory(files["group_vars/kiln_lustre_servers.yml"])
+    assert servers["lustre_server_manage_mounts"] is False
+    fencing = servers["lustre_ha_fencing"]
+    assert fencing["agent"] == "fence_ipmilan" and fencing["password_env"] == "KILN_FENCE_PASSWORD"
+    assert "password" not in fencing
+    assert hostid("10.100.0.12") == "0a64000c" and hostid("10.100.0.12") != hostid("10.100.0.13")
