@@ -30,7 +30,8 @@ die() { printf '%s ERROR: %s\n' "$PREFIX" "$*" >&2; exit 1; }
 #   (lint) shellcheck      lint for scripts/*.sh
 #   openssh-client         the lab's Ansible and kiln verify reach its hosts over SSH
 PKGS=(podman runc netavark aardvark-dns iptables debootstrap debian-archive-keyring
-      fio iperf3 e2fsprogs util-linux jq python3 shellcheck openssh-client)
+      fio iperf3 e2fsprogs util-linux jq python3 shellcheck openssh-client
+      prometheus prometheus-alertmanager)  # promtool and amtool: tests of the rendered monitoring config
 # Rootless podman (non-root user with sudo) additionally needs user namespaces,
 # user-mode networking and a FUSE overlay driver.
 ROOTLESS_PKGS=(uidmap slirp4netns fuse-overlayfs)

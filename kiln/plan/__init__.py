@@ -8,6 +8,7 @@ import json
 from kiln.plan.dataflow import build_dataflow
 from kiln.plan.layouts import build_layouts, layout_issues
 from kiln.plan.model import PLAN_SCHEMA, LustreTarget, Plan, Sizing
+from kiln.plan.monitoring import build_monitoring
 from kiln.plan.objectstore import build_objectstore
 from kiln.plan.sizing import build_sizing
 from kiln.plan.targets import build_targets
@@ -114,6 +115,10 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
     layouts = build_layouts(spec)
     dataflow, df_issues = build_dataflow(spec, hosts, layouts, sizing)
     issues += [i for i in df_issues if i.severity == "error"]
+    monitoring, mon_issues = build_monitoring(
+        spec, hosts, targets_map, tuple(tunables), objectstore, sizing.demand_read_GBps
+    )
+    issues += mon_issues
     if issues:
         raise SpecError(source, issues)
     digest = hashlib.sha256(json.dumps(spec.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:16]
@@ -140,6 +145,7 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
         acceptance=spec.acceptance,
         kubernetes_version=spec.kubernetes.version,
         spec_digest=digest,
+        monitoring=monitoring,
         warnings=warnings,
         dataflow=dataflow,
     )

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from kiln.spec.errors import SpecIssue
 from kiln.spec.models import Acceptance
+
+if TYPE_CHECKING:
+    from kiln.plan.monitoring import MonitoringPlan
 
 PLAN_SCHEMA = "kiln.plan/v2"
 
@@ -318,6 +321,7 @@ class Plan:
     acceptance: Acceptance  # the stack's acceptance block, as validated
     kubernetes_version: str
     spec_digest: str
+    monitoring: MonitoringPlan  # Prometheus, scrape targets, alert rules, snapshots
     warnings: tuple[SpecIssue, ...] = field(default=())  # issues of severity warning
     dataflow: DataflowPlan | None = None  # lake <-> fast tier data flow (kiln.plan.dataflow)
 

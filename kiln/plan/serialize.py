@@ -180,6 +180,33 @@ def dataflow_dict(df: DataflowPlan | None) -> dict[str, Any] | None:
         "why": list(df.why),
         "targets": [target_dict(t) for t in df.targets],
     }
+def _monitoring(plan: Plan, include_targets: bool) -> dict[str, Any]:
+    m = plan.monitoring
+    out: dict[str, Any] = {
+        "hosts": list(m.hosts),
+        "retention_days": m.retention_days,
+        "scrape_interval_s": m.scrape_interval_s,
+        "receivers": [{"name": r.name, "severities": list(r.severities)} for r in m.receivers],
+        "node_exporter_args": list(m.node_exporter_args),
+        "alerts": [
+            {
+                "alert": r.alert,
+                "group": r.group,
+                "severity": r.severity,
+                "expr": r.expr,
+                "for_s": r.for_s,
+                "labels": r.labels,
+                "runbook": r.runbook,
+            }
+            for r in m.rules
+        ],
+        "lustre_snapshots": [{"name": s.name, "every_hours": s.every_hours, "keep": s.keep} for s in m.snapshots],
+    }
+    if include_targets:
+        out["scrape_targets"] = [
+            {"job": t.job, "host": t.host, "address": t.address, "labels": t.labels} for t in m.scrape_targets
+        ]
+    return out
 
 
 def plan_to_dict(plan: Plan, include_hosts: bool = True) -> dict[str, Any]:
@@ -287,6 +314,7 @@ def plan_to_dict(plan: Plan, include_hosts: bool = True) -> dict[str, Any]:
         },
         "groups": {g: list(v) for g, v in plan.groups.items()},
         "dataflow": dataflow_dict(plan.dataflow),
+        "monitoring": _monitoring(plan, include_hosts),
     }
     if include_hosts:
         out["hosts"] = [_host(h) for h in plan.hosts]

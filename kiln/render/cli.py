@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kiln.render.manifests import policy_config, render_manifests
+from kiln.render.monitoring import render_monitoring
 from kiln.render.policy import PolicyViolation, enforce
 
 
@@ -34,6 +35,19 @@ def cmd_render(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_monitoring(args: argparse.Namespace) -> int:
+    from kiln.cli import EXIT_OK, load, write_files
+
+    _, plan = load(args.stack, getattr(args, "stacks_dir", None))
+    files = render_monitoring(plan)
+    out = Path(args.out) if args.out else Path("rendered") / f"{plan.stack}-monitoring"
+    write_files(out, files)
+    m = plan.monitoring
+    print(f"wrote {len(files)} files to {out}/: {len(m.scrape_targets)} scrape targets, {len(m.rules)} alert rules "
+          f"with promtool tests, Alertmanager config, {sum(k.startswith('grafana/') for k in files)} dashboards")
+    return EXIT_OK
+
+
 def register(subparsers: argparse._SubParsersAction, parents: Sequence[argparse.ArgumentParser] = ()) -> None:  # type: ignore[type-arg]
     from kiln.cli import add_stack
 
@@ -46,3 +60,12 @@ def register(subparsers: argparse._SubParsersAction, parents: Sequence[argparse.
     p.add_argument("--policy-config", metavar="FILE",
                    help="also write the policy pack's config for this stack (keep it outside --out)")
     p.set_defaults(func=cmd_render)
+
+    m = subparsers.add_parser(
+        "monitoring", parents=list(parents),
+        help="write the stack's Prometheus config, alert rules (with promtool tests), Alertmanager config "
+        "and Grafana dashboards",
+    )
+    add_stack(m)
+    m.add_argument("--out", help="output directory (default rendered/<stack>-monitoring)")
+    m.set_defaults(func=cmd_monitoring)

@@ -210,6 +210,9 @@ def render_inventory(plan: Plan, spec: ClusterSpec) -> dict[str, str]:
         "objectstore_seaweedfs_version": os_.version,
         "objectstore_volume_size_limit_mb": os_.volume_size_limit_MB,
         "objectstore_volume_max": os_.volumes_per_server,
+        "monitoring_hosts": list(plan.monitoring.hosts),
+        "monitoring_node_exporter_args": list(plan.monitoring.node_exporter_args),
+        "monitoring_retention_days": plan.monitoring.retention_days,
     }
     files["group_vars/all/kiln.yml"] = _dump(all_vars, plan)
 

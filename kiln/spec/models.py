@@ -745,6 +745,58 @@ class Hardware(Model):
     )
 
 
+AlertSeverity = Literal["critical", "warning"]
+ALERT_SEVERITIES: tuple[AlertSeverity, ...] = ("critical", "warning")
+
+
+class AlertReceiver(Model):
+    """Where Alertmanager sends alerts: a webhook (Alertmanager webhook_config)."""
+
+    name: Name = Field(description="Receiver name (Alertmanager receiver).")
+    webhook_url: Url = Field(
+        description="http(s) URL Alertmanager POSTs alerts to. It is written into the rendered Alertmanager "
+        "config: use a URL that carries no secret token."
+    )
+    severities: list[AlertSeverity] = Field(
+        default_factory=lambda: list(ALERT_SEVERITIES), min_length=1,
+        description="Alert severities routed to this receiver.",
+    )
+    send_resolved: bool = Field(default=True, description="Also notify when the alert clears.")
+
+
+class SnapshotSchedule(Model):
+    """A Lustre snapshot schedule (`lctl snapshot_create`); needs ZFS targets (lustre.backend: zfs)."""
+
+    name: Name = Field(description="Schedule name; snapshots are named <fsname>-<name>-<UTC timestamp>.")
+    every_hours: int = Field(ge=1, le=8760, description="Hours between snapshots.")
+    keep: int = Field(ge=1, le=1000, description="Snapshots of this schedule kept; older ones are destroyed.")
+
+
+class Monitoring(Model):
+    """Prometheus, Alertmanager, exporters, alert thresholds and Lustre snapshots (docs/monitoring.md)."""
+
+    hosts: list[Name] = Field(
+        default_factory=list, max_length=3,
+        description="Hosts of the plan that run Prometheus and Alertmanager; default the first object-store "
+        "host, else the first MDS.",
+    )
+    retention_days: int = Field(default=15, ge=1, le=3650, description="Prometheus TSDB retention, days.")
+    scrape_interval_s: int = Field(
+        default=30, ge=5, le=600, description="Seconds between scrapes (also the rule evaluation interval)."
+    )
+    receivers: list[AlertReceiver] = Field(
+        default_factory=list, description="Alert receivers; none = alerts are visible in Alertmanager only."
+    )
+    fill_warn_percent: float = Field(default=80, ge=10, le=99, description="OST/MDT space or inodes used: warn.")
+    fill_critical_percent: float = Field(
+        default=90, ge=10, le=99.9, description="OST/MDT space or inodes used: critical (above the warn level)."
+    )
+    gpu_temp_max_C: int = Field(default=85, ge=40, le=120, description="GPU core temperature that alerts, °C.")
+    lustre_snapshots: list[SnapshotSchedule] = Field(
+        default_factory=list, description="Lustre snapshot schedules (ZFS backend only)."
+    )
+
+
 class ClusterSpec(Model):
     """One environment: the `kiln:cluster` object of stacks/Pulumi.<env>.yaml."""
 
@@ -766,6 +818,9 @@ class ClusterSpec(Model):
     acceptance: Acceptance = Field(default_factory=Acceptance, description="How measurements are repeated and judged.")
     dataflow: Dataflow | None = Field(
         default=None, description="Data flow between the lake and the fast tier (links, checkpoints, models)."
+    )
+    monitoring: Monitoring = Field(
+        default_factory=Monitoring, description="Prometheus, alerts, exporters and Lustre snapshots."
     )
     overrides: dict[OverrideId, OverrideValue] = Field(
         default_factory=dict,

@@ -54,6 +54,11 @@ def test_inventory_writes_nothing_on_bad_spec(tmp_path: Path, stack: Any) -> Non
 
 
 CONTRACT = {
+    ("monitoring", "hosts"): list,
+    ("monitoring", "scrape_interval_s"): int,
+    ("monitoring", "alerts"): list,
+    ("monitoring", "scrape_targets"): list,
+    ("monitoring", "lustre_snapshots"): list,
     ("sizing", "aggregate", "read_GBps"): float,
     ("sizing", "aggregate", "write_GBps"): float,
     ("sizing", "bottleneck", "read"): str,

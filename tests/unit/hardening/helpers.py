@@ -98,6 +98,11 @@ def _base_spec() -> dict[str, Any]:
     df["checkpoints"].update(prefix="runs/", commit_marker=".metadata")
     df["models"][0]["target"] = "/mnt/local-nvme/models"
     df["movers"] = {"pools": [pool["name"]]}
+    d["monitoring"] = {
+        "hosts": ["mds01"],
+        "receivers": [{"name": "oncall", "webhook_url": "https://alerts.example.com/hook"}],
+        "lustre_snapshots": [{"name": "daily", "every_hours": 24, "keep": 7}],
+    }
     d["networks"]["roce_rails"] = "10.30.0.0/16"
     d["hardware"] = {
         "nics": {"vendor-nic-400": {"description": "a NIC the catalog lacks", "link_Gbps": 400,

@@ -1,0 +1,1 @@
+"""Prometheus exporters kiln installs where no maintained one exists."""

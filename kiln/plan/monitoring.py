@@ -1,0 +1,399 @@
+"""The monitoring plan: Prometheus hosts, scrape targets per host, alert rules and Lustre snapshot schedules.
+
+Everything here is derived from the plan (hosts, NICs, the target map, host sysctls, the checkpoint
+cadence), so an alert names the planned value it compares against. Metric names are those of the
+exporters kiln deploys: node_exporter 1.5.0 (Debian bookworm; infiniband and sysctl collectors,
+collector/infiniband_linux.go and collector/sysctl_linux.go), NVIDIA dcgm-exporter's default counters
+(etc/default-counters.csv), SeaweedFS's -metricsPort endpoints and kiln's Lustre exporter
+(kiln/exporters/lustre.py).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Literal
+
+from kiln.plan.model import Host, LustreTarget, ObjectStorePlan, Tunable
+from kiln.spec.errors import SpecIssue, suggest
+from kiln.spec.models import ClusterSpec
+
+Severity = Literal["critical", "warning"]
+
+#: Default ports. node_exporter: Debian's prometheus-node-exporter listens on :9100 (its default
+#: --web.listen-address). dcgm-exporter: :9400 (its default --address). Prometheus :9090 and
+#: Alertmanager :9093 are their defaults. The Lustre exporter uses 9169, the port registered for a
+#: Lustre exporter on the Prometheus wiki's "Default port allocations" page. SeaweedFS serves metrics
+#: only where -metricsPort is given (weed/command/{master,volume,filer,s3}.go, default 0 = off):
+#: the ports below are the kit's choice [kit].
+PORTS: dict[str, int] = {
+    "prometheus": 9090,
+    "alertmanager": 9093,
+    "node": 9100,
+    "dcgm": 9400,
+    "lustre": 9169,
+    "seaweedfs-master": 9327,
+    "seaweedfs-volume": 9325,
+    "seaweedfs-filer": 9326,
+    "seaweedfs-s3": 9328,
+}
+
+RUNBOOK = "docs/runbooks/monitoring.md"
+
+#: node_exporter reports the IB port state as the number in /sys/class/infiniband/<dev>/ports/<n>/state
+#: ("4: ACTIVE"; collector/infiniband_linux.go, state_id).
+IB_STATE_ACTIVE = 4
+
+
+@dataclass(frozen=True, slots=True)
+class ScrapeTarget:
+    job: str
+    host: str
+    address: str  # host:port
+    labels: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class AlertRule:
+    alert: str
+    group: str  # rule group: lustre, fabric, gpu, objectstore, host, exporters, datamover
+    expr: str
+    for_s: int
+    severity: Severity
+    summary: str
+    description: str
+    labels: dict[str, str] = field(default_factory=dict)  # extra static labels (planned values)
+
+    @property
+    def runbook(self) -> str:
+        return f"{RUNBOOK}#{self.alert.lower()}"
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotPlan:
+    name: str
+    every_hours: int
+    keep: int
+
+
+@dataclass(frozen=True, slots=True)
+class Receiver:
+    name: str
+    webhook_url: str
+    severities: tuple[str, ...]
+    send_resolved: bool
+
+
+@dataclass(frozen=True, slots=True)
+class MonitoringPlan:
+    hosts: tuple[str, ...]  # where Prometheus and Alertmanager run
+    retention_days: int
+    scrape_interval_s: int
+    receivers: tuple[Receiver, ...]
+    scrape_targets: tuple[ScrapeTarget, ...]
+    node_exporter_args: tuple[str, ...]
+    rules: tuple[AlertRule, ...]
+    snapshots: tuple[SnapshotPlan, ...]
+    fill_warn_percent: float
+    fill_critical_percent: float
+    demand_read_GBps: float  # the dashboards' demand line (sizing.demand.read_GBps)
+
+
+def _regex(values: list[str] | tuple[str, ...]) -> str:
+    """An anchored PromQL regex matching exactly these values."""
+    return "|".join(re.escape(v) for v in sorted(set(values)))
+
+
+def default_hosts(hosts: tuple[Host, ...]) -> tuple[str, ...]:
+    for role in ("objectstore", "mds", "mgs"):
+        for h in hosts:
+            if h.role == role:
+                return (h.name,)
+    return (hosts[0].name,)
+
+
+def _scrape_targets(hosts: tuple[Host, ...], monitors: tuple[str, ...], os_: ObjectStorePlan) -> list[ScrapeTarget]:
+    out: list[ScrapeTarget] = []
+
+    def add(job: str, h: Host) -> None:
+        labels = {"host": h.name, "role": h.role}
+        if h.pool:
+            labels["pool"] = h.pool
+        out.append(ScrapeTarget(job, h.name, f"{h.management_address}:{PORTS[job]}", labels))
+
+    by_name = {h.name: h for h in hosts}
+    for name in monitors:
+        add("prometheus", by_name[name])
+        add("alertmanager", by_name[name])
+    for h in hosts:
+        add("node", h)
+    for h in hosts:
+        if h.role in ("compute", "mgs", "mds", "oss"):
+            add("lustre", h)  # servers and clients
+    for h in hosts:
+        if h.gpus:
+            add("dcgm", h)
+    if os_.backend == "seaweedfs":
+        for name in os_.masters:
+            add("seaweedfs-master", by_name[name])
+        for job in ("seaweedfs-volume", "seaweedfs-filer", "seaweedfs-s3"):
+            for name in os_.hosts:
+                add(job, by_name[name])
+    return out
+
+
+def sysctl_metric(name: str, key: str | None = None) -> str:
+    """node_exporter's metric for a sysctl: node_sysctl_<name, dots as '_'>[_<key>] (collector/sysctl_linux.go)."""
+    base = "node_sysctl_" + re.sub(r"[^A-Za-z0-9_]", "_", name)
+    return f"{base}_{key}" if key else base
+
+
+SYSCTL_KEYS = ("min", "default", "max")
+
+
+def _sysctl_include(t: Tunable) -> str:
+    """The --collector.sysctl.include value: name, or name:k1,k2,k3 for a multi-value sysctl."""
+    values = str(t.value).split()
+    return t.param if len(values) == 1 else f"{t.param}:{','.join(SYSCTL_KEYS[: len(values)])}"
+
+
+def _sysctls(tunables: tuple[Tunable, ...]) -> list[Tunable]:
+    out = []
+    for t in tunables:
+        if t.apply == "sysctl" and all(v.lstrip("-").isdigit() for v in str(t.value).split()):
+            out.append(t)
+    return out
+
+
+def _lustre_rules(spec: ClusterSpec, targets: tuple[LustreTarget, ...]) -> list[AlertRule]:
+    m = spec.monitoring
+    out: list[AlertRule] = []
+    levels: tuple[tuple[Severity, float], ...] = (
+        ("warning", m.fill_warn_percent),
+        ("critical", m.fill_critical_percent),
+    )
+    for sev, pct in levels:
+        frac = round(pct / 100, 4)
+        out.append(AlertRule(
+            "LustreTargetSpaceFilling" if sev == "warning" else "LustreTargetSpaceFull", "lustre",
+            f"1 - lustre_target_free_bytes / lustre_target_capacity_bytes > {frac}", 300, sev,
+            "Lustre {{ $labels.target }} is {{ $value | humanizePercentage }} full",
+            f"{{{{ $labels.target }}}} on {{{{ $labels.host }}}} has used more than {pct:g}% of its space "
+            "(monitoring.fill_*_percent).",
+        ))
+        out.append(AlertRule(
+            "LustreTargetInodesFilling" if sev == "warning" else "LustreTargetInodesFull", "lustre",
+            f"1 - lustre_target_files_free / lustre_target_files > {frac}", 300, sev,
+            "Lustre {{ $labels.target }} has used {{ $value | humanizePercentage }} of its inodes",
+            f"{{{{ $labels.target }}}} on {{{{ $labels.host }}}} has used more than {pct:g}% of its inodes.",
+        ))
+    out.append(AlertRule(
+        "LustreServerNotHealthy", "lustre", "lustre_health_healthy == 0", 60, "critical",
+        "Lustre on {{ $labels.host }} reports NOT HEALTHY",
+        "/sys/fs/lustre/health_check on {{ $labels.host }} is not 'healthy' (a target or the OSD failed).",
+    ))
+    out.append(AlertRule(
+        "LustreTargetRecovering", "lustre", 'lustre_target_recovery_status{status!="COMPLETE"} == 1', 900,
+        "warning", "Lustre {{ $labels.target }} has been in recovery for 15 minutes",
+        "recovery_status of {{ $labels.target }} is {{ $labels.status }}: clients are not reconnecting.",
+    ))
+    for t in targets:
+        if t.kind == "mgt":
+            continue
+        out.append(AlertRule(
+            "LustreTargetNotOnPlannedServer", "lustre",
+            f'absent(lustre_target_info{{target="{t.name}",host="{t.host}"}})', 120, "critical",
+            f"{t.name} is not mounted on its planned server {t.host}",
+            f"The plan places {t.name} on {t.host}"
+            + (f" (failover partner {t.failover_host})" if t.failover_host else "")
+            + "; its exporter does not report it mounted there (down, or failed over).",
+            {"target": t.name, "planned_host": t.host},
+        ))
+    out.append(AlertRule(
+        "LnetNetworkInterfaceDown", "lustre", 'lustre_lnet_ni_up{net!="lo"} == 0', 120, "critical",
+        "LNet NI {{ $labels.nid }} on {{ $labels.host }} is down",
+        "lnetctl net show reports status down for {{ $labels.nid }}: the host lost a storage rail.",
+    ))
+    return out
+
+
+def _fabric_rules(hosts: tuple[Host, ...]) -> list[AlertRule]:
+    out: list[AlertRule] = []
+    # one rule per (host class, planned link rate): hosts of a pool (or a server role) share their NICs,
+    # and every scrape target carries the role and pool labels (_scrape_targets)
+    by_rate: dict[tuple[str, float], list[str]] = {}
+    classes: dict[str, str] = {}
+    for h in hosts:
+        for n in h.nics:
+            if n.device:
+                cls = f'role="{h.role}",pool="{h.pool}"' if h.pool else f'role="{h.role}"'
+                devices = by_rate.setdefault((cls, n.link_Gbps), [])
+                classes[cls] = f"{h.role}/{h.pool}" if h.pool else h.role
+                if n.device not in devices:
+                    devices.append(n.device)
+    for (cls, rate), ds in sorted(by_rate.items()):
+        sel = f'{cls},device=~"{_regex(ds)}"'
+        bytes_s = int(rate * 1e9 / 8)
+        out.append(AlertRule(
+            "RdmaPortNotActive", "fabric", f"node_infiniband_state_id{{{sel}}} != {IB_STATE_ACTIVE}", 120,
+            "critical", "RDMA port {{ $labels.device }}/{{ $labels.port }} on {{ $labels.host }} is not ACTIVE",
+            "The port's state is not 4 (ACTIVE): the link is down or still training.",
+            {"planned_Gbps": f"{rate:g}", "host_class": classes[cls]},
+        ))
+        out.append(AlertRule(
+            "RdmaPortBelowPlannedRate", "fabric", f"node_infiniband_rate_bytes_per_second{{{sel}}} < {bytes_s}", 120,
+            "warning", "RDMA port {{ $labels.device }} on {{ $labels.host }} runs below its planned rate",
+            f"The plan expects {rate:g} Gb/s ({bytes_s} bytes/s); the port reports {{{{ $value }}}} bytes/s "
+            "(a cable, transceiver or switch port negotiated down).",
+            {"planned_Gbps": f"{rate:g}", "host_class": classes[cls]},
+        ))
+    if by_rate:
+        errors = " or ".join(
+            f"increase(node_infiniband_{c}[10m]) > 0"
+            for c in ("symbol_error_total", "link_downed_total", "port_errors_received_total",
+                      "link_error_recovery_total")
+        )
+        out.append(AlertRule(
+            "RdmaPortErrorsRising", "fabric", errors, 0, "warning",
+            "RDMA port {{ $labels.device }} on {{ $labels.host }} counts new errors",
+            "Symbol errors, link-downed events, receive errors or link recoveries rose in the last 10 minutes.",
+        ))
+    return out
+
+
+def _gpu_rules(spec: ClusterSpec) -> list[AlertRule]:
+    t = spec.monitoring.gpu_temp_max_C
+    return [
+        AlertRule("GpuXidError", "gpu", "DCGM_FI_DEV_XID_ERRORS > 0", 0, "critical",
+                  "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} reported XID {{ $value }}",
+                  "dcgm-exporter's DCGM_FI_DEV_XID_ERRORS is the last XID the driver logged."),
+        AlertRule("GpuUncorrectableMemoryError", "gpu",
+                  "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS > 0 or DCGM_FI_DEV_ROW_REMAP_FAILURE > 0", 0,
+                  "critical", "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} has uncorrectable memory errors",
+                  "Rows were remapped for uncorrectable (double-bit) ECC errors, or remapping failed."),
+        AlertRule("GpuTooHot", "gpu", f"DCGM_FI_DEV_GPU_TEMP > {t}", 300, "warning",
+                  "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} is at {{ $value }} °C",
+                  f"Above monitoring.gpu_temp_max_C ({t} °C) for 5 minutes: the GPU throttles."),
+    ]
+
+
+def _host_rules(sysctls: list[Tunable], every_s: int) -> list[AlertRule]:
+    out = [AlertRule(
+        "ExporterDown", "exporters", "up == 0", 2 * every_s, "critical",
+        "{{ $labels.job }} exporter on {{ $labels.host }} is down",
+        "Prometheus could not scrape {{ $labels.instance }} for two scrape intervals.",
+    )]
+    for t in sysctls:
+        values = str(t.value).split()
+        keys: tuple[str | None, ...] = (None,) if len(values) == 1 else SYSCTL_KEYS[: len(values)]
+        for key, value in zip(keys, values, strict=True):
+            shown = f"{t.param}[{key}]" if key else t.param
+            out.append(AlertRule(
+                "SysctlDrift", "host", f"{sysctl_metric(t.param, key)} != {value}", 2 * every_s, "warning",
+                f"{shown} on {{{{ $labels.host }}}} differs from the plan",
+                f"The plan sets {shown} = {value} ({t.id}); the host reports {{{{ $value }}}}.",
+                {"sysctl": shown, "planned": value},
+            ))
+    return out
+
+
+def _objectstore_rules(os_: ObjectStorePlan) -> list[AlertRule]:
+    if os_.backend != "seaweedfs":
+        return []
+    return [AlertRule(
+        "ObjectStoreVolumeServerDown", "objectstore", 'up{job="seaweedfs-volume"} == 0', 60, "critical",
+        "SeaweedFS volume server on {{ $labels.host }} is down",
+        "Its volumes are unreadable" + (" (replication 000 keeps one copy)" if os_.replication == "000" else "")
+        + "; writes to its collections fail once the others are full.",
+    )]
+
+
+def _datamover_rules(spec: ClusterSpec) -> list[AlertRule]:
+    budget = int(spec.workload.checkpoint.interval_min * 60)
+    return [AlertRule(
+        "CheckpointExportLagging", "datamover", f"kiln_datamover_export_lag_seconds > {budget}", 0, "warning",
+        "Checkpoint export to the object store lags {{ $value }} s",
+        f"The export of checkpoints to the object store is behind by more than one checkpoint interval "
+        f"({budget} s, workload.checkpoint.interval_min): a lost Lustre would lose more than one checkpoint.",
+        {"budget_s": str(budget)},
+    )]
+
+
+def _issues(spec: ClusterSpec, hosts: tuple[Host, ...]) -> list[SpecIssue]:
+    m = spec.monitoring
+    names = [h.name for h in hosts]
+    out: list[SpecIssue] = []
+    for i, h in enumerate(m.hosts):
+        if h not in names:
+            out.append(SpecIssue(f"monitoring.hosts[{i}]", h, "not a host of the plan", suggest(h, names)))
+    if m.fill_critical_percent <= m.fill_warn_percent:
+        out.append(SpecIssue("monitoring.fill_critical_percent", m.fill_critical_percent,
+                             f"not above fill_warn_percent ({m.fill_warn_percent:g})",
+                             "set the critical level above the warn level"))
+    seen: set[str] = set()
+    for i, r in enumerate(m.receivers):
+        if r.name in seen:
+            out.append(SpecIssue(f"monitoring.receivers[{i}].name", r.name, "duplicate receiver name",
+                                 "give each receiver its own name"))
+        seen.add(r.name)
+    seen = set()
+    for i, s in enumerate(m.lustre_snapshots):
+        if spec.lustre.backend != "zfs":
+            # lctl snapshot_* drive `zfs snapshot`: lustre/utils/lsnapshot.c (snapshot_load_conf_ldev
+            # accepts only zfs: devices; snapshot_create runs `zfs snapshot` on every target).
+            out.append(SpecIssue(
+                f"monitoring.lustre_snapshots[{i}]", s.name,
+                f"Lustre snapshots (lctl snapshot_create) need ZFS targets; lustre.backend is {spec.lustre.backend}",
+                "set lustre.backend: zfs (a reformat: plan it before data lands), or remove the schedule and "
+                "protect data by copying to the object store",
+            ))
+        if s.name in seen:
+            out.append(SpecIssue(f"monitoring.lustre_snapshots[{i}].name", s.name, "duplicate schedule name",
+                                 "give each schedule its own name"))
+        seen.add(s.name)
+    return out
+
+
+def build_monitoring(
+    spec: ClusterSpec,
+    hosts: tuple[Host, ...],
+    targets: tuple[LustreTarget, ...],
+    tunables: tuple[Tunable, ...],
+    objectstore: ObjectStorePlan,
+    demand_read_GBps: float,
+) -> tuple[MonitoringPlan, list[SpecIssue]]:
+    m = spec.monitoring
+    issues = _issues(spec, hosts)
+    monitors = tuple(m.hosts) or default_hosts(hosts)
+    if issues:
+        monitors = default_hosts(hosts)
+    sysctls = _sysctls(tunables)
+    # node_exporter 1.5.0 registers infiniband enabled and sysctl disabled by default
+    # (collector/infiniband_linux.go, collector/sysctl_linux.go: registerCollector): name both.
+    args = ["--collector.infiniband"]
+    if sysctls:
+        args += ["--collector.sysctl"] + [f"--collector.sysctl.include={_sysctl_include(t)}" for t in sysctls]
+    rules = (
+        _host_rules(sysctls, m.scrape_interval_s)
+        + _lustre_rules(spec, targets)
+        + _fabric_rules(hosts)
+        + (_gpu_rules(spec) if any(h.gpus for h in hosts) else [])
+        + _objectstore_rules(objectstore)
+        + _datamover_rules(spec)
+    )
+    plan = MonitoringPlan(
+        hosts=monitors,
+        retention_days=m.retention_days,
+        scrape_interval_s=m.scrape_interval_s,
+        receivers=tuple(
+            Receiver(r.name, r.webhook_url, tuple(r.severities), r.send_resolved) for r in m.receivers
+        ),
+        scrape_targets=tuple(_scrape_targets(hosts, monitors, objectstore)),
+        node_exporter_args=tuple(args),
+        rules=tuple(rules),
+        snapshots=tuple(SnapshotPlan(s.name, s.every_hours, s.keep) for s in m.lustre_snapshots),
+        fill_warn_percent=m.fill_warn_percent,
+        fill_critical_percent=m.fill_critical_percent,
+        demand_read_GBps=demand_read_GBps,
+    )
+    return plan, issues

@@ -1,0 +1,102 @@
+"""The node health check against fixture trees (tests/fixtures/health; each file's .source names its format)
+and recorded command output."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kiln.cli import load
+from kiln.health import FAULTS, Expect, Result, expectations, run_checks, scheduler_actions
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "health"
+EXPECT = Expect(host="gpu001", gpus=2, rdma={"mlx5_0": 400.0}, lustre_mount="/lustre",
+                server_nids=["10.89.20.4@tcp", "10.89.20.5@tcp"], nvme_mount="/mnt/local-nvme")
+
+
+def fake(outputs: dict[str, tuple[int, str]]):  # type: ignore[no-untyped-def]
+    """Test double for the command runner: answers by program name; None (not installed) otherwise."""
+    def runner(argv: list[str]) -> tuple[int, str] | None:
+        return outputs.get(argv[0])
+    return runner
+
+
+HEALTHY_TOOLS = {
+    "nvidia-smi": (0, "0, 0, Not Active\n1, 0, Not Active\n"),
+    "lnetctl": (0, "ping:\n    - primary nid: 10.89.20.4@tcp\n"),
+    "timedatectl": (0, "yes\n"),
+}
+
+
+def by_check(results: list[Result]) -> dict[str, Result]:
+    return {r.check: r for r in results}
+
+
+def test_healthy_node_passes_every_check() -> None:
+    res = by_check(run_checks(EXPECT, FIX / "healthy", fake(HEALTHY_TOOLS)))
+    assert {k: r.status for k, r in res.items()} == {
+        "health.gpu": "ok", "health.rdma": "ok", "health.lustre": "ok", "health.lnet": "ok",
+        "health.clock": "ok", "health.nvme": "ok",
+    }
+
+
+def test_degraded_node_reports_fault_codes() -> None:
+    tools = {**HEALTHY_TOOLS, "nvidia-smi": (0, "0, 0, Not Active\n1, 2, Not Active\n"),
+             "lnetctl": (1, ""), "timedatectl": (0, "no\n")}
+    res = by_check(run_checks(EXPECT, FIX / "degraded", fake(tools)))
+    assert res["health.gpu"].code == 11 and "GPU 1" in res["health.gpu"].detail
+    assert res["health.rdma"].code == 22 and "200.0 Gb/s" in res["health.rdma"].detail
+    assert res["health.lustre"].code == 31 and "DISCONN" in res["health.lustre"].detail
+    assert res["health.lnet"].code == 40
+    assert res["health.clock"].code == 50
+    assert all(r.code in FAULTS for r in res.values() if r.status == "fault")
+
+
+def test_missing_gpu_and_throttled_gpu() -> None:
+    one = run_checks(EXPECT, FIX / "healthy", fake({**HEALTHY_TOOLS, "nvidia-smi": (0, "0, 0, Not Active\n")}))
+    assert by_check(one)["health.gpu"].code == 10
+    hot = run_checks(EXPECT, FIX / "healthy", fake({**HEALTHY_TOOLS, "nvidia-smi": (0, "0, 0, Active\n1, 0, "
+                                                                                    "Not Active\n")}))
+    assert by_check(hot)["health.gpu"].code == 12
+
+
+def test_host_without_the_parts_says_not_applicable() -> None:
+    res = by_check(run_checks(EXPECT, FIX / "bare", fake({})))
+    assert res["health.gpu"].status == "not_applicable" and "nvidia-smi" in res["health.gpu"].detail
+    assert res["health.lustre"].status == "not_applicable"
+    assert res["health.lnet"].status == "not_applicable"
+    assert res["health.clock"].status == "not_applicable"
+    # planned parts that are absent are faults, not "not applicable"
+    assert res["health.rdma"].code == 20
+    assert res["health.nvme"].code == 60
+    assert res["health.gpu"].line().startswith("health.gpu: NOT APPLICABLE: ")
+
+
+def test_expectations_from_the_plan() -> None:
+    _, plan = load("lab")
+    e = expectations(plan, "gpu001", "/mnt/local-nvme")
+    assert e.gpus == 1 and e.rdma == {} and e.lustre_mount == "/lustre"
+    assert set(e.server_nids) == {n for h in plan.hosts if h.role in ("mds", "oss") for n in h.nids}
+
+
+def test_scheduler_actions_drain_and_return_only_their_own() -> None:
+    fault = Result("health.rdma", "fault", "x", 21)
+    assert scheduler_actions("slurm", "gpu001", fault, fake({})) == [
+        ["scontrol", "update", "nodename=gpu001", "state=drain", "reason=kiln-health 21"]]
+    ours = fake({"sinfo": (0, "kiln-health 21\n")})
+    theirs = fake({"sinfo": (0, "bad DIMM\n")})
+    assert scheduler_actions("slurm", "gpu001", None, ours) == [["scontrol", "update", "nodename=gpu001",
+                                                                 "state=resume"]]
+    assert scheduler_actions("slurm", "gpu001", None, theirs) == []
+    k8s = scheduler_actions("kubernetes", "gpu001", fault, fake({}))
+    assert k8s[0] == ["kubectl", "cordon", "gpu001"] and "kiln.io/health=fault-21:NoSchedule" in k8s[1]
+    tainted = fake({"kubectl": (0, "kiln.io/health")})
+    assert scheduler_actions("kubernetes", "gpu001", None, tainted)[-1] == ["kubectl", "uncordon", "gpu001"]
+    assert scheduler_actions("kubernetes", "gpu001", None, fake({"kubectl": (0, "other")})) == []
+    assert scheduler_actions("none", "gpu001", fault, fake({})) == []
+
+
+def test_every_fixture_names_its_source() -> None:
+    files = [p for p in FIX.rglob("*") if p.is_file() and not p.name.endswith(".source")]
+    assert files
+    for p in files:
+        assert p.with_name(p.name + ".source").is_file(), p

@@ -1,0 +1,133 @@
+"""The monitoring plan: hosts, scrape targets, alert rules derived from the plan, snapshot schedules."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kiln.cli import load
+from kiln.plan import build_plan
+from kiln.plan.monitoring import PORTS, sysctl_metric
+from kiln.spec.errors import SpecError
+from kiln.spec.models import ClusterSpec
+
+
+def _spec(stack: str, **monitoring: object) -> ClusterSpec:
+    spec, _ = load(stack)
+    data = spec.model_dump(mode="json")
+    data["monitoring"] = {**data["monitoring"], **monitoring}
+    return ClusterSpec.model_validate(data)
+
+
+def test_lab_stack_monitoring_section() -> None:
+    _, plan = load("lab")
+    m = plan.monitoring
+    assert m.hosts == ("s3-01",)
+    assert m.scrape_interval_s == 15 and m.retention_days == 2
+
+
+def test_hosts_default_to_the_first_object_store_host() -> None:
+    plan = build_plan(_spec("lab", hosts=[], scrape_interval_s=30))
+    assert plan.monitoring.hosts == ("s3-01",)
+    down = next(r for r in plan.monitoring.rules if r.alert == "ExporterDown")
+    assert down.for_s == 60  # two scrape intervals
+
+
+def test_scrape_targets_follow_the_plan() -> None:
+    _, plan = load("lab")
+    jobs: dict[str, set[str]] = {}
+    for t in plan.monitoring.scrape_targets:
+        jobs.setdefault(t.job, set()).add(t.host)
+        assert t.address == f"{plan.host(t.host).management_address}:{PORTS[t.job]}"
+        assert t.labels["host"] == t.host and t.labels["role"] == plan.host(t.host).role
+    assert jobs["node"] == {h.name for h in plan.hosts}
+    assert jobs["lustre"] == {"gpu001", "gpu002", "mds01", "oss01", "oss02"}
+    assert jobs["dcgm"] == {"gpu001", "gpu002"}
+    assert jobs["seaweedfs-volume"] == {"s3-01"} and jobs["seaweedfs-master"] == {"s3-01"}
+    assert jobs["prometheus"] == {"s3-01"}
+
+
+def test_every_target_has_a_placement_alert() -> None:
+    _, plan = load("lab")
+    placed = {r.labels["target"]: r for r in plan.monitoring.rules if r.alert == "LustreTargetNotOnPlannedServer"}
+    assert set(placed) == {t.name for t in plan.targets_map if t.kind != "mgt"}
+    assert placed["lab-OST0002"].expr == 'absent(lustre_target_info{target="lab-OST0002",host="oss02"})'
+
+
+def test_fill_thresholds_come_from_the_spec() -> None:
+    plan = build_plan(_spec("lab", fill_warn_percent=70, fill_critical_percent=85))
+    exprs = {r.alert: r.expr for r in plan.monitoring.rules}
+    assert exprs["LustreTargetSpaceFilling"].endswith("> 0.7")
+    assert exprs["LustreTargetSpaceFull"].endswith("> 0.85")
+
+
+def test_sysctl_drift_rules_compare_with_planned_values() -> None:
+    _, plan = load("lab")
+    drift = {r.labels["sysctl"]: r.expr for r in plan.monitoring.rules if r.alert == "SysctlDrift"}
+    rmem = plan.tunable("host.sysctl.net.core.rmem_max")
+    assert drift["net.core.rmem_max"] == f"{sysctl_metric('net.core.rmem_max')} != {rmem.value}"
+    tcp = str(plan.tunable("host.sysctl.net.ipv4.tcp_rmem").value).split()
+    assert drift["net.ipv4.tcp_rmem[min]"] == f"node_sysctl_net_ipv4_tcp_rmem_min != {tcp[0]}"
+    assert drift["net.ipv4.tcp_rmem[max]"] == f"node_sysctl_net_ipv4_tcp_rmem_max != {tcp[2]}"
+    args = plan.monitoring.node_exporter_args
+    assert "--collector.sysctl.include=net.ipv4.tcp_rmem:min,default,max" in args
+    assert "--collector.sysctl" in args  # off by default in node_exporter 1.5.0
+
+
+def test_rdma_rules_only_where_the_plan_has_rdma_devices() -> None:
+    _, lab = load("lab")
+    assert not [r for r in lab.monitoring.rules if r.group == "fabric"]
+    _, prod = load("prod-h100")
+    rate = [r for r in prod.monitoring.rules if r.alert == "RdmaPortBelowPlannedRate"]
+    assert rate
+    for r in rate:
+        planned = float(r.labels["planned_Gbps"])
+        assert r.expr.endswith(f"< {int(planned * 1e9 / 8)}")
+
+
+def test_unknown_monitoring_host_is_refused_with_a_suggestion() -> None:
+    with pytest.raises(SpecError) as exc:
+        build_plan(_spec("lab", hosts=["s3-1"]))
+    text = str(exc.value.issues[0].render())
+    assert "monitoring.hosts[0]" in text and "s3-01" in text
+
+
+def test_critical_must_be_above_warn() -> None:
+    with pytest.raises(SpecError) as exc:
+        build_plan(_spec("lab", fill_warn_percent=90, fill_critical_percent=80))
+    assert exc.value.issues[0].path == "monitoring.fill_critical_percent"
+
+
+def test_snapshots_refused_on_ldiskfs_with_reason_and_fix() -> None:
+    with pytest.raises(SpecError) as exc:
+        build_plan(_spec("lab", lustre_snapshots=[{"name": "hourly", "every_hours": 1, "keep": 24}]))
+    issue = exc.value.issues[0]
+    assert issue.path == "monitoring.lustre_snapshots[0]"
+    assert "ZFS" in issue.problem and "lustre.backend: zfs" in issue.fix
+
+
+def test_snapshots_planned_on_zfs() -> None:
+    spec = _spec("lab", lustre_snapshots=[{"name": "daily", "every_hours": 24, "keep": 7}])
+    data = spec.model_dump(mode="json")
+    data["lustre"]["backend"] = "zfs"
+    plan = build_plan(ClusterSpec.model_validate(data))
+    (snap,) = plan.monitoring.snapshots
+    assert (snap.name, snap.every_hours, snap.keep) == ("daily", 24, 7)
+
+
+def test_receiver_url_is_checked() -> None:
+    with pytest.raises(ValueError, match="http"):
+        _spec("lab", receivers=[{"name": "ops", "webhook_url": "ftp://x"}])
+
+
+def test_every_alert_is_documented_and_has_a_runbook_section() -> None:
+    root = Path(__file__).resolve().parents[2]
+    doc = (root / "docs" / "monitoring.md").read_text()
+    runbook = (root / "docs" / "runbooks" / "monitoring.md").read_text()
+    headings = {line[3:].strip().lower() for line in runbook.splitlines() if line.startswith("## ")}
+    for stack in ("lab", "dev", "prod-h100"):
+        _, plan = load(stack)
+        for r in plan.monitoring.rules:
+            assert f"`{r.alert}`" in doc, r.alert
+            assert r.runbook.split("#")[1] in headings, r.alert
