@@ -29,8 +29,9 @@ SOURCES = ("pyproject.toml", "README.md", "LICENSE", "kiln")
 
 
 def _pip(python: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    # The user's environment: with this checkout on PYTHONPATH pip would take its kiln as already installed.
     return subprocess.run([str(python), "-m", "pip", "--disable-pip-version-check", "-q", *args],
-                          capture_output=True, text=True, check=False)
+                          capture_output=True, text=True, check=False, env=_env())
 
 
 def _install(python: Path, *requirements: str) -> None:
