@@ -563,7 +563,7 @@ IOR_SUPPORTED = "IOR 3.x and 4.x (4.0.0 is what roles/bench_tools builds)"
 
 
 def parse_ior(stdout: str, stderr: str = "") -> IorResult:
-    """IOR with -O summaryFormat=JSON (the summary array), or IOR's text 'Max Write: X MiB/sec' lines."""
+    """IOR with -O summaryFormat=JSON (the summary array), or IOR's text 'Summary of all tests:' table."""
     _require_output("ior", stdout, stderr)
     text = _strip_ansi(stdout)
     err = re.search(r"^\s*(?:ior )?ERROR.*$|^.*MPI_ABORT.*$", text + "\n" + stderr, re.M)
@@ -595,13 +595,29 @@ def parse_ior(stdout: str, stderr: str = "") -> IorResult:
         if w is None and r is None:
             raise ParseError("ior", "the JSON summary has no write or read entry", text)
         return IorResult(w, r, tasks)
+    return _ior_text_summary(text)
+
+
+def _ior_text_summary(text: str) -> IorResult:
+    """IOR's text 'Summary of all tests:' table (3.x and 4.x; 4.0 no longer prints 'Max Write:' lines): the
+    Max(MiB) and #Tasks columns, found by their header names."""
+    m = re.search(r"^Summary of all tests:\s*\n\s*(Operation\s.*)$", text, re.M)
+    if not m:
+        raise ParseError("ior", "neither a JSON summary nor a 'Summary of all tests:' table", text)
+    cols = m.group(1).split()
+    if "Max(MiB)" not in cols or "#Tasks" not in cols:
+        raise ParseError("ior", f"the summary table has no Max(MiB) or #Tasks column: {m.group(1)[:120]!r}", text)
     found: dict[str, float] = {}
-    for m in re.finditer(r"^Max (Write|Read):\s+(\S+)\s+MiB/sec", text, re.M):
-        found[m.group(1).lower()] = _num("ior", m.group(2), f"Max {m.group(1)}", text) * MIB
+    tasks = 0
+    for line in text[m.end():].splitlines()[1:]:
+        parts = line.split()
+        if len(parts) != len(cols) or parts[0].lower() not in ("write", "read"):
+            break
+        found[parts[0].lower()] = _num("ior", parts[cols.index("Max(MiB)")], f"{parts[0]} Max(MiB)", text) * MIB
+        tasks = int(_num("ior", parts[cols.index("#Tasks")], f"{parts[0]} #Tasks", text))
     if not found:
-        raise ParseError("ior", "neither a JSON summary nor 'Max Write:/Max Read:' lines", text)
-    tasks_m = re.search(r"^\s*tasks\s*:\s*(\d+)", text, re.M)
-    return IorResult(found.get("write"), found.get("read"), int(tasks_m.group(1)) if tasks_m else 0)
+        raise ParseError("ior", "the 'Summary of all tests:' table has no write or read row", text)
+    return IorResult(found.get("write"), found.get("read"), tasks)
 
 
 def _ior_json_lenient(text: str) -> dict[str, Any] | None:

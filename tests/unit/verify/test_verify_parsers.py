@@ -288,29 +288,36 @@ def test_ior_other_versions_refused() -> None:
         p.parse_ior(json.dumps(d))
 
 
-def test_ior_json_and_text_agree() -> None:
-    j = p.parse_ior(read("ior/ior_easy.json"))
-    t = p.parse_ior(read("ior/ior_easy_text.txt"))
-    assert j.bw("write") == pytest.approx(38512.12 * 2**20) == t.bw("write")
-    assert j.bw("read") == pytest.approx(t.bw("read"))
-    assert j.tasks == 64 and t.tasks == 64
+def test_ior_4_0_json_and_text_agree() -> None:
+    # two real IOR 4.0.0 runs (write + read): JSON summary, and the text 'Summary of all tests:' table
+    j = p.parse_ior(read("ior/ior_4.0.0_write_read.json"))
+    assert j.bw("write") == pytest.approx(375.4458 * p.MIB) and j.bw("read") == pytest.approx(12480.7261 * p.MIB)
+    t = p.parse_ior(read("ior/ior_4.0.0_text.txt"))  # 4.0 prints no 'Max Write:' line
+    assert t.bw("write") == pytest.approx(817.01 * p.MIB) and t.bw("read") == pytest.approx(19474.42 * p.MIB)
+    assert j.tasks == t.tasks == 2
+
+
+def test_ior_text_without_summary_table() -> None:
+    text = read("ior/ior_4.0.0_text.txt").split("Summary of all tests:")[0]
+    with pytest.raises(ParseError, match="Summary of all tests"):
+        p.parse_ior(text)
 
 
 def test_ior_trailing_commas_tolerated() -> None:
-    text = read("ior/ior_easy.json").replace('"xsizeMiB": 262144.0}', '"xsizeMiB": 262144.0,}')
-    assert p.parse_ior(text).bw("read") > 0
+    text = read("ior/ior_4.0.0_write_read.json")
+    assert '"xsizeMiB": 32.0000\n  }' in text
+    assert p.parse_ior(text.replace('"xsizeMiB": 32.0000\n  }', '"xsizeMiB": 32.0000,\n  }')).bw("read") > 0
 
 
 def test_ior_error() -> None:
-    with pytest.raises(ParseError, match="ior ERROR: open64"):
-        p.parse_ior(read("ior/ior_error.txt"))
+    with pytest.raises(ParseError, match=r"ERROR: open64\("):
+        p.parse_ior(read("ior/ior_4.0.0_error.txt"), read("ior/ior_4.0.0_error.stderr"))
+    assert read("ior/ior_4.0.0_error.rc").strip() == "255"
 
 
 def test_ior_missing_op() -> None:
-    d = json.loads(read("ior/ior_easy.json"))
-    d["summary"] = [s for s in d["summary"] if s["operation"] == "write"]
     with pytest.raises(ParseError, match="no read result"):
-        p.parse_ior(json.dumps(d)).bw("read")
+        p.parse_ior(read("ior/ior_4.0.0_write.json")).bw("read")
 
 
 # ------------------------------------------------------------------------------------------------ mdtest
