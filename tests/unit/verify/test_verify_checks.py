@@ -307,14 +307,14 @@ def test_perftest_and_nccl_and_gpu_copy() -> None:
     r = FakeRemote("gpu001").on("command -v", (0, "/usr/bin/x\n", ""))
     r.on(r"^all_reduce_perf -b", (0, (FIX / "nccl/all_reduce_intra_8gpu.txt").read_text(), ""))
     s = measure("fabric.nccl_allreduce_intra", {"gpu001": r}, "gpu001")
-    assert s.value == pytest.approx(482.94) and s.info["gpus"] == 1  # in-place busbw at 8 GiB
+    assert s.value == pytest.approx(232.20) and s.info["gpus"] == 1  # the better busbw at 10 GiB (8 × A100)
     r.on(r"nvbandwidth -t host_to_device", (0, (FIX / "cuda/nvbandwidth.txt").read_text(), ""))
     assert measure("gpu.h2d_bw", {"gpu001": r}, "gpu001").value == pytest.approx(55.41)
     bad = FakeRemote("gpu001").on("command -v", (1, "", ""))
     with pytest.raises(CheckError, match="neither nvbandwidth nor bandwidthTest"):
         measure("gpu.d2h_bw", {"gpu001": bad}, "gpu001")
-    r.on(r"^all_reduce_perf -b", (1, (FIX / "nccl/nccl_warn_abort.txt").read_text(), ""))
-    with pytest.raises(ParseError, match="NCCL WARN"):
+    r.on(r"^all_reduce_perf -b", (1, (FIX / "nccl/abort_invalid_device.txt").read_text(), ""))
+    with pytest.raises(ParseError, match="Test CUDA failure"):
         measure("fabric.nccl_allreduce_intra", {"gpu001": r}, "gpu001")
 
 
