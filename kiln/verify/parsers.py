@@ -80,7 +80,7 @@ def _version_tuple(text: str) -> tuple[int, ...]:
 def _require_output(tool: str, stdout: str, stderr: str) -> None:
     if not stdout.strip():
         err = stderr.strip()
-        raise ParseError(tool, "no output" + (f"; the tool said: {err.splitlines()[-1]}" if err else ""), err)
+        raise ParseError(tool, "no output" + (f"; the tool said: {err.splitlines()[-1].strip()}" if err else ""), err)
 
 
 def _json_object_after(tool: str, text: str, must_have: str) -> dict[str, Any]:
