@@ -714,26 +714,31 @@ def parse_bandwidth_test(stdout: str, stderr: str = "") -> GpuCopyResult:
     tool = "bandwidthTest"
     _require_output(tool, stdout, stderr)
     text = _strip_ansi(stdout)
-    if re.search(r"Result = FAIL|CUDA error|cudaGetDeviceCount returned|no CUDA-capable device", text + stderr):
+    if re.search(r"Result = FAIL|CUDA error|cudaGet\w+ returned|no CUDA-capable device", text + stderr):
         line = next(ln for ln in (text + "\n" + stderr).splitlines()
                     if re.search(r"FAIL|error|returned|no CUDA", ln))
         raise ParseError(tool, f"the tool reported: {line.strip()}", text + stderr)
     out: dict[str, float] = {}
+    lines = text.splitlines()
     for section, key in (("Host to Device Bandwidth", "h2d"), ("Device to Host Bandwidth", "d2h")):
-        m = re.search(re.escape(section) + r".*?Bandwidth\((GB|MB)/s\)\s*\n((?:\s+\S+\s+\S+\s*\n?)+)", text, re.S)
-        if not m:
+        start = next((i for i, ln in enumerate(lines) if section in ln), None)
+        if start is None:
             continue
+        head = next((i for i in range(start + 1, len(lines)) if "Bandwidth(" in lines[i]), None)
+        unit = re.search(r"Bandwidth\((GB|MB)/s\)", lines[head]) if head is not None else None
+        if head is None or unit is None:
+            raise ParseError(tool, f"the {section} table has no 'Bandwidth(GB/s)' or 'Bandwidth(MB/s)' header", text)
         # "GB/s" (samples 10.1 on) is 10^9 B/s; the older "MB/s" is (1 << 10) * bytes / (ms * 2^20), i.e.
         # 1,024,000 B/s (bandwidthTest.cu, testDeviceToHostTransfer and friends, before 10.1).
-        scale = 1e9 if m.group(1) == "GB" else 1_024_000.0
-        values = []
-        for row in m.group(2).strip().splitlines():
+        scale = 1e9 if unit.group(1) == "GB" else 1_024_000.0
+        rows: list[tuple[int, float]] = []
+        for row in lines[head + 1:]:
             parts = row.split()
-            if len(parts) != 2:
+            if len(parts) != 2 or not parts[0].isdigit():
                 break
-            values.append(_num(tool, parts[1], f"{section} bandwidth", row))
-        if values:
-            out[key] = values[-1] * scale  # the largest transfer size is printed last
+            rows.append((int(parts[0]), _num(tool, parts[1], f"{section} bandwidth", row)))
+        if rows:
+            out[key] = max(rows)[1] * scale  # the largest transfer size (range mode prints several)
     if not out:
         raise ParseError(tool, "no 'Host to Device' or 'Device to Host' bandwidth table", text)
     if not re.search(r"^Result = PASS", text, re.M):
@@ -749,7 +754,7 @@ def parse_nvbandwidth(stdout: str, stderr: str = "") -> GpuCopyResult:
     sums = {m.group(1): _num(tool, m.group(2), f"SUM {m.group(1)}", text)
             for m in re.finditer(r"^SUM\s+(\S+)\s+(\S+)\s*$", text, re.M)}
     if not sums:
-        errs = [ln.strip() for ln in (text + "\n" + stderr).splitlines() if re.search(r"error|ERROR|fail", ln)]
+        errs = [ln.strip() for ln in (text + "\n" + stderr).splitlines() if re.search(r"ASSERT|error|ERROR|fail", ln)]
         if errs:
             raise ParseError(tool, f"the tool reported: {errs[0]}", text + stderr)
         raise ParseError(tool, "no 'SUM <testcase> <GB/s>' lines", text)

@@ -308,8 +308,8 @@ def test_perftest_and_nccl_and_gpu_copy() -> None:
     r.on(r"^all_reduce_perf -b", (0, (FIX / "nccl/all_reduce_intra_8gpu.txt").read_text(), ""))
     s = measure("fabric.nccl_allreduce_intra", {"gpu001": r}, "gpu001")
     assert s.value == pytest.approx(232.20) and s.info["gpus"] == 1  # the better busbw at 10 GiB (8 × A100)
-    r.on(r"nvbandwidth -t host_to_device", (0, (FIX / "cuda/nvbandwidth.txt").read_text(), ""))
-    assert measure("gpu.h2d_bw", {"gpu001": r}, "gpu001").value == pytest.approx(55.41)
+    r.on(r"nvbandwidth -t host_to_device", (0, (FIX / "cuda/nvbandwidth_v0.2_8gpu.txt").read_text(), ""))
+    assert measure("gpu.h2d_bw", {"gpu001": r}, "gpu001").value == pytest.approx(205.04)
     bad = FakeRemote("gpu001").on("command -v", (1, "", ""))
     with pytest.raises(CheckError, match="neither nvbandwidth nor bandwidthTest"):
         measure("gpu.d2h_bw", {"gpu001": bad}, "gpu001")
@@ -380,7 +380,7 @@ _GOOD = {
     "storage.ior_easy_write": (r"ior -a POSIX", "ior/ior_4.0.0_write.json"),
     "fabric.nccl_allreduce_intra": (r"^all_reduce_perf -b", "nccl/all_reduce_intra_8gpu.txt"),
     "storage.fio_local_read": (r"fio --output-format=json", "fio/read_2jobs.json"),
-    "gpu.h2d_bw": (r"nvbandwidth -t host_to_device", "cuda/nvbandwidth.txt"),
+    "gpu.h2d_bw": (r"nvbandwidth -t host_to_device", "cuda/nvbandwidth_v0.2_8gpu.txt"),
 }
 
 

@@ -383,24 +383,28 @@ def test_mdtest_non_numeric() -> None:
 
 
 def test_bandwidth_test_gb_and_mb() -> None:
-    r = p.parse_bandwidth_test(read("cuda/bandwidthTest.txt"))
-    assert r.h2d_Bps == pytest.approx(53.9e9) and r.d2h_Bps == pytest.approx(54.6e9)
-    old = p.parse_bandwidth_test(read("cuda/bandwidthTest_mbs.txt"))
-    assert old.h2d_Bps == pytest.approx(12161.8 * 1_024_000)  # pre-10.1 "MB/s" is 1,024,000 B/s
+    r = p.parse_bandwidth_test(read("cuda/bandwidthTest.txt"))  # CUDA 11.3 samples, range mode (jdh4/della-gpu-A100)
+    assert r.h2d_Bps == pytest.approx(25.9e9) and r.d2h_Bps == pytest.approx(25.8e9)  # the 1 GB row, not the first
+    old = p.parse_bandwidth_test(read("cuda/bandwidthTest_mbs.txt"))  # pre-10.1 samples on a K80 (PerfKitBenchmarker)
+    assert old.h2d_Bps == pytest.approx(9254.7 * 1_024_000) and old.d2h_Bps == pytest.approx(9686.1 * 1_024_000)
     with pytest.raises(ParseError, match="truncated"):
         p.parse_bandwidth_test(read("cuda/bandwidthTest.txt").split("Result = PASS")[0])
 
 
-def test_bandwidth_test_no_device() -> None:
-    with pytest.raises(ParseError, match=r"cudaGetDeviceProperties returned 100|no CUDA-capable"):
-        p.parse_bandwidth_test(read("cuda/bandwidthTest_nodevice.txt"))
+def test_bandwidth_test_device_not_ready() -> None:
+    with pytest.raises(ParseError, match=r"the tool reported: cudaGetDeviceProperties returned 802"):
+        p.parse_bandwidth_test(read("cuda/bandwidthTest_not_ready.txt"))  # published: pytorch/pytorch #35710
 
 
 def test_nvbandwidth() -> None:
-    r = p.parse_nvbandwidth(read("cuda/nvbandwidth.txt"))
-    assert r.h2d_Bps == pytest.approx(55.41e9) and r.d2h_Bps == pytest.approx(55.73e9)
+    r = p.parse_nvbandwidth(read("cuda/nvbandwidth_v0.2_8gpu.txt"))  # published: NVIDIA/nvbandwidth #15
+    assert r.h2d_Bps == pytest.approx(205.04e9) and r.d2h_Bps == pytest.approx(214.28e9)
+    sm = p.parse_nvbandwidth(read("cuda/nvbandwidth_v0.8_sm.txt"))  # published: NVIDIA/nvbandwidth #42
+    assert sm.h2d_Bps == pytest.approx(25.13e9) and sm.d2h_Bps is None
+    with pytest.raises(ParseError, match="ASSERT in expression h_errorFlag == 0"):
+        p.parse_nvbandwidth(read("cuda/nvbandwidth_assert.txt"))  # published: NVIDIA/nvbandwidth #34
     with pytest.raises(ParseError, match="no 'SUM"):
-        p.parse_nvbandwidth("nvbandwidth Version: v0.5\n")
+        p.parse_nvbandwidth(read("cuda/nvbandwidth_v0.8_sm.txt").split("SUM ")[0])
 
 
 # -------------------------------------------------------------------------------------- inspection tools
