@@ -206,7 +206,7 @@ def test_lnet(tmp_path: Path) -> None:
     r = FakeRemote("gpu001").on("lnetctl net show", (0, (FIX / "lustre/lnetctl_net_show.yaml").read_text(), ""))
     s = measure("conformance.lnet", {"gpu001": r}, "gpu001")
     assert s.details[0].startswith("NID 10.89.20.2@tcp: planned, not configured")
-    assert any("net o2ib (NID 10.20.1.11@o2ib): not in the plan" in d for d in s.details)
+    assert any("net efa (NID 1.61.92.0@efa): not in the plan" in d for d in s.details)  # published 2.15.6 output
 
 
 def test_gpus_and_rdma() -> None:

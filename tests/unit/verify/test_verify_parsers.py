@@ -411,27 +411,29 @@ def test_nvbandwidth() -> None:
 
 
 def test_lnetctl() -> None:
-    nis = p.parse_lnetctl_net_show(read("lustre/lnetctl_net_show.yaml"))
-    assert [(n.nid, n.status) for n in nis] == [("10.20.0.11@o2ib", "up"), ("10.20.1.11@o2ib", "down")]
-    assert {n.net for n in nis} == {"o2ib"}  # libcfs_net2str_r() spells network 0 without its number
-    assert nis[0].interfaces == ("ib0",)
+    nis = p.parse_lnetctl_net_show(read("lustre/lnetctl_net_show.yaml"))  # published: Lustre 2.15.6 client, tcp + efa
+    assert [(n.net, n.nid, n.status) for n in nis] == [("tcp", "10.1.1.61@tcp", "up"), ("efa", "1.61.92.0@efa", "up")]
+    assert nis[0].interfaces == ("enp71s0",) and nis[1].interfaces == ("efa_0",)  # the loopback net is left out
     with pytest.raises(ParseError, match="no 'net:' list"):
         p.parse_lnetctl_net_show("show:\n    - net:\n          errno: -100\n")
 
 
 def test_getstripe_layouts_through_the_lustre_library() -> None:
-    """kiln verify reads lfs getstripe with kiln.lustre (the lustre_layout module's parser)."""
-    pfl = parse_getstripe(read("lustre/getstripe_pfl.txt"))
+    """kiln verify reads lfs getstripe with kiln.lustre (the lustre_layout module's parser); published 2.15 outputs."""
+    pfl = parse_getstripe(read("lustre/getstripe_pfl.txt"))  # directory default: one settings line per component
     assert pfl is not None
     assert [(c.extent_end, c.stripe_count, c.stripe_size) for c in pfl] == [
-        (64 << 20, 1, 1 << 20), (4 << 30, 4, 4 << 20), (None, -1, 4 << 20)]
+        (100 << 20, 1, 1 << 20), (10 << 30, 8, 1 << 20), (100 << 30, 16, 1 << 20), (None, 32, 1 << 20)]
     dom = parse_getstripe(read("lustre/getstripe_dom.txt"))
-    assert dom is not None and dom[0].dom and dom[1].stripe_count == 1
+    assert dom == [LayoutComponent(64 << 10, stripe_size=64 << 10, dom=True),
+                   LayoutComponent(None, stripe_count=-1, stripe_size=1 << 20)]
     assert parse_getstripe(read("lustre/getstripe_plain.txt")) == [LayoutComponent(None, 1, 1 << 20)]
 
 
 def test_getstripe_yaml_fixture() -> None:
-    """The --yaml form (2.16: a `components:` list, one key per line) gives DoM, pool and overstriping."""
+    """The --yaml form (2.16: a `components:` list, one key per line) gives DoM, pool and overstriping.
+    This fixture is still written from lustre-release's printing code (its .source says so): no published
+    `lfs getstripe --yaml` output of a directory default was found."""
     comps = parse_getstripe(read("lustre/getstripe_yaml_pfl.yaml"))
     assert comps == [
         LayoutComponent(1 << 20, stripe_size=1 << 20, dom=True),
