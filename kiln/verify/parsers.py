@@ -285,6 +285,14 @@ def parse_warp(stdout: str, stderr: str = "") -> WarpResult:
     try:
         data = _json_object_after("warp", text, "operations")
     except ParseError:
+        try:  # warp >= 1.1 prints its live aggregate instead (pkg/aggregate/live.go Realtime: v, total, by_op_type)
+            newer = _json_object_after("warp", text, "by_op_type")
+        except ParseError:
+            newer = None
+        if newer is not None:
+            version = str(newer.get("warp_version") or f"with data version v={newer.get('v', '?')}")
+            raise ParseError("warp", f"the JSON is warp >= 1.1's layout (warp {version}), which this kit does not "
+                                     f"read; supported: {WARP_SUPPORTED}") from None
         try:
             both = re.sub(r"(?m)^warp: \{", "{", text + "\n" + _strip_ansi(stderr))
             err = _json_object_after("warp", both, "error")
