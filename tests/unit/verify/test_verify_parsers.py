@@ -229,10 +229,10 @@ def test_perftest_mb_is_mebibytes() -> None:
 
 
 def test_perftest_connection_failure_and_no_device() -> None:
-    with pytest.raises(ParseError, match="Couldn't connect to 192.168.125.211:18515"):
+    with pytest.raises(ParseError, match=r"Couldn't connect to 192\.168\.125\.211:18515"):
         p.parse_perftest(read("perftest/connect_failed.txt"))  # published in linux-rdma/perftest PR #228
     # real run of perftest 4.5 on a host without RDMA devices: nothing on stdout, the reason on stderr
-    with pytest.raises(ParseError, match="no output; the tool said: Unable to find the Infiniband/RoCE device"):
+    with pytest.raises(ParseError, match=r"no output; the tool said: Unable to find the Infiniband/RoCE device"):
         p.parse_perftest(read("perftest/no_device.txt"), read("perftest/no_device.stderr"))
     assert read("perftest/no_device.rc").strip() == "1"
 
@@ -289,7 +289,7 @@ def test_nccl_data_corruption_is_an_error() -> None:
 
 
 def test_nccl_abort() -> None:
-    with pytest.raises(ParseError, match="Test CUDA failure common.cu:986 'invalid device ordinal'"):
+    with pytest.raises(ParseError, match=r"Test CUDA failure common\.cu:986 'invalid device ordinal'"):
         p.parse_nccl_tests(read("nccl/abort_invalid_device.txt"))  # published: nccl-tests issue #289
 
 
