@@ -80,7 +80,7 @@ def _version_tuple(text: str) -> tuple[int, ...]:
 def _require_output(tool: str, stdout: str, stderr: str) -> None:
     if not stdout.strip():
         err = stderr.strip()
-        raise ParseError(tool, "no output" + (f"; the tool said: {err.splitlines()[-1]}" if err else ""), err)
+        raise ParseError(tool, "no output" + (f"; the tool said: {err.splitlines()[-1].strip()}" if err else ""), err)
 
 
 def _json_object_after(tool: str, text: str, must_have: str) -> dict[str, Any]:
@@ -285,6 +285,14 @@ def parse_warp(stdout: str, stderr: str = "") -> WarpResult:
     try:
         data = _json_object_after("warp", text, "operations")
     except ParseError:
+        try:  # warp >= 1.1 prints its live aggregate instead (pkg/aggregate/live.go Realtime: v, total, by_op_type)
+            newer = _json_object_after("warp", text, "by_op_type")
+        except ParseError:
+            newer = None
+        if newer is not None:
+            version = str(newer.get("warp_version") or f"with data version v={newer.get('v', '?')}")
+            raise ParseError("warp", f"the JSON is warp >= 1.1's layout (warp {version}), which this kit does not "
+                                     f"read; supported: {WARP_SUPPORTED}") from None
         try:
             both = re.sub(r"(?m)^warp: \{", "{", text + "\n" + _strip_ansi(stderr))
             err = _json_object_after("warp", both, "error")
@@ -563,7 +571,7 @@ IOR_SUPPORTED = "IOR 3.x and 4.x (4.0.0 is what roles/bench_tools builds)"
 
 
 def parse_ior(stdout: str, stderr: str = "") -> IorResult:
-    """IOR with -O summaryFormat=JSON (the summary array), or IOR's text 'Max Write: X MiB/sec' lines."""
+    """IOR with -O summaryFormat=JSON (the summary array), or IOR's text 'Summary of all tests:' table."""
     _require_output("ior", stdout, stderr)
     text = _strip_ansi(stdout)
     err = re.search(r"^\s*(?:ior )?ERROR.*$|^.*MPI_ABORT.*$", text + "\n" + stderr, re.M)
@@ -595,13 +603,29 @@ def parse_ior(stdout: str, stderr: str = "") -> IorResult:
         if w is None and r is None:
             raise ParseError("ior", "the JSON summary has no write or read entry", text)
         return IorResult(w, r, tasks)
+    return _ior_text_summary(text)
+
+
+def _ior_text_summary(text: str) -> IorResult:
+    """IOR's text 'Summary of all tests:' table (3.x and 4.x; 4.0 no longer prints 'Max Write:' lines): the
+    Max(MiB) and #Tasks columns, found by their header names."""
+    m = re.search(r"^Summary of all tests:\s*\n\s*(Operation\s.*)$", text, re.M)
+    if not m:
+        raise ParseError("ior", "neither a JSON summary nor a 'Summary of all tests:' table", text)
+    cols = m.group(1).split()
+    if "Max(MiB)" not in cols or "#Tasks" not in cols:
+        raise ParseError("ior", f"the summary table has no Max(MiB) or #Tasks column: {m.group(1)[:120]!r}", text)
     found: dict[str, float] = {}
-    for m in re.finditer(r"^Max (Write|Read):\s+(\S+)\s+MiB/sec", text, re.M):
-        found[m.group(1).lower()] = _num("ior", m.group(2), f"Max {m.group(1)}", text) * MIB
+    tasks = 0
+    for line in text[m.end():].splitlines()[1:]:
+        parts = line.split()
+        if len(parts) != len(cols) or parts[0].lower() not in ("write", "read"):
+            break
+        found[parts[0].lower()] = _num("ior", parts[cols.index("Max(MiB)")], f"{parts[0]} Max(MiB)", text) * MIB
+        tasks = int(_num("ior", parts[cols.index("#Tasks")], f"{parts[0]} #Tasks", text))
     if not found:
-        raise ParseError("ior", "neither a JSON summary nor 'Max Write:/Max Read:' lines", text)
-    tasks_m = re.search(r"^\s*tasks\s*:\s*(\d+)", text, re.M)
-    return IorResult(found.get("write"), found.get("read"), int(tasks_m.group(1)) if tasks_m else 0)
+        raise ParseError("ior", "the 'Summary of all tests:' table has no write or read row", text)
+    return IorResult(found.get("write"), found.get("read"), tasks)
 
 
 def _ior_json_lenient(text: str) -> dict[str, Any] | None:
@@ -698,26 +722,31 @@ def parse_bandwidth_test(stdout: str, stderr: str = "") -> GpuCopyResult:
     tool = "bandwidthTest"
     _require_output(tool, stdout, stderr)
     text = _strip_ansi(stdout)
-    if re.search(r"Result = FAIL|CUDA error|cudaGetDeviceCount returned|no CUDA-capable device", text + stderr):
+    if re.search(r"Result = FAIL|CUDA error|cudaGet\w+ returned|no CUDA-capable device", text + stderr):
         line = next(ln for ln in (text + "\n" + stderr).splitlines()
                     if re.search(r"FAIL|error|returned|no CUDA", ln))
         raise ParseError(tool, f"the tool reported: {line.strip()}", text + stderr)
     out: dict[str, float] = {}
+    lines = text.splitlines()
     for section, key in (("Host to Device Bandwidth", "h2d"), ("Device to Host Bandwidth", "d2h")):
-        m = re.search(re.escape(section) + r".*?Bandwidth\((GB|MB)/s\)\s*\n((?:\s+\S+\s+\S+\s*\n?)+)", text, re.S)
-        if not m:
+        start = next((i for i, ln in enumerate(lines) if section in ln), None)
+        if start is None:
             continue
+        head = next((i for i in range(start + 1, len(lines)) if "Bandwidth(" in lines[i]), None)
+        unit = re.search(r"Bandwidth\((GB|MB)/s\)", lines[head]) if head is not None else None
+        if head is None or unit is None:
+            raise ParseError(tool, f"the {section} table has no 'Bandwidth(GB/s)' or 'Bandwidth(MB/s)' header", text)
         # "GB/s" (samples 10.1 on) is 10^9 B/s; the older "MB/s" is (1 << 10) * bytes / (ms * 2^20), i.e.
         # 1,024,000 B/s (bandwidthTest.cu, testDeviceToHostTransfer and friends, before 10.1).
-        scale = 1e9 if m.group(1) == "GB" else 1_024_000.0
-        values = []
-        for row in m.group(2).strip().splitlines():
+        scale = 1e9 if unit.group(1) == "GB" else 1_024_000.0
+        rows: list[tuple[int, float]] = []
+        for row in lines[head + 1:]:
             parts = row.split()
-            if len(parts) != 2:
+            if len(parts) != 2 or not parts[0].isdigit():
                 break
-            values.append(_num(tool, parts[1], f"{section} bandwidth", row))
-        if values:
-            out[key] = values[-1] * scale  # the largest transfer size is printed last
+            rows.append((int(parts[0]), _num(tool, parts[1], f"{section} bandwidth", row)))
+        if rows:
+            out[key] = max(rows)[1] * scale  # the largest transfer size (range mode prints several)
     if not out:
         raise ParseError(tool, "no 'Host to Device' or 'Device to Host' bandwidth table", text)
     if not re.search(r"^Result = PASS", text, re.M):
@@ -733,7 +762,7 @@ def parse_nvbandwidth(stdout: str, stderr: str = "") -> GpuCopyResult:
     sums = {m.group(1): _num(tool, m.group(2), f"SUM {m.group(1)}", text)
             for m in re.finditer(r"^SUM\s+(\S+)\s+(\S+)\s*$", text, re.M)}
     if not sums:
-        errs = [ln.strip() for ln in (text + "\n" + stderr).splitlines() if re.search(r"error|ERROR|fail", ln)]
+        errs = [ln.strip() for ln in (text + "\n" + stderr).splitlines() if re.search(r"ASSERT|error|ERROR|fail", ln)]
         if errs:
             raise ParseError(tool, f"the tool reported: {errs[0]}", text + stderr)
         raise ParseError(tool, "no 'SUM <testcase> <GB/s>' lines", text)

@@ -206,7 +206,7 @@ def test_lnet(tmp_path: Path) -> None:
     r = FakeRemote("gpu001").on("lnetctl net show", (0, (FIX / "lustre/lnetctl_net_show.yaml").read_text(), ""))
     s = measure("conformance.lnet", {"gpu001": r}, "gpu001")
     assert s.details[0].startswith("NID 10.89.20.2@tcp: planned, not configured")
-    assert any("net o2ib (NID 10.20.1.11@o2ib): not in the plan" in d for d in s.details)
+    assert any("net efa (NID 1.61.92.0@efa): not in the plan" in d for d in s.details)  # published 2.15.6 output
 
 
 def test_gpus_and_rdma() -> None:
@@ -307,14 +307,14 @@ def test_perftest_and_nccl_and_gpu_copy() -> None:
     r = FakeRemote("gpu001").on("command -v", (0, "/usr/bin/x\n", ""))
     r.on(r"^all_reduce_perf -b", (0, (FIX / "nccl/all_reduce_intra_8gpu.txt").read_text(), ""))
     s = measure("fabric.nccl_allreduce_intra", {"gpu001": r}, "gpu001")
-    assert s.value == pytest.approx(482.94) and s.info["gpus"] == 1  # in-place busbw at 8 GiB
-    r.on(r"nvbandwidth -t host_to_device", (0, (FIX / "cuda/nvbandwidth.txt").read_text(), ""))
-    assert measure("gpu.h2d_bw", {"gpu001": r}, "gpu001").value == pytest.approx(55.41)
+    assert s.value == pytest.approx(232.20) and s.info["gpus"] == 1  # the better busbw at 10 GiB (8 × A100)
+    r.on(r"nvbandwidth -t host_to_device", (0, (FIX / "cuda/nvbandwidth_v0.2_8gpu.txt").read_text(), ""))
+    assert measure("gpu.h2d_bw", {"gpu001": r}, "gpu001").value == pytest.approx(205.04)
     bad = FakeRemote("gpu001").on("command -v", (1, "", ""))
     with pytest.raises(CheckError, match="neither nvbandwidth nor bandwidthTest"):
         measure("gpu.d2h_bw", {"gpu001": bad}, "gpu001")
-    r.on(r"^all_reduce_perf -b", (1, (FIX / "nccl/nccl_warn_abort.txt").read_text(), ""))
-    with pytest.raises(ParseError, match="NCCL WARN"):
+    r.on(r"^all_reduce_perf -b", (1, (FIX / "nccl/abort_invalid_device.txt").read_text(), ""))
+    with pytest.raises(ParseError, match="Test CUDA failure"):
         measure("fabric.nccl_allreduce_intra", {"gpu001": r}, "gpu001")
 
 
@@ -380,7 +380,7 @@ _GOOD = {
     "storage.ior_easy_write": (r"ior -a POSIX", "ior/ior_4.0.0_write.json"),
     "fabric.nccl_allreduce_intra": (r"^all_reduce_perf -b", "nccl/all_reduce_intra_8gpu.txt"),
     "storage.fio_local_read": (r"fio --output-format=json", "fio/read_2jobs.json"),
-    "gpu.h2d_bw": (r"nvbandwidth -t host_to_device", "cuda/nvbandwidth.txt"),
+    "gpu.h2d_bw": (r"nvbandwidth -t host_to_device", "cuda/nvbandwidth_v0.2_8gpu.txt"),
 }
 
 
