@@ -5,7 +5,7 @@ Each file in bench/calibration/cases/ describes one measured system as a kiln sp
 its source). The script plans every system (no hardware, no network: it only plans), prints predicted
 against published, the ratio and the layer that set the prediction, and exits 1 when any in-scope case is
 outside the band. A measurement the model does not cover says so with `out_of_scope: <reason>` and is
-printed, not judged. Published figures in GiB/s (IO500 reports them so) are converted to GB/s.
+printed, not judged. Published figures in GiB/s (IO500) or MiB/s (MLPerf Storage) are converted to GB/s.
 
 A case whose source does not record every part of the measured system (an IO500 entry names its storage
 servers, drives and network but not the drive model or the clients' NICs) fills those parts with stated
@@ -31,7 +31,7 @@ from kiln.spec import SpecError, validate
 
 CASES = Path(__file__).resolve().parent / "cases"
 #: Units a published figure may be given in, and their size in GB/s.
-UNITS = {"GB/s": 1.0, "GiB/s": 2**30 / 1e9}
+UNITS = {"GB/s": 1.0, "GiB/s": 2**30 / 1e9, "MiB/s": 2**20 / 1e9}
 #: Sizing figures a measurement may name as `sizing:<key>`.
 SIZING_KEYS = (
     "aggregate_read_GBps",
