@@ -121,7 +121,7 @@ def load_case(path: Path) -> list[Row]:
 
 
 def table(rows: list[Row], band: float) -> str:
-    lines = [f"{'case':34} {'metric':36} {'predicted':>10} {'published':>10} {'ratio':>6}  {'limit':14} verdict"]
+    lines = [f"{'case':38} {'metric':36} {'predicted':>10} {'published':>10} {'ratio':>6}  {'limit':14} verdict"]
     for r in rows:
         if r.out_of_scope:
             verdict = f"out of scope: {r.out_of_scope}"
@@ -132,7 +132,7 @@ def table(rows: list[Row], band: float) -> str:
         pub = f"{r.published_GBps:10.1f}"
         note = "" if r.unit == "GB/s" else f" (published {r.published:g} {r.unit})"
         lines.append(
-            f"{r.case:34} {r.metric:36} {r.predicted:10.1f} {pub} {r.ratio:6.2f}  {r.limit or '-':14} {verdict}"
+            f"{r.case:38} {r.metric:36} {r.predicted:10.1f} {pub} {r.ratio:6.2f}  {r.limit or '-':14} {verdict}"
             f" [GB/s]{note}"
         )
     return "\n".join(lines)
