@@ -50,7 +50,7 @@ def read_demand(spec: ClusterSpec) -> tuple[float, float, str]:
         p = knowledge.load().read_profiles[rd.profile]
         return p.GBps_per_gpu, float(p.single_node_GBps), f"profile {p.name}: {p.source}"
     assert rd.GBps_per_gpu is not None
-    gpn = max(pool.gpu.count for pool in spec.compute.pools)
+    gpn = max(pool.gpus_per_node for pool in spec.compute.pools)
     return rd.GBps_per_gpu, rd.GBps_per_gpu * gpn, "workload.read_demand.GBps_per_gpu (stack)"
 
 
@@ -211,7 +211,7 @@ def build_sizing(spec: ClusterSpec) -> tuple[Sizing, list[SpecIssue]]:
     payload = kb.factor("tcp_payload") if spec.fabric.kind == "tcp" else kb.factor("rdma_payload")
     payload_name = "tcp_payload" if spec.fabric.kind == "tcp" else "rdma_payload"
 
-    gpus = sum(p.nodes * p.gpu.count for p in pools)
+    gpus = sum(p.nodes * p.gpus_per_node for p in pools)
     nodes = sum(p.nodes for p in pools)
     per_gpu, single_node_demand, demand_src = read_demand(spec)
     demand_read = gpus * per_gpu
@@ -354,7 +354,7 @@ def build_sizing(spec: ClusterSpec) -> tuple[Sizing, list[SpecIssue]]:
 
     notes = [
         f"read: storage supplies {agg_read:.1f} GB/s ({rb.name}) against a demand of {demand_read:.1f} GB/s "
-        f"({agg_read / demand_read:.2f}×)",
+        + (f"({agg_read / demand_read:.2f}×)" if demand_read else "(no GPUs: storage-only clients)"),
         f"object store: GET {os_get:.1f} GB/s, PUT {os_put:.1f} GB/s ({os_how})",
         f"planner recommends ≥ {rec} OSS nodes for {headroom:g}× headroom on read demand and checkpoint writes; "
         f"the stack has {lu.oss.nodes}",
