@@ -3,8 +3,15 @@
 Each file in bench/calibration/cases/ describes one measured system as a kiln spec (`cluster:`, the
 `kiln:cluster` object of a stack) and the published figures measured on it (`measurements:`, each with
 its source). The script plans every system (no hardware, no network: it only plans), prints predicted
-against published and the ratio, and exits 1 when any in-scope case is outside the band. A measurement
-the model does not cover says so with `out_of_scope: <reason>` and is printed, not judged.
+against published, the ratio and the layer that set the prediction, and exits 1 when any in-scope case is
+outside the band. A measurement the model does not cover says so with `out_of_scope: <reason>` and is
+printed, not judged. Published figures in GiB/s (IO500) or MiB/s (MLPerf Storage) are converted to GB/s.
+
+A case whose source does not record every part of the measured system (an IO500 entry names its storage
+servers, drives and network but not the drive model or the clients' NICs) fills those parts with stated
+placeholders and lists the layers they feed under `assumed_layers:` (with `assumed_reason:`). A measurement
+whose prediction is set by an assumed layer is judged OFF: a placeholder may make a spec valid, never a
+figure.
 
 Usage: python bench/calibration/run.py [--cases DIR] [--band 0.2]
 """
@@ -23,6 +30,8 @@ from kiln.plan.model import Plan
 from kiln.spec import SpecError, validate
 
 CASES = Path(__file__).resolve().parent / "cases"
+#: Units a published figure may be given in, and their size in GB/s.
+UNITS = {"GB/s": 1.0, "GiB/s": 2**30 / 1e9, "MiB/s": 2**20 / 1e9}
 #: Sizing figures a measurement may name as `sizing:<key>`.
 SIZING_KEYS = (
     "aggregate_read_GBps",
@@ -42,27 +51,43 @@ class Row:
     unit: str
     out_of_scope: str | None
     source: str
+    limit: str = ""
+    assumed: bool = False
+
+    @property
+    def published_GBps(self) -> float:
+        return self.published * UNITS[self.unit]
 
     @property
     def ratio(self) -> float:
-        return self.predicted / self.published
+        return self.predicted / self.published_GBps
 
     def within(self, band: float) -> bool:
-        return abs(self.ratio - 1.0) <= band
+        return not self.assumed and abs(self.ratio - 1.0) <= band
 
 
 class CaseError(Exception):
     """A case file that cannot be judged: names the file and the problem."""
 
 
-def predict(plan: Plan, metric: str) -> float:
+def predict(plan: Plan, metric: str) -> tuple[float, str]:
+    """(predicted figure, the sizing layer that set it; "" for a target)."""
     kind, _, name = metric.partition(":")
+    sz = plan.sizing
     if kind == "sizing" and name in SIZING_KEYS:
-        return float(getattr(plan.sizing, name))
+        value = float(getattr(sz, name))
+        layers = {layer.name: layer for layer in sz.layers}
+        if name == "objectstore_GBps":
+            return value, "objectstore"
+        write = "write" in name
+        bottleneck = layers[sz.write_bottleneck if write else sz.read_bottleneck]
+        if value >= (bottleneck.write_GBps if write else bottleneck.read_GBps) - 1e-9:
+            return value, bottleneck.name
+        return value, "client_hosts"  # a single client's ceiling is below the aggregate
     if kind == "target":
         found = [t for t in plan.targets if t.check == name]
         if found:
-            return float(found[0].expected)
+            return float(found[0].expected), ""
     raise KeyError(f"metric {metric!r}: use target:<check id> or sizing:<{'|'.join(SIZING_KEYS)}>")
 
 
@@ -74,28 +99,41 @@ def load_case(path: Path) -> list[Row]:
         plan = build_plan(validate(doc["cluster"], str(path)), path.stem)
     except SpecError as e:
         raise CaseError(f"{path.name}: the spec is not valid:\n{e}") from None
+    assumed = [str(x) for x in doc.get("assumed_layers") or ()]
+    if assumed and not doc.get("assumed_reason"):
+        raise CaseError(f"{path.name}: `assumed_layers:` needs `assumed_reason:` (which parts are placeholders, why)")
     rows = []
     for m in doc["measurements"]:
         missing = [k for k in ("id", "metric", "published", "unit", "source") if not m.get(k)]
         if missing:
             raise CaseError(f"{path.name}: measurement {m.get('id', '?')} lacks {', '.join(missing)}")
+        if str(m["unit"]) not in UNITS:
+            raise CaseError(f"{path.name}: {m['id']}: unit {m['unit']!r}: use one of {', '.join(UNITS)}")
         try:
-            predicted = predict(plan, str(m["metric"]))
+            predicted, limit = predict(plan, str(m["metric"]))
         except KeyError as e:
             raise CaseError(f"{path.name}: {m['id']}: {e.args[0]}") from None
         rows.append(
             Row(str(m["id"]), str(m["metric"]), predicted, float(m["published"]), str(m["unit"]),
-                m.get("out_of_scope"), " ".join(str(m["source"]).split()))
+                m.get("out_of_scope"), " ".join(str(m["source"]).split()), limit, limit in assumed)
         )
     return rows
 
 
 def table(rows: list[Row], band: float) -> str:
-    lines = [f"{'case':34} {'metric':36} {'predicted':>10} {'published':>10} {'ratio':>6}  verdict"]
+    lines = [f"{'case':38} {'metric':36} {'predicted':>10} {'published':>10} {'ratio':>6}  {'limit':14} verdict"]
     for r in rows:
-        verdict = f"out of scope: {r.out_of_scope}" if r.out_of_scope else ("ok" if r.within(band) else "OFF")
+        if r.out_of_scope:
+            verdict = f"out of scope: {r.out_of_scope}"
+        elif r.assumed:
+            verdict = f"OFF: set by {r.limit}, a placeholder layer of this case"
+        else:
+            verdict = "ok" if r.within(band) else "OFF"
+        pub = f"{r.published_GBps:10.1f}"
+        note = "" if r.unit == "GB/s" else f" (published {r.published:g} {r.unit})"
         lines.append(
-            f"{r.case:34} {r.metric:36} {r.predicted:10.1f} {r.published:10.1f} {r.ratio:6.2f}  {verdict} [{r.unit}]"
+            f"{r.case:38} {r.metric:36} {r.predicted:10.1f} {pub} {r.ratio:6.2f}  {r.limit or '-':14} {verdict}"
+            f" [GB/s]{note}"
         )
     return "\n".join(lines)
 

@@ -156,7 +156,7 @@ def _layout(spec: ClusterSpec, d: Directory, width: int, total_gpus: int, writer
 def build_layouts(spec: ClusterSpec) -> tuple[Layout, ...]:
     total_osts = spec.lustre.oss.nodes * spec.lustre.oss.osts.per_node
     pools = {p.name: len(p.osts) for p in spec.lustre.pools}
-    total_gpus = sum(p.nodes * p.gpu.count for p in spec.compute.pools)
+    total_gpus = sum(p.nodes * p.gpus_per_node for p in spec.compute.pools)
     # A single checkpoint file is written by every rank of one model replica; the plan takes all GPUs.
     writers = total_gpus
     return tuple(

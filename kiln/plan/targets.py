@@ -91,6 +91,8 @@ def build_targets(spec: ClusterSpec, sizing: Sizing) -> tuple[Target, ...]:
     ib_gate = kb.factor("ib_write_bw_gate")
     for pool in spec.compute.pools:
         g = f"kiln_pool_{pool.name.replace('-', '_')}"
+        if pool.gpu is None or pool.compute_rails is None:
+            continue  # a storage-only client pool: no GPU or rail checks (its storage checks are the clients')
         rail = nic_models[pool.compute_rails.nic]
         if rdma and pool.compute_rails.count:
             for op in ("write", "read"):

@@ -113,8 +113,8 @@ def build_hosts(spec: ClusterSpec) -> tuple[Host, ...]:
                     management_address=mgmt.take(),
                     groups=pool_groups,
                     nics=_nics(spec, pool.compute_rails, pool.storage_nics, stor, rails),
-                    gpus=pool.gpu.count,
-                    gpu_model=pool.gpu.model,
+                    gpus=pool.gpus_per_node,
+                    gpu_model=pool.gpu.model if pool.gpu is not None else None,
                     ram_GiB=pool.ram_GiB,
                     cpu_cores=pool.cpu_cores,
                 )

@@ -123,7 +123,7 @@ def client_tunables(spec: ClusterSpec, pool: ComputePool, brw_MiB: int) -> list[
     ra = r["client.llite.max_read_ahead_mb"]
     ra_total = min(
         int(ram_MiB * _c(ra, "ram_cap_fraction")),
-        max(_c(ra, "floor_MiB"), pool.gpu.count * _c(ra, "per_gpu_stream_MiB")),
+        max(_c(ra, "floor_MiB"), pool.gpus_per_node * _c(ra, "per_gpu_stream_MiB")),
     )
     ra_file_rule = r["client.llite.max_read_ahead_per_file_mb"]
     ra_file = min(_c(ra_file_rule, "cap_MiB"), int(ra_total * _c(ra_file_rule, "fraction_of_total")))
@@ -187,11 +187,11 @@ def roce_traffic_class(spec: ClusterSpec) -> int:
 
 def nccl_tunables(spec: ClusterSpec) -> list[Tunable]:
     r = _rules()
-    total_gpus = sum(p.nodes * p.gpu.count for p in spec.compute.pools)
+    total_gpus = sum(p.nodes * p.gpus_per_node for p in spec.compute.pools)
     out: list[Tunable | None] = []
     for pool in spec.compute.pools:
         name = pool.name
-        hcas = pool.nccl_hcas or rail_devices(pool.compute_rails)
+        hcas = pool.nccl_hcas or (rail_devices(pool.compute_rails) if pool.compute_rails is not None else [])
         out.append(_tunable(spec, "nccl.NCCL_SOCKET_IFNAME", f"={pool.management_interface}", name))
         if spec.fabric.kind == "tcp" or not hcas:
             out.append(_tunable(spec, "nccl.NCCL_IB_DISABLE", 1, name))

@@ -268,14 +268,15 @@ def render_inventory(plan: Plan, spec: ClusterSpec) -> dict[str, str]:
     for pool in spec.compute.pools:
         group = f"kiln_pool_{pool.name.replace('-', '_')}"
         nccl = next(n for n in plan.nccl if n.pool == pool.name)
-        gpu = catalog.gpus(spec)[pool.gpu.model]
+        gpu = catalog.gpus(spec)[pool.gpu.model] if pool.gpu is not None else None
         pool_vars = {
             "nccl_env": nccl.env,
             "nccl_topo_file": pool.topology_file,
-            "gpu_expected_count": pool.gpu.count,
-            "gpu_model": pool.gpu.model,
-            "gpu_nvswitch": gpu.nvswitch,
-            "gpu_peermem": plan.fabric != "tcp",
+            # A storage-only client pool expects no GPU: the gpu role skips it (gpu_expected_count 0).
+            "gpu_expected_count": pool.gpus_per_node,
+            "gpu_model": pool.gpu.model if pool.gpu is not None else "none",
+            "gpu_nvswitch": gpu.nvswitch if gpu is not None else False,
+            "gpu_peermem": gpu is not None and plan.fabric != "tcp",
             "lustre_client_params": _params([t for t in tun if t.apply == "set_param" and t.pool == pool.name]),
         }
         files[f"group_vars/{group}.yml"] = _dump(pool_vars, plan)

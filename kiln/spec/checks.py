@@ -102,12 +102,13 @@ def _catalog(spec: ClusterSpec) -> Iterator[SpecIssue]:
     yield from _inline(spec)
     for i, pool in enumerate(spec.compute.pools):
         p = f"compute.pools[{i}]"
-        if pool.gpu.model not in gpu_models:
+        if pool.gpu is not None and pool.gpu.model not in gpu_models:
             yield SpecIssue(
                 f"{p}.gpu.model", pool.gpu.model, "unknown GPU model (not in the catalog nor in hardware.gpus)",
                 suggest(pool.gpu.model, gpu_models),
             )
-        yield from _nic(f"{p}.compute_rails", pool.compute_rails, fabric, nic_models)
+        if pool.compute_rails is not None:
+            yield from _nic(f"{p}.compute_rails", pool.compute_rails, fabric, nic_models)
         yield from _nic(f"{p}.storage_nics", pool.storage_nics, fabric, nic_models)
         if pool.local_nvme is not None and pool.local_nvme.device not in kb.nvme:
             yield SpecIssue(
@@ -142,11 +143,11 @@ def _compute(spec: ClusterSpec) -> Iterator[SpecIssue]:
                 "give each pool its own hostname_prefix",
             )
         seen.setdefault(prefix, i)
-        if pool.compute_rails.count == 0 and spec.fabric.kind != "tcp":
+        if pool.compute_rails is not None and pool.compute_rails.count == 0 and spec.fabric.kind != "tcp":
             yield SpecIssue(f"{p}.compute_rails.count", 0, "an RDMA fabric needs compute rails", "set count ≥ 1")
         if pool.storage_nics.count == 0:
             yield SpecIssue(f"{p}.storage_nics.count", 0, "clients need a storage NIC for Lustre", "set count ≥ 1")
-        rails = rail_devices(pool.compute_rails)
+        rails = rail_devices(pool.compute_rails) if pool.compute_rails is not None else []
         if pool.nccl_hcas is not None:
             for j, hca in enumerate(pool.nccl_hcas):
                 if hca not in rails:
@@ -156,7 +157,7 @@ def _compute(spec: ClusterSpec) -> Iterator[SpecIssue]:
                         "not a compute-rail device of this node",
                         f"use devices of compute_rails ({', '.join(rails) or 'none'}) or drop nccl_hcas",
                     )
-        if pool.compute_rails.devices and pool.storage_nics.devices:
+        if pool.compute_rails is not None and pool.compute_rails.devices and pool.storage_nics.devices:
             both = set(pool.compute_rails.devices) & set(pool.storage_nics.devices)
             if both:
                 yield SpecIssue(
@@ -353,7 +354,7 @@ def _networks(spec: ClusterSpec) -> Iterator[SpecIssue]:
         )
     hosts, nics = _count_hosts(spec)
     nets = [("networks.management", mgmt, hosts), ("networks.storage", stor, nics)]
-    rails = sum(p.nodes * p.compute_rails.count for p in spec.compute.pools)
+    rails = sum(p.nodes * p.rails_per_node for p in spec.compute.pools)
     if spec.fabric.kind == "roce" and rails and spec.networks.roce_rails is None:
         yield SpecIssue(
             "networks.roce_rails",

@@ -124,14 +124,21 @@ class LocalNvme(Model):
 
 class ComputePool(Model):
     name: Name = Field(description="Pool name; also the Ansible group kiln_pool_<name>.")
-    nodes: int = Field(ge=1, le=65536, description="Number of GPU nodes in the pool.")
+    nodes: int = Field(ge=1, le=65536, description="Number of nodes in the pool.")
     hostname_prefix: Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,30}$")] | None = Field(
         default=None,
         description="Host names are <prefix><NNN> (e.g. gpu-001 for gpu-); default the pool name. Generated names "
         "may not collide with another pool's or a server's.",
     )
-    gpu: Gpus = Field(description="GPU model and GPUs per node.")
-    compute_rails: NicGroup = Field(description="NICs for GPU-to-GPU traffic (NCCL), one per rail.")
+    gpu: Gpus | None = Field(
+        default=None,
+        description="GPU model and GPUs per node. Omit it, with compute_rails, for storage-only client hosts "
+        "(benchmark or data-preparation clients that mount Lustre but run no GPU work).",
+    )
+    compute_rails: NicGroup | None = Field(
+        default=None,
+        description="NICs for GPU-to-GPU traffic (NCCL), one per rail; omitted with gpu on storage-only clients.",
+    )
     storage_nics: NicGroup = Field(description="NICs that carry storage (LNet) traffic.")
     ram_GiB: int = Field(ge=1, le=65536, description="Host RAM per node, GiB.")
     cpu_cores: int = Field(default=64, ge=1, le=4096, description="CPU cores per node (lru_size, ksocklnd credits).")
@@ -144,9 +151,33 @@ class ComputePool(Model):
     )
     topology_file: AbsPath | None = Field(default=None, description="NCCL topology XML path on the node (VMs).")
 
+    @model_validator(mode="after")
+    def _gpu_and_rails_together(self) -> ComputePool:
+        if (self.gpu is None) != (self.compute_rails is None):
+            given, missing = ("gpu", "compute_rails") if self.gpu is not None else ("compute_rails", "gpu")
+            raise ValueError(
+                f"{given} is given without {missing}: a GPU pool has both, a storage-only client pool has "
+                f"neither; fix: add {missing} or drop {given}"
+            )
+        if self.gpu is None and (self.nccl_hcas or self.topology_file):
+            raise ValueError("nccl_hcas and topology_file are for GPU pools; fix: drop them or give gpu")
+        return self
+
+    @property
+    def gpus_per_node(self) -> int:
+        """GPUs in one node of the pool (0 on storage-only clients)."""
+        return self.gpu.count if self.gpu is not None else 0
+
+    @property
+    def rails_per_node(self) -> int:
+        """Compute rails of one node (0 on storage-only clients)."""
+        return self.compute_rails.count if self.compute_rails is not None else 0
+
 
 class Compute(Model):
-    pools: list[ComputePool] = Field(min_length=1, max_length=1024, description="GPU node pools.")
+    pools: list[ComputePool] = Field(
+        min_length=1, max_length=1024, description="Node pools: GPU nodes, and storage-only client hosts."
+    )
 
 
 class Fabric(Model):

@@ -89,7 +89,7 @@ def acceptance_jobs(plan: Plan, spec: ClusterSpec) -> list[JobCheck]:
     for pool in spec.compute.pools:
         group = _pool_group(pool.name)
         intra = _target(plan, "fabric.nccl_allreduce_intra", group)
-        if intra is not None and pool.gpu.count > 1:
+        if intra is not None and pool.gpus_per_node > 1:
             name = nccl_intra_name(pool.name)
             out.append(JobCheck(name, name, intra.check, intra.group, "nccl-tests"))
         inter = _target(plan, "fabric.nccl_allreduce_inter", group)
@@ -281,9 +281,9 @@ def acceptance(c: Ctx) -> list[Obj]:
     for jc in checks:
         pool = next((p for p in pools.values() if jc.group == _pool_group(p.name)), None)
         if jc.check == "fabric.nccl_allreduce_intra" and pool is not None:
-            objs.append(_nccl_intra(c, pool.name, pool.gpu.count, jc))
+            objs.append(_nccl_intra(c, pool.name, pool.gpus_per_node, jc))
         elif jc.check == "fabric.nccl_allreduce_inter" and pool is not None:
-            objs.append(_nccl_inter(c, pool.name, pool.nodes, pool.gpu.count, jc))
+            objs.append(_nccl_inter(c, pool.name, pool.nodes, pool.gpus_per_node, jc))
         elif jc.tool == "fio-write":
             objs.append(_fio_lustre(c, fio))
         elif jc.tool.startswith("warp-"):
