@@ -28,7 +28,6 @@ def read(rel: str) -> str:
 FORMAT_EXAMPLES = {
     "tools/gpu/nvidia_smi.csv",
     "tools/lustre/getstripe_yaml_pfl.yaml",
-    "ansible_modules/getstripe_composite_text.txt",
     "ansible_modules/getstripe_no_layout.txt",
     "ansible_modules/getstripe_plain.txt",
     "ansible_modules/getstripe_plain_overstriped.txt",
@@ -36,7 +35,6 @@ FORMAT_EXAMPLES = {
     "ansible_modules/getstripe_yaml_pfl_dom_pool.txt",
     "ansible_modules/getstripe_yaml_plain.txt",
     "ansible_modules/lctl_get_param_dirty.txt",
-    "ansible_modules/lctl_get_param_multiline.txt",
     "ansible_modules/lctl_get_param_osc_multi.txt",
     "ansible_modules/llog_print_client_conf.txt",
     "ansible_modules/llog_print_params.txt",
