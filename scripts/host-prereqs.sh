@@ -26,11 +26,12 @@ die() { printf '%s ERROR: %s\n' "$PREFIX" "$*" >&2; exit 1; }
 #   debootstrap debian-archive-keyring  base image built without a registry
 #   fio iperf3             storage / network benchmarks
 #   e2fsprogs util-linux   loop-device filesystems (mkfs.ext4, losetup, ...)
+#   xfsprogs fdisk         blkid fixtures (tests/unit/ansible_modules/fixtures/regen-blkid.sh: mkfs.xfs, sfdisk)
 #   jq python3             scripting (python3 also merges containers.conf below)
 #   (lint) shellcheck      lint for scripts/*.sh
 #   openssh-client         the lab's Ansible and kiln verify reach its hosts over SSH
 PKGS=(podman runc netavark aardvark-dns iptables debootstrap debian-archive-keyring
-      fio iperf3 e2fsprogs util-linux jq python3 shellcheck openssh-client
+      fio iperf3 e2fsprogs util-linux xfsprogs fdisk jq python3 shellcheck openssh-client
       prometheus prometheus-alertmanager)  # promtool and amtool: tests of the rendered monitoring config
 # Rootless podman (non-root user with sudo) additionally needs user namespaces,
 # user-mode networking and a FUSE overlay driver.

@@ -1,7 +1,8 @@
 """Support code for the tests of kiln's Lustre Ansible modules.
 
-Parsers are tested on text fixtures under fixtures/ (first line: where the
-format comes from). Modules are run for real through the ``ansible`` CLI
+Parsers are tested on text fixtures under fixtures/: the tool's output only, with NAME.cmd beside it
+(a run of fixtures/regen-blkid.sh) or NAME.source (where published output comes from, or the source
+code a format example was written from). Modules are run for real through the ``ansible`` CLI
 (AnsiballZ packaging, module_utils import, check mode, diff) against
 localhost, with the fake tools under doubles/ standing in for Lustre.
 """
@@ -34,11 +35,10 @@ def collection_env(home: Path) -> dict[str, str]:
 
 
 def load_fixture(name: str) -> str:
-    """Fixture text without its first line, which must say where the format comes from."""
-    text = (FIXTURES / name).read_text(encoding="utf-8")
-    first, _, rest = text.partition("\n")
-    assert first.startswith("# Format:"), f"{name}: first line must name the format's source"
-    return rest
+    """Fixture text, exactly the tool's output; NAME.cmd or NAME.source must say where it comes from."""
+    path = FIXTURES / name
+    assert path.with_suffix(".cmd").exists() or path.with_suffix(".source").exists(), f"{name}: no provenance"
+    return path.read_text(encoding="utf-8")
 
 
 def real_tool(name: str) -> str | None:

@@ -20,11 +20,34 @@ def test_get_param_multi_device_lines() -> None:
     assert entries[2][1] == "256"
 
 
-def test_get_param_multiline_value_is_kept_together() -> None:
-    entries = kl.parse_get_param(load_fixture("lctl_get_param_multiline.txt"))
-    assert [name for name, _ in entries] == ["ost.OSS.ost_io.nrs_policies", "ost.OSS.ost_io.threads_max"]
-    assert entries[0][1] == "regular_requests:\n- name: fifo\nstate: started"
-    assert entries[1][1] == "512"
+def test_get_param_multiline_values_are_kept_together() -> None:
+    """Real 2.15.6 client output: 11 stats values, each a ``name=`` line and its counter lines."""
+    entries = kl.parse_get_param(load_fixture("lctl_get_param_stats.txt"))
+    names = [name for name, _ in entries]
+    assert len(names) == 11
+    assert names[0] == "llite.krvlrbev-ffff8a0c24d60000.stats"
+    assert names[1:7] == [f"osc.krvlrbev-OST000{i}-osc-ffff8a0c24d60000.stats" for i in range(6)]
+    assert names[-1] == "mdc.krvlrbev-MDT0003-mdc-ffff8a0c24d60000.stats"
+    llite = entries[0][1].splitlines()
+    assert llite[0] == "snapshot_time             1787281519.945231819 secs.nsecs"
+    assert "read_bytes                64 samples [bytes] 1048576 1048576 67108864 70368744177664" in llite
+    assert llite[-1] == "opencount                 18 samples [reqs] 1 1 18 18"
+    assert entries[-1][1].splitlines()[-1].startswith("obd_ping ")
+
+
+def test_get_param_real_tunables_one_line_per_device() -> None:
+    """Real 2.15.6 client output of seven patterns: 38 devices, names with a NID ('@', dots) kept whole."""
+    entries = kl.parse_get_param(load_fixture("lctl_get_param_tunables.txt"))
+    assert len(entries) == 38
+    assert entries[0] == ("ldlm.namespaces.MGC10.1.1.154@tcp.lru_max_age", "600000")
+    assert entries[-1] == ("llite.krvlrbev-ffff8a0c24d60000.statahead_agl", "1")
+    rpcs = [(name, value) for name, value in entries if name.endswith(".max_rpcs_in_flight")]
+    assert len(rpcs) == 10
+    # osc devices run 32 RPCs in flight, mdc devices 64: wanting 32 everywhere names exactly the 4 MDCs
+    drift = kl.param_drift("*.*.max_rpcs_in_flight", 32, rpcs)
+    mdcs = [f"mdc.krvlrbev-MDT000{i}-mdc-ffff8a0c24d60000.max_rpcs_in_flight" for i in range(4)]
+    assert [d["device"] for d in drift] == mdcs
+    assert {d["current"] for d in drift} == {"64"}
 
 
 def test_wildcard_drift_names_only_the_device_that_differs() -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from kiln_ansible_support import load_fixture
+from kiln_ansible_support import FIXTURES, load_fixture
 
 from kiln.lustre import lustre_common as common
 from kiln.lustre import lustre_target as kl
@@ -110,10 +110,28 @@ def test_target_name_uses_hex_index() -> None:
         ("blkid_gpt_disk.txt", "PTTYPE=gpt"),
         ("blkid_escaped_label.txt", "TYPE=xfs LABEL=old data"),
         ("blkid_blank_partition.txt", None),
+        ("blkid_nothing_found.txt", None),
     ],
 )
 def test_blkid_signature(fixture: str, signature: str | None) -> None:
     assert kl.blkid_signature(kl.parse_blkid_export(load_fixture(fixture))) == signature
+
+
+@pytest.mark.parametrize(
+    ("name", "verdict"),
+    [
+        ("blkid_ext4", (kl.CONTENT, "TYPE=ext4 LABEL=data")),
+        ("blkid_escaped_label", (kl.CONTENT, "TYPE=xfs LABEL=old data")),
+        ("blkid_gpt_disk", (kl.CONTENT, "PTTYPE=gpt")),
+        ("blkid_blank_partition", (kl.CONFIRM, "")),
+        ("blkid_nothing_found", (kl.CONFIRM, "")),
+    ],
+)
+def test_blank_verdict_on_real_blkid_runs(name: str, verdict: tuple[str, str]) -> None:
+    """The whole recorded run (exit status, stdout, stderr of regen-blkid.sh) decides, as in the module."""
+    rc = int((FIXTURES / f"{name}.rc").read_text(encoding="utf-8"))
+    err = (FIXTURES / f"{name}.stderr").read_text(encoding="utf-8")
+    assert kl.blank_verdict((rc, load_fixture(f"{name}.txt"), err), None) == verdict
 
 
 def test_blkid_nothing_found_output_is_empty() -> None:

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from kiln_ansible_support import DOUBLES, FIXTURES, MODULE_UTILS, MODULES, collection_env
+from kiln_ansible_support import DOUBLES, MODULE_UTILS, MODULES, collection_env
 
 ANSIBLE_DOC = Path(sys.executable).parent / "ansible-doc"
 MODULE_NAMES = ["lustre_target", "lustre_param", "lustre_layout"]
@@ -69,11 +69,3 @@ def test_double_declares_itself_and_is_executable(name: str) -> None:
     assert lines[0].startswith("#!")
     assert lines[1] == "# TEST DOUBLE: records calls; not Lustre"
     assert os.access(path, os.X_OK)
-
-
-def test_every_fixture_names_its_source() -> None:
-    fixtures = sorted(FIXTURES.glob("*.txt"))
-    assert fixtures
-    for fixture in fixtures:
-        first = fixture.read_text(encoding="utf-8").splitlines()[0]
-        assert first.startswith("# Format: "), fixture.name

@@ -16,6 +16,8 @@ from kiln.verify import parsers as p
 from kiln.verify.parsers import ParseError
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures" / "tools"
+# The parser fixtures of the Ansible collection's module_utils (plugins/module_utils/lustre_*.py).
+MODULE_FIX = Path(__file__).resolve().parents[1] / "ansible_modules" / "fixtures"
 
 
 def read(rel: str) -> str:
@@ -23,20 +25,51 @@ def read(rel: str) -> str:
 
 
 # The only fixtures still written from a documented format: no real output was found for them (docs/acceptance.md).
-FORMAT_EXAMPLES = {"gpu/nvidia_smi.csv", "lustre/getstripe_yaml_pfl.yaml"}
+FORMAT_EXAMPLES = {
+    "tools/gpu/nvidia_smi.csv",
+    "tools/lustre/getstripe_yaml_pfl.yaml",
+    "ansible_modules/getstripe_no_layout.txt",
+    "ansible_modules/getstripe_plain.txt",
+    "ansible_modules/getstripe_plain_overstriped.txt",
+    "ansible_modules/getstripe_verbose_components.txt",
+    "ansible_modules/getstripe_yaml_pfl_dom_pool.txt",
+    "ansible_modules/getstripe_yaml_plain.txt",
+    "ansible_modules/lctl_get_param_dirty.txt",
+    "ansible_modules/lctl_get_param_osc_multi.txt",
+    "ansible_modules/llog_print_client_conf.txt",
+    "ansible_modules/llog_print_params.txt",
+    "ansible_modules/tunefs_ldiskfs_mdt_mgs_failnode.txt",
+    "ansible_modules/tunefs_ldiskfs_ost_servicenode.txt",
+    "ansible_modules/tunefs_mgs.txt",
+    "ansible_modules/tunefs_not_formatted.txt",
+    "ansible_modules/tunefs_quiet_never_registered.txt",
+    "ansible_modules/tunefs_zfs_ost.txt",
+}
+FIXTURE_DIRS = {"tools": FIX, "ansible_modules": MODULE_FIX}
 
 
-def test_every_fixture_says_where_it_came_from() -> None:
-    """A fixture is a run of regen.sh (NAME.cmd) or real output named in NAME.source; hand-written ones are listed."""
-    for f in FIX.rglob("*"):
-        if f.suffix not in (".json", ".txt", ".yaml", ".csv"):
-            continue
-        rel = f.relative_to(FIX).as_posix()
+@pytest.mark.parametrize("tree", sorted(FIXTURE_DIRS))
+def test_every_fixture_says_where_it_came_from(tree: str) -> None:
+    """A fixture is a run (NAME.cmd: regen.sh, regen-blkid.sh) or real output named in NAME.source; hand-written
+    ones are listed in FORMAT_EXAMPLES and their .source names the code they were written from."""
+    fixtures = [f for f in FIXTURE_DIRS[tree].rglob("*") if f.suffix in (".json", ".txt", ".yaml", ".csv")]
+    assert fixtures
+    for f in fixtures:
+        rel = f"{tree}/{f.relative_to(FIXTURE_DIRS[tree]).as_posix()}"
         cmd, src = f.with_suffix(".cmd"), f.with_suffix(".source")
-        assert cmd.exists() or src.exists(), f"{rel}: add NAME.cmd (run by regen.sh) or NAME.source (provenance)"
+        assert cmd.exists() or src.exists(), f"{rel}: add NAME.cmd (a regen run) or NAME.source (provenance)"
+        if cmd.exists():
+            assert rel not in FORMAT_EXAMPLES, f"{rel}: a run is not a format example"
+            assert cmd.read_text(encoding="utf-8").strip(), f"{rel}: its .cmd is empty"
         if src.exists():
             label = "FORMAT EXAMPLE" if rel in FORMAT_EXAMPLES else "REAL OUTPUT"
             assert src.read_text(encoding="utf-8").startswith(label), f"{rel}: its .source must start with {label!r}"
+
+
+def test_format_examples_exist() -> None:
+    for rel in FORMAT_EXAMPLES:
+        tree, _, name = rel.partition("/")
+        assert (FIXTURE_DIRS[tree] / name).exists(), f"FORMAT_EXAMPLES lists {rel}, which is gone"
 
 
 # --------------------------------------------------------------------------------------------------- fio
