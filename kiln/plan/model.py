@@ -110,6 +110,26 @@ class LayoutComponent:
 
 
 @dataclass(frozen=True, slots=True)
+class DirStripe:
+    """A directory's default directory layout (DNE): what `lfs setdirstripe -D` gives new subdirectories."""
+
+    mdt_count: int  # MDTs each new subdirectory is striped over (1: one MDT, chosen per subdirectory)
+    mdt_index: int = -1  # -1: the MDS picks (round-robin while MDTs are balanced, else by free space)
+    max_inherit: int | None = None  # subdirectory levels that inherit it (-1 all); None: lfs's default
+
+    def args(self) -> list[str]:
+        """`lfs setdirstripe` options (without the directory)."""
+        out = ["-D", "-c", str(self.mdt_count), "-i", str(self.mdt_index)]
+        if self.max_inherit is not None:
+            out += ["-X", str(self.max_inherit)]
+        return out
+
+    def module_args(self) -> dict[str, object]:
+        """As the lustre_layout module's `dir_default` argument (inventory) takes it."""
+        return {"mdt_count": self.mdt_count, "mdt_index": self.mdt_index, "max_inherit": self.max_inherit}
+
+
+@dataclass(frozen=True, slots=True)
 class Layout:
     path: str  # in-filesystem path (/datasets)
     mount_path: str  # on clients (/lustre/datasets)
@@ -118,6 +138,8 @@ class Layout:
     components: tuple[LayoutComponent, ...]
     setstripe: str  # the lfs setstripe arguments
     reason: str
+    dirstripe: DirStripe | None = None  # None: new subdirectories inherit the parent's default
+    dirstripe_reason: str = ""
 
 
 @dataclass(frozen=True, slots=True)

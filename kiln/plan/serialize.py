@@ -77,6 +77,9 @@ def _layout(lay: Layout) -> dict[str, Any]:
             }
             for c in lay.components
         ],
+        "dirstripe": None if lay.dirstripe is None else lay.dirstripe.module_args(),
+        "setdirstripe": "" if lay.dirstripe is None else " ".join(lay.dirstripe.args()),
+        "dirstripe_reason": lay.dirstripe_reason,
     }
 
 

@@ -403,6 +403,14 @@ class Directory(Model):
     pool: Annotated[str, Field(pattern=OST_POOL_RE)] | None = Field(
         default=None, description="OST pool to confine the directory to."
     )
+    mdt_count: int | None = Field(
+        default=None,
+        ge=-1,
+        le=2000,
+        description="Override the derived default directory striping (lfs setdirstripe -D -c): MDTs each new "
+        "subdirectory spreads over (-1 = all MDTs, 1 = one MDT per subdirectory, balanced); at most the MDT count; "
+        "0 = no default (subdirectories inherit).",
+    )
 
 
 class Quotas(Model):
