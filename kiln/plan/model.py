@@ -143,6 +143,38 @@ class Layout:
 
 
 @dataclass(frozen=True, slots=True)
+class QuotaDefault:
+    """Default quota of one type: what `lfs setquota -U|-G|-P` gives every ID without its own limits."""
+
+    type: Literal["user", "group", "project"]
+    block_soft_KiB: int  # 0 = no limit
+    block_hard_KiB: int
+    inode_soft: int
+    inode_hard: int
+
+    @property
+    def flag(self) -> str:
+        return {"user": "-U", "group": "-G", "project": "-P"}[self.type]
+
+    def args(self) -> list[str]:
+        """`lfs setquota` options (without the mount point); bare block numbers are KiB to lfs."""
+        return [
+            self.flag, "-b", str(self.block_soft_KiB), "-B", str(self.block_hard_KiB),
+            "-i", str(self.inode_soft), "-I", str(self.inode_hard),
+        ]  # fmt: skip
+
+    def module_args(self) -> dict[str, object]:
+        """As the lustre_quota module takes it (inventory)."""
+        return {
+            "type": self.type,
+            "block_soft_KiB": self.block_soft_KiB,
+            "block_hard_KiB": self.block_hard_KiB,
+            "inode_soft": self.inode_soft,
+            "inode_hard": self.inode_hard,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class NcclPool:
     pool: str
     env: dict[str, str]
@@ -346,6 +378,7 @@ class Plan:
     monitoring: MonitoringPlan  # Prometheus, scrape targets, alert rules, snapshots
     warnings: tuple[SpecIssue, ...] = field(default=())  # issues of severity warning
     dataflow: DataflowPlan | None = None  # lake <-> fast tier data flow (kiln.plan.dataflow)
+    quota_defaults: tuple[QuotaDefault, ...] = ()  # lfs setquota -U/-G/-P (lustre.quotas.defaults)
 
     def host(self, name: str) -> Host:
         for h in self.hosts:

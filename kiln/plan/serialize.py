@@ -297,6 +297,9 @@ def plan_to_dict(plan: Plan, include_hosts: bool = True) -> dict[str, Any]:
                 for t in plan.targets_map
             ],
             "layouts": [_layout(x) for x in plan.layouts],
+            "quota_defaults": [
+                {**q.module_args(), "setquota": " ".join(q.args())} for q in plan.quota_defaults
+            ],
             "ost_pools": {k: list(v) for k, v in plan.ost_pools.items()},
         },
         "tunables": [_tunable(t) for t in plan.tunables],

@@ -255,6 +255,8 @@ def render_inventory(plan: Plan, spec: ClusterSpec) -> dict[str, str]:
         ],
         "lustre_layout_pools": [{"name": k, "osts": list(v)} for k, v in plan.ost_pools.items()],
         "lustre_layout_mdt_count": sum(1 for t in plan.targets_map if t.kind == "mdt"),
+        "lustre_layout_quota_defaults": [q.module_args() for q in plan.quota_defaults],
+        "lustre_layout_mount_point": plan.mount_point,
         "lustre_client_mounts": [
             {
                 "fsname": plan.fsname,

@@ -224,3 +224,39 @@ def test_targets_cover_every_check(prod: Any, lab: Any) -> None:
 def test_plan_is_frozen(prod: Any) -> None:
     with pytest.raises(AttributeError):
         prod.stack = "x"
+
+
+def test_default_quota_policy(stack: Any) -> None:
+    plan = build_plan(load_stack("dev"))
+    user, project = plan.quota_defaults
+    assert user.args() == ["-U", "-b", "2147483648", "-B", "2306867200", "-i", "5000000", "-I", "5500000"]
+    assert (project.type, project.block_soft_KiB, project.inode_hard) == ("project", 20 << 30, 0)
+    assert build_plan(load_stack("lab")).quota_defaults == ()
+
+
+def test_default_quota_policy_refusals(stack: Any) -> None:
+    data = stack("dev")
+    data["lustre"]["quotas"] = {
+        "enforce": "ug",
+        "defaults": {
+            "user": {"block_soft": "1M"},
+            "group": {"block_soft": "2T", "block_hard": "1T", "inode_hard": 1000},
+            "project": {"block_soft": "1T"},
+        },
+    }
+    with pytest.raises(SpecError) as exc:
+        plan_of(data)
+    by = {(i.path, i.value) for i in exc.value.issues if not isinstance(i.value, dict)}
+    assert ("lustre.quotas.defaults.user.block_soft", "1M") in by  # 1024 KiB: lfs warns below the minimum qunit
+    assert ("lustre.quotas.defaults.group.block_soft", "2T") in by  # soft above hard
+    assert ("lustre.quotas.defaults.group.inode_hard", 1000) in by
+    assert any(i.path == "lustre.quotas.defaults.project" and "does not enforce" in i.problem
+               for i in exc.value.issues)
+    data["lustre"]["quotas"] = {"defaults": {"user": {}}}
+    with pytest.raises(SpecError) as exc:
+        plan_of(data)
+    assert exc.value.issues[0].path == "lustre.quotas.defaults.user" and "no limit" in exc.value.issues[0].problem
+    data["lustre"]["quotas"] = {"defaults": {"user": {"block_soft": "2 T"}}}
+    with pytest.raises(SpecError) as exc:
+        plan_of(data)
+    assert exc.value.issues[0].path.startswith("lustre.quotas.defaults.user.block_soft")

@@ -13,7 +13,7 @@ import pytest
 from kiln_ansible_support import DOUBLES, FIXTURES, MODULE_UTILS, MODULES, collection_env
 
 ANSIBLE_DOC = Path(sys.executable).parent / "ansible-doc"
-MODULE_NAMES = ["lustre_target", "lustre_param", "lustre_layout"]
+MODULE_NAMES = ["lustre_target", "lustre_param", "lustre_layout", "lustre_quota"]
 DOUBLE_NAMES = ["mkfs.lustre", "tunefs.lustre", "blkid", "wipefs", "lctl", "lfs", "zpool", "zfs"]
 
 

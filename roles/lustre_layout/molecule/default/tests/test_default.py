@@ -55,3 +55,14 @@ def test_default_directory_layouts_set_once_where_planned(host):
     assert "lmv_stripe_count: 4 lmv_stripe_offset: -1" in out and "lmv_max_inherit: 3" in out
     # a directory without dir_default keeps what it has (the seeded default of /lustre/scratch)
     assert state(host)["dir_defaults"]["/lustre/scratch"] == {"count": 2, "index": -1, "inherit": 3}
+
+
+def test_default_quotas_set_once(host):
+    sets = [argv for argv in calls(host, "lfs") if argv[0] == "setquota"]
+    assert sets == [  # converge only, not idempotence
+        ["setquota", "-U", "-b", "2147483648", "-B", "2306867200", "-i", "5000000", "-I", "5500000", "/lustre"],
+        ["setquota", "-P", "-b", "21474836480", "-B", "23622320128", "-i", "0", "-I", "0", "/lustre"],
+    ]
+    out = host.check_output("lfs quota -U /lustre")
+    assert out.startswith("Disk default usr quota:") and "2147483648" in out
+    assert "grp" not in state(host)["default_quotas"]["/lustre"]  # no group default planned, none set
