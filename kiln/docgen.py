@@ -189,6 +189,10 @@ def _registry_section() -> list[str]:
     for name, limit in reg.layout_limits.items():
         why = " ".join(limit.reason.split())
         lines.append(f"| `{name}` | {limit.value} | {why} | `{limit.source.file}` {limit.source.function} |")
+    lines += ["", "| mkfs.lustre limit | value | why | source |", "|---|---|---|---|"]
+    for name, limit in reg.mkfs_limits.items():
+        why = " ".join(limit.reason.split())
+        lines.append(f"| `{name}` | {limit.value} | {why} | `{limit.source.file}` {limit.source.function} |")
     return [*lines, ""]
 
 

@@ -7,6 +7,7 @@ import json
 
 from kiln.plan.dataflow import build_dataflow
 from kiln.plan.layouts import build_layouts, layout_issues
+from kiln.plan.mkfs import mkfs_issues
 from kiln.plan.model import PLAN_SCHEMA, LustreTarget, Plan, Sizing
 from kiln.plan.monitoring import build_monitoring
 from kiln.plan.objectstore import build_objectstore
@@ -112,6 +113,7 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
     issues += layout_issues(spec, layouts)
     quota_defaults = build_quota_defaults(spec)
     issues += quota_issues(spec, quota_defaults)
+    issues += mkfs_issues(spec, targets_map, mgs_nids)
     sizing, sizing_issues = build_sizing(spec)
     objectstore, os_issues = build_objectstore(spec, hosts)
     issues += sizing_issues + os_issues

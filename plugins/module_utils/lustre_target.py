@@ -306,6 +306,66 @@ class TargetSpec:
     with_mgs: bool = False
 
 
+# mkfs.lustre's own limits, the same at v2_15_0 and v2_16_0 (kiln/knowledge/lustre_params.yaml mkfs_limits cites
+# each): parse_opts() in lustre/utils/mkfs_lustre.c takes --index below INDEX_UNASSIGNED (0xFFFF) and copies
+# --mkfsoptions into mo_mkfsopts[512] (mount_utils.h), cutting longer text; append_param() in
+# lustre/utils/mount_utils.c gathers every --mgsnode (or --servicenode) into one value of at most 1023 characters
+# and add_param() all of them into ldd_params[4096]; ldiskfs_make_lustre() in libmount_utils_ldiskfs.c refuses
+# more than one -E inside --mkfsoptions.
+MKFS_INDEX_MAX = 0xFFFE
+MKFS_OPTIONS_MAX = 511
+MKFS_NID_VALUE_MAX = 1023
+MKFS_PARAMS_MAX = 4095
+_EXTENDED_RE = re.compile(r"(?:^|\s)-E\s*(\S+)")
+
+
+def mkfs_option_problems(options: list[str], backend: str = "ldiskfs") -> list[str]:
+    """Problems mkfs.lustre would have with these extra words, as sentences (empty when it takes them)."""
+    errors: list[str] = []
+    given = [o for o in options if o.startswith("--mkfsoptions=")]
+    if len(given) > 1:
+        errors.append("more than one --mkfsoptions: mkfs.lustre keeps only the last; put all options in one")
+    for option in given:
+        text = option.split("=", 1)[1]
+        if len(text) > MKFS_OPTIONS_MAX:
+            errors.append(f"--mkfsoptions is {len(text)} characters; mkfs.lustre keeps {MKFS_OPTIONS_MAX}")
+        if backend != "ldiskfs":
+            continue
+        extended = _EXTENDED_RE.findall(text)
+        if len(extended) > 1:
+            errors.append("more than one -E in --mkfsoptions (ldiskfs_make_lustre refuses it); join them with ','")
+        for words in extended:
+            errors.extend(_raid_geometry_problems(dict(w.partition("=")[::2] for w in words.split(","))))
+    return errors
+
+
+def _raid_geometry_problems(extended: dict[str, str]) -> list[str]:
+    numbers = {k: extended[k] for k in ("stride", "stripe_width", "stripe-width") if k in extended}
+    bad = [f"{k}={v}" for k, v in numbers.items() if not (v.isdigit() and int(v) >= 1)]
+    if bad:
+        return [f"-E {', '.join(bad)}: mke2fs takes a positive block count"]
+    stride, width = numbers.get("stride"), numbers.get("stripe_width", numbers.get("stripe-width"))
+    if stride and width and int(width) % int(stride):
+        return [f"-E stripe_width={width} is not a multiple of stride={stride} (data drives × stride)"]
+    return []
+
+
+def mkfs_param_problems(mgsnode: list[list[str]], servicenode: list[list[str]]) -> list[str]:
+    """NID lists too long for the target's stored parameters (append_param/add_param in mount_utils.c)."""
+    errors = []
+    total = 0
+    for key, groups in ((PARAM_MGSNODE, mgsnode), (PARAM_FAILNODE, servicenode)):
+        if not groups:
+            continue
+        value = ":".join(",".join(group) for group in groups)
+        if len(value) > MKFS_NID_VALUE_MAX:
+            errors.append(f"{key}= would be {len(value)} characters; mkfs.lustre keeps at most {MKFS_NID_VALUE_MAX}")
+        total += 2 + len(key) + len(value)
+    if total > MKFS_PARAMS_MAX:
+        errors.append(f"the NID parameters take {total} characters; a target stores at most {MKFS_PARAMS_MAX}")
+    return errors
+
+
 def validate_target_spec(spec: TargetSpec) -> list[str]:
     """Problems with the arguments, as sentences; empty when the spec is usable."""
     errors: list[str] = []
@@ -316,6 +376,8 @@ def validate_target_spec(spec: TargetSpec) -> list[str]:
     errors.extend(_validate_identity(spec))
     errors.extend(_validate_nids(spec))
     errors.extend(_validate_backend_device(spec))
+    errors.extend(mkfs_option_problems(spec.mkfs_options, spec.backend))
+    errors.extend(mkfs_param_problems(spec.mgsnode, spec.servicenode))
     return errors
 
 
@@ -324,7 +386,7 @@ def _validate_identity(spec: TargetSpec) -> list[str]:
     if spec.kind != "mgt":
         if not _FSNAME_RE.match(spec.fsname or ""):
             errors.append(f"fsname {spec.fsname!r} must be 1-8 characters of [A-Za-z0-9_-]")
-        if spec.index is None or not 0 <= spec.index < 0xFFFF:
+        if spec.index is None or not 0 <= spec.index <= MKFS_INDEX_MAX:
             errors.append(f"{spec.kind} needs an index between 0 and 65534, got {spec.index!r}")
             return errors
     if spec.with_mgs and spec.kind != "mdt":

@@ -372,3 +372,49 @@ def test_blank_partition_entry_still_needs_wipefs() -> None:
 def test_device_type_problem(kind: str, allow: bool, expected: str | None) -> None:
     problem = kl.device_type_problem("lab-OST0003", "/dev/x", kind, allow)
     assert problem is None if expected is None else expected in (problem or "")
+
+
+# mkfs.lustre's own limits (parse_opts in mkfs_lustre.c, append_param/add_param in mount_utils.c,
+# ldiskfs_make_lustre in libmount_utils_ldiskfs.c)
+
+
+def test_mkfs_limits_are_the_registrys() -> None:
+    from kiln.knowledge import lustre_params
+    from kiln.spec.protection import LDISKFS_BLOCK_BYTES
+
+    limits = {name: limit.value for name, limit in lustre_params.load().mkfs_limits.items()}
+    assert limits["index_max"] == kl.MKFS_INDEX_MAX == 0xFFFF - 1
+    assert limits["mkfsoptions_length_max"] == kl.MKFS_OPTIONS_MAX
+    assert limits["nid_param_value_max"] == kl.MKFS_NID_VALUE_MAX
+    assert limits["params_length_max"] == kl.MKFS_PARAMS_MAX
+    assert limits["ldiskfs_block_bytes"] == LDISKFS_BLOCK_BYTES
+
+
+def test_index_range_is_mkfs_lustres() -> None:
+    assert kl.validate_target_spec(ost_spec(index=65534, name="lab-OSTfffe")) == []
+    assert "between 0 and 65534" in kl.validate_target_spec(ost_spec(index=65535, name="lab-OSTffff"))[0]
+
+
+def test_mkfsoptions_raid_geometry_and_repeats() -> None:
+    assert kl.mkfs_option_problems(["--mkfsoptions=-E stride=32,stripe_width=128"]) == []
+    assert kl.mkfs_option_problems(["--mkfsoptions=-E stride=32,stripe_width=100"]) == [
+        "-E stripe_width=100 is not a multiple of stride=32 (data drives × stride)"
+    ]
+    assert kl.mkfs_option_problems(["--mkfsoptions=-E stride=0"]) == [
+        "-E stride=0: mke2fs takes a positive block count"
+    ]
+    two = kl.mkfs_option_problems(["--mkfsoptions=-E stride=32 -E stripe_width=64", "--mkfsoptions=-O ^64bit"])
+    assert any("more than one --mkfsoptions" in p for p in two)
+    assert any("more than one -E" in p for p in two)
+    assert "mkfs.lustre keeps 511" in kl.mkfs_option_problems(["--mkfsoptions=" + "x" * 512])[0]
+    # zfs hands --mkfsoptions to zfs create: no ext4 -E rules
+    assert kl.mkfs_option_problems(["--mkfsoptions=-o recordsize=1M"], backend="zfs") == []
+    spec = ost_spec(mkfs_options=["--mkfsoptions=-E stride=32,stripe_width=100"])
+    assert any("not a multiple of stride" in p for p in kl.validate_target_spec(spec))
+
+
+def test_nid_parameters_fit_the_stored_parameters() -> None:
+    nids = [f"10.0.{i // 250}.{i % 250}@o2ib{i % 4}" for i in range(80)]
+    assert kl.mkfs_param_problems([nids[:2]], [nids[:8], nids[8:16]]) == []
+    problems = kl.mkfs_param_problems([nids[:2]], [nids[:40], nids[40:]])
+    assert problems and problems[0].startswith("failover.node= would be ")
