@@ -7,7 +7,14 @@ the limits and their lustre-release sources are in kiln/knowledge/lustre_params.
 from __future__ import annotations
 
 from kiln.knowledge import lustre_params
-from kiln.lustre.lustre_target import MKFS_INDEX_MAX, mkfs_option_problems, mkfs_param_problems
+from kiln.lustre.lustre_target import (
+    MD_LEVELS,
+    MKFS_INDEX_MAX,
+    draid_problems,
+    md_problems,
+    mkfs_option_problems,
+    mkfs_param_problems,
+)
 from kiln.plan.model import LustreTarget
 from kiln.spec.errors import SpecIssue
 from kiln.spec.models import ClusterSpec
@@ -23,9 +30,11 @@ def mkfs_issues(
     limits = lustre_params.load().mkfs_limits
     issues: dict[tuple[str, str], SpecIssue] = {}
 
-    def add(path: str, value: object, problem: str, fix: str, limit: str) -> None:
-        src = limits[limit].source
-        issues.setdefault((path, problem), SpecIssue(path, value, f"{problem} ({src.file} {src.function})", fix))
+    def cite(limit: str) -> str:
+        return f"{limits[limit].source.file} {limits[limit].source.function}"
+
+    def add(path: str, value: object, problem: str, fix: str, source: str) -> None:
+        issues.setdefault((path, problem), SpecIssue(path, value, f"{problem} ({source})", fix))
 
     for t in targets:
         group = spec.lustre.mds.mdts if t.kind != "ost" else spec.lustre.oss.osts
@@ -37,13 +46,20 @@ def mkfs_issues(
                 f"{nodes * group.per_node} {t.kind.upper()}s need indexes above {MKFS_INDEX_MAX}, which mkfs.lustre "
                 "refuses",
                 f"keep nodes × per_node at or below {MKFS_INDEX_MAX + 1}",
-                "index_max",
+                cite("index_max"),
             )
         for problem in mkfs_option_problems(list(t.mkfs_options), spec.lustre.backend):
             add(f"lustre.{_GROUP[t.kind]}.chunk_KiB", group.chunk_KiB, problem, "use another chunk size",
-                "mkfsoptions_length_max")  # fmt: skip
+                cite("mkfsoptions_length_max"))  # fmt: skip
+        if t.protection in MD_LEVELS and spec.lustre.backend == "ldiskfs":
+            for problem in md_problems(t.protection, list(t.drives), t.raid_chunk_KiB):
+                add(f"lustre.{_GROUP[t.kind]}.protection", t.protection, problem,
+                    "fix the drive count, level or chunk_KiB", "mdadm(8) --create, --chunk")  # fmt: skip
+        for problem in draid_problems(list(t.vdevs)):
+            add(f"lustre.{_GROUP[t.kind]}.protection", t.protection, problem, "use more drives or another level",
+                "OpenZFS cmd/zpool/zpool_vdev.c draid_config_by_type")  # fmt: skip
         mgsnode = [list(g) for g in mgs_nids] if t.kind != "mgt" else []
         for problem in mkfs_param_problems(mgsnode, [list(g) for g in t.servicenodes]):
             add(f"lustre.{_NICS[t.kind]}", None, problem, "use fewer storage NICs per server for LNet",
-                "nid_param_value_max")  # fmt: skip
+                cite("nid_param_value_max"))  # fmt: skip
     return list(issues.values())

@@ -376,6 +376,7 @@ def validate_target_spec(spec: TargetSpec) -> list[str]:
     errors.extend(_validate_identity(spec))
     errors.extend(_validate_nids(spec))
     errors.extend(_validate_backend_device(spec))
+    errors.extend(draid_problems(spec.vdevs))
     errors.extend(mkfs_option_problems(spec.mkfs_options, spec.backend))
     errors.extend(mkfs_param_problems(spec.mgsnode, spec.servicenode))
     return errors
@@ -517,9 +518,92 @@ def refusal_message(spec: TargetSpec, found: str, hint_var: str = "kiln_lustre_r
     )
 
 
+# A dRAID vdev word, zpoolconcepts(7): draid[<parity>][:<data>d][:<children>c][:<spares>s]. draid_config_by_type()
+# in OpenZFS cmd/zpool/zpool_vdev.c takes parity 1..3 (VDEV_DRAID_MAXPARITY), requires <children> to equal the
+# devices listed, data >= 1 and data + parity <= children - spares, and at most 100 spares.
+_DRAID_RE = re.compile(r"^draid(?P<parity>[0-9]*)(?P<rest>(?::[0-9]+[cdsCDS])*)$")
+DRAID_MAX_PARITY = 3
+DRAID_MAX_SPARES = 100
+ASHIFT_RANGE = (9, 16)  # ASHIFT_MIN, ASHIFT_MAX in OpenZFS include/sys/spa.h
+MD_LEVELS = ("raid1", "raid5", "raid6", "raid10")
+_MD_MIN_MEMBERS = {"raid1": 2, "raid5": 3, "raid6": 4, "raid10": 2}  # mdadm(8) --level, md(4)
+
+
+def is_vdev_keyword(word: str) -> bool:
+    """True for a zpool vdev type word (``mirror``, ``raidz2``, ``draid2:6d:8c:0s`` ...), not a device."""
+    return word in ZFS_VDEV_KEYWORDS or bool(_DRAID_RE.match(word))
+
+
 def zfs_vdev_paths(vdevs: list[str]) -> list[str]:
-    """The device paths among mkfs.lustre's ZFS vdev words (``mirror``, ``raidz2`` ... dropped)."""
-    return [vdev for vdev in vdevs if vdev not in ZFS_VDEV_KEYWORDS]
+    """The device paths among mkfs.lustre's ZFS vdev words (``mirror``, ``raidz2``, ``draid…`` dropped)."""
+    return [vdev for vdev in vdevs if not is_vdev_keyword(vdev)]
+
+
+def draid_problems(vdevs: list[str]) -> list[str]:
+    """Problems zpool create would have with the dRAID words among ``vdevs`` (draid_config_by_type's rules)."""
+    errors = []
+    for position, word in enumerate(vdevs):
+        match = _DRAID_RE.match(word)
+        if not match:
+            continue
+        children = 0
+        for later in vdevs[position + 1 :]:
+            if is_vdev_keyword(later):
+                break
+            children += 1
+        parity = int(match.group("parity") or 1)
+        fields = {part[-1].lower(): int(part[:-1]) for part in match.group("rest").split(":")[1:]}
+        spares = fields.get("s", 0)
+        data = fields.get("d", min(children - spares - parity, 8))
+        if not 1 <= parity <= DRAID_MAX_PARITY:
+            errors.append(f"{word}: dRAID parity must be 1..{DRAID_MAX_PARITY}")
+        if "c" in fields and fields["c"] != children:
+            errors.append(f"{word}: names {fields['c']} children but {children} devices follow it")
+        if data < 1 or data + parity > children - spares:
+            errors.append(f"{word}: {data} data + {parity} parity do not fit {children} children less {spares} spares")
+        if spares > DRAID_MAX_SPARES:
+            errors.append(f"{word}: at most {DRAID_MAX_SPARES} distributed spares")
+    return errors
+
+
+def build_zpool_create_command(zpool: str, spec: TargetSpec, ashift: int) -> list[str]:
+    """argv creating the target's pool with the pool properties mkfs.lustre cannot pass.
+
+    mkfs.lustre creates a missing pool as ``zpool create -f -O canmount=off POOL VDEVS`` and gives --mkfsoptions to
+    ``zfs create`` only (zfs_make_lustre() in lustre/utils/libmount_utils_zfs.c), so ashift must be set here:
+    ``zpool create -o ashift=12 -o multihost=on -o cachefile=none -O canmount=off POOL VDEVS`` (no -f: zpool's own
+    check of the vdevs stays on). mkfs.lustre then finds the pool and only creates the dataset.
+    """
+    pool = spec.device.split("/", 1)[0]
+    return [
+        zpool, "create", "-o", f"ashift={ashift}", "-o", "multihost=on", "-o", "cachefile=none",
+        "-O", "canmount=off", pool, *spec.vdevs,
+    ]  # fmt: skip
+
+
+def md_problems(level: str, members: list[str], chunk_KiB: int) -> list[str]:
+    """Problems with an md array to create for a target (mdadm(8) --create)."""
+    errors = []
+    if level not in MD_LEVELS:
+        errors.append(f"md_level must be one of {', '.join(MD_LEVELS)}, not {level!r}")
+    elif len(members) < _MD_MIN_MEMBERS[level]:
+        errors.append(f"{level} needs at least {_MD_MIN_MEMBERS[level]} member devices, got {len(members)}")
+    relative = [m for m in members if not m.startswith("/")]
+    if relative:
+        errors.append(f"md members must be absolute device paths: {', '.join(relative)}")
+    if len(set(members)) != len(members):
+        errors.append("md members are listed more than once")
+    if chunk_KiB and (chunk_KiB < 4 or chunk_KiB & (chunk_KiB - 1)):
+        errors.append(f"md chunk {chunk_KiB} KiB: mdadm --chunk takes a power of two of at least 4 KiB")
+    return errors
+
+
+def build_mdadm_create_command(mdadm: str, device: str, level: str, members: list[str], chunk_KiB: int) -> list[str]:
+    """argv for ``mdadm --create`` of a target's array (metadata 1.2; no chunk for raid1)."""
+    cmd = [mdadm, "--create", device, "--run", "--metadata=1.2", f"--level={level}", f"--raid-devices={len(members)}"]
+    if chunk_KiB and level != "raid1":
+        cmd.append(f"--chunk={chunk_KiB}")
+    return [*cmd, *members]
 
 
 def render_target_state(state: dict[str, Any]) -> str:

@@ -331,3 +331,18 @@ def test_every_stack_plans_mkfs_arguments_mkfs_lustre_takes() -> None:
             assert mkfs_option_problems(list(t.mkfs_options)) == [], (name, t.name)
             mgsnode = [list(g) for g in plan.mgs_nids] if t.kind != "mgt" else []
             assert mkfs_param_problems(mgsnode, [list(g) for g in t.servicenodes]) == [], (name, t.name)
+
+
+def test_draid_targets_plan_words_zpool_takes_and_an_ashift(stack: Any) -> None:
+    from kiln.lustre.lustre_target import draid_problems, zfs_vdev_paths
+
+    data = stack("dev")
+    data["lustre"]["backend"] = "zfs"
+    data["lustre"]["oss"]["osts"] = {"per_node": 2, "devices_per_target": 8, "protection": "draid2",
+                                    "device": {"catalog": "samsung-pm1743-15t"}}
+    data["lustre"]["mds"]["mdts"] = {"per_node": 1, "devices_per_target": 2, "device": {"catalog": "micron-7450pro-7t"}}
+    plan = plan_of(data)
+    osts = [t for t in plan.targets_map if t.kind == "ost"]
+    assert osts and all(t.vdevs[0].startswith("draid2:") and t.ashift == 12 for t in osts)
+    for t in osts:
+        assert draid_problems(list(t.vdevs)) == [] and len(zfs_vdev_paths(list(t.vdevs))) == 8

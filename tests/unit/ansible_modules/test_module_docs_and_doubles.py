@@ -14,7 +14,7 @@ from kiln_ansible_support import DOUBLES, FIXTURES, MODULE_UTILS, MODULES, colle
 
 ANSIBLE_DOC = Path(sys.executable).parent / "ansible-doc"
 MODULE_NAMES = ["lustre_target", "lustre_param", "lustre_layout", "lustre_quota"]
-DOUBLE_NAMES = ["mkfs.lustre", "tunefs.lustre", "blkid", "wipefs", "lctl", "lfs", "zpool", "zfs"]
+DOUBLE_NAMES = ["mkfs.lustre", "tunefs.lustre", "blkid", "wipefs", "lctl", "lfs", "zpool", "zfs", "mdadm"]
 
 
 @pytest.mark.parametrize("name", MODULE_NAMES)
