@@ -93,6 +93,7 @@ class Registry(_Model):
     versions: Versions
     params: dict[str, Param]
     layout_limits: dict[str, LayoutLimit]
+    mkfs_limits: dict[str, LayoutLimit]
 
     def variant(self, pid: str, version: str, backend: str) -> Variant | None:
         """The variant of `pid` that `version` with `backend` has, or None if it lacks the parameter."""

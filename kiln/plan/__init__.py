@@ -7,9 +7,11 @@ import json
 
 from kiln.plan.dataflow import build_dataflow
 from kiln.plan.layouts import build_layouts, layout_issues
+from kiln.plan.mkfs import mkfs_issues
 from kiln.plan.model import PLAN_SCHEMA, LustreTarget, Plan, Sizing
 from kiln.plan.monitoring import build_monitoring
 from kiln.plan.objectstore import build_objectstore
+from kiln.plan.quotas import build_quota_defaults, quota_issues
 from kiln.plan.sizing import build_sizing
 from kiln.plan.targets import build_targets
 from kiln.plan.topology import build_groups, build_hosts, build_target_map, lnet_nets
@@ -109,6 +111,9 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
         issues += invariants(tunables, {p.name: p.ram_GiB for p in spec.compute.pools})
     layouts = build_layouts(spec)
     issues += layout_issues(spec, layouts)
+    quota_defaults = build_quota_defaults(spec)
+    issues += quota_issues(spec, quota_defaults)
+    issues += mkfs_issues(spec, targets_map, mgs_nids)
     sizing, sizing_issues = build_sizing(spec)
     objectstore, os_issues = build_objectstore(spec, hosts)
     issues += sizing_issues + os_issues
@@ -148,4 +153,5 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
         monitoring=monitoring,
         warnings=warnings,
         dataflow=dataflow,
+        quota_defaults=quota_defaults,
     )

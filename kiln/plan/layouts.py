@@ -6,7 +6,7 @@ import posixpath
 
 from kiln import knowledge
 from kiln.knowledge import lustre_params
-from kiln.plan.model import Layout, LayoutComponent
+from kiln.plan.model import DirStripe, Layout, LayoutComponent
 from kiln.spec.errors import SpecIssue
 from kiln.spec.models import ClusterSpec, Directory
 
@@ -68,7 +68,63 @@ def layout_issues(spec: ClusterSpec, layouts: tuple[Layout, ...]) -> list[SpecIs
                         f"use -1 (all OSTs) or 1..{max_stripes(spec)}",
                     )
                 )
+    issues += _dirstripe_issues(spec)
     return issues
+
+
+def total_mdts(spec: ClusterSpec) -> int:
+    return spec.lustre.mds.nodes * spec.lustre.mds.mdts.per_node
+
+
+def _dirstripe_issues(spec: ClusterSpec) -> list[SpecIssue]:
+    """A directory's mdt_count override must fit the filesystem: -1, 0 or 1..MDT count."""
+    mdts = total_mdts(spec)
+    src = lustre_params.load().layout_limits["dir_stripe_count_max"].source
+    return [
+        SpecIssue(
+            f"lustre.directories[{i}].mdt_count",
+            d.mdt_count,
+            f"a default directory stripe count above the filesystem's {mdts} MDT(s) cannot be met "
+            f"(lfs setdirstripe -c; {src.file} {src.function})",
+            f"use -1 (all {mdts} MDTs), 1..{mdts}, or 0 for no default; or add MDTs (lustre.mds)",
+        )
+        for i, d in enumerate(spec.lustre.directories)
+        if d.mdt_count is not None and d.mdt_count > mdts
+    ]
+
+
+def _dirstripe(spec: ClusterSpec, d: Directory) -> tuple[DirStripe | None, str]:
+    """The default directory layout of a planned directory, from the MDT count and its purpose.
+
+    lfs-setdirstripe(1) (lustre/doc/lfs-setdirstripe.1, -D): striping every directory over all MDTs costs
+    more RPCs per directory; a striped default pays off only for parents of large directories
+    (file-per-process output), and `-c 1 -i -1` balances subdirectories over the MDTs.
+    """
+    mdts = total_mdts(spec)
+    striped_inherit = lustre_params.load().layout_limits["dir_max_inherit_striped"].value
+    if d.mdt_count is not None:
+        if d.mdt_count == 0:
+            return None, "No default directory layout (the spec's mdt_count 0): subdirectories inherit."
+        count = mdts if d.mdt_count == -1 else min(d.mdt_count, mdts)
+        inherit = striped_inherit if count > 1 else -1
+        return DirStripe(count, -1, inherit), f"The spec's mdt_count: new subdirectories over {count} of {mdts} MDTs."
+    if mdts == 1:
+        return None, "One MDT: nothing to spread; subdirectories inherit."
+    if d.purpose == "checkpoints" and spec.workload.checkpoint.sharded:
+        return DirStripe(mdts, -1, striped_inherit), (
+            f"File-per-rank checkpoint steps: each new step directory is striped over all {mdts} MDTs so the "
+            f"ranks' creates spread over every MDS; -X {striped_inherit} is the inheritance depth lfs gives a striped "
+            "default itself (LMV_INHERIT_DEFAULT_STRIPED)."
+        )
+    if d.purpose == "smallfiles":
+        return DirStripe(1, -1, -1), (
+            f"Metadata-heavy trees: each new subdirectory on one MDT, picked round-robin while the {mdts} MDTs "
+            "are balanced and by free space after (-c 1 -i -1), inherited all the way down (-X -1)."
+        )
+    return None, (
+        f"Not metadata-heavy: no default set here; subdirectories inherit their parent's (the filesystem root's "
+        f"unless one is set on a parent), rather than paying remote-directory RPCs over the {mdts} MDTs."
+    )
 
 
 def setstripe_args(components: tuple[LayoutComponent, ...]) -> str:
@@ -150,7 +206,10 @@ def _layout(spec: ClusterSpec, d: Directory, width: int, total_gpus: int, writer
         kind = "plain"
         reason = "Scratch: Lustre's default single stripe."
     mount_path = posixpath.join(spec.lustre.mount_point, d.path.lstrip("/"))
-    return Layout(d.path, mount_path, d.purpose, kind, comps, setstripe_args(comps), reason)  # type: ignore[arg-type]
+    dirstripe, dir_reason = _dirstripe(spec, d)
+    return Layout(
+        d.path, mount_path, d.purpose, kind, comps, setstripe_args(comps), reason, dirstripe, dir_reason  # type: ignore[arg-type]
+    )
 
 
 def build_layouts(spec: ClusterSpec) -> tuple[Layout, ...]:

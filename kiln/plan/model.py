@@ -110,6 +110,26 @@ class LayoutComponent:
 
 
 @dataclass(frozen=True, slots=True)
+class DirStripe:
+    """A directory's default directory layout (DNE): what `lfs setdirstripe -D` gives new subdirectories."""
+
+    mdt_count: int  # MDTs each new subdirectory is striped over (1: one MDT, chosen per subdirectory)
+    mdt_index: int = -1  # -1: the MDS picks (round-robin while MDTs are balanced, else by free space)
+    max_inherit: int | None = None  # subdirectory levels that inherit it (-1 all); None: lfs's default
+
+    def args(self) -> list[str]:
+        """`lfs setdirstripe` options (without the directory)."""
+        out = ["-D", "-c", str(self.mdt_count), "-i", str(self.mdt_index)]
+        if self.max_inherit is not None:
+            out += ["-X", str(self.max_inherit)]
+        return out
+
+    def module_args(self) -> dict[str, object]:
+        """As the lustre_layout module's `dir_default` argument (inventory) takes it."""
+        return {"mdt_count": self.mdt_count, "mdt_index": self.mdt_index, "max_inherit": self.max_inherit}
+
+
+@dataclass(frozen=True, slots=True)
 class Layout:
     path: str  # in-filesystem path (/datasets)
     mount_path: str  # on clients (/lustre/datasets)
@@ -118,6 +138,40 @@ class Layout:
     components: tuple[LayoutComponent, ...]
     setstripe: str  # the lfs setstripe arguments
     reason: str
+    dirstripe: DirStripe | None = None  # None: new subdirectories inherit the parent's default
+    dirstripe_reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaDefault:
+    """Default quota of one type: what `lfs setquota -U|-G|-P` gives every ID without its own limits."""
+
+    type: Literal["user", "group", "project"]
+    block_soft_KiB: int  # 0 = no limit
+    block_hard_KiB: int
+    inode_soft: int
+    inode_hard: int
+
+    @property
+    def flag(self) -> str:
+        return {"user": "-U", "group": "-G", "project": "-P"}[self.type]
+
+    def args(self) -> list[str]:
+        """`lfs setquota` options (without the mount point); bare block numbers are KiB to lfs."""
+        return [
+            self.flag, "-b", str(self.block_soft_KiB), "-B", str(self.block_hard_KiB),
+            "-i", str(self.inode_soft), "-I", str(self.inode_hard),
+        ]  # fmt: skip
+
+    def module_args(self) -> dict[str, object]:
+        """As the lustre_quota module takes it (inventory)."""
+        return {
+            "type": self.type,
+            "block_soft_KiB": self.block_soft_KiB,
+            "block_hard_KiB": self.block_hard_KiB,
+            "inode_soft": self.inode_soft,
+            "inode_hard": self.inode_hard,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -324,6 +378,7 @@ class Plan:
     monitoring: MonitoringPlan  # Prometheus, scrape targets, alert rules, snapshots
     warnings: tuple[SpecIssue, ...] = field(default=())  # issues of severity warning
     dataflow: DataflowPlan | None = None  # lake <-> fast tier data flow (kiln.plan.dataflow)
+    quota_defaults: tuple[QuotaDefault, ...] = ()  # lfs setquota -U/-G/-P (lustre.quotas.defaults)
 
     def host(self, name: str) -> Host:
         for h in self.hosts:

@@ -77,6 +77,9 @@ def _layout(lay: Layout) -> dict[str, Any]:
             }
             for c in lay.components
         ],
+        "dirstripe": None if lay.dirstripe is None else lay.dirstripe.module_args(),
+        "setdirstripe": "" if lay.dirstripe is None else " ".join(lay.dirstripe.args()),
+        "dirstripe_reason": lay.dirstripe_reason,
     }
 
 
@@ -294,6 +297,9 @@ def plan_to_dict(plan: Plan, include_hosts: bool = True) -> dict[str, Any]:
                 for t in plan.targets_map
             ],
             "layouts": [_layout(x) for x in plan.layouts],
+            "quota_defaults": [
+                {**q.module_args(), "setquota": " ".join(q.args())} for q in plan.quota_defaults
+            ],
             "ost_pools": {k: list(v) for k, v in plan.ost_pools.items()},
         },
         "tunables": [_tunable(t) for t in plan.tunables],

@@ -22,6 +22,11 @@ CONFORMANCE = {
         "the filesystem is mounted with the planned options",
     ),
     "conformance.lustre_layouts": ("lustre", "kiln_lustre_clients", "directory layouts (lfs getstripe) match the plan"),
+    "conformance.lustre_quotas": (
+        "lustre",
+        "kiln_lustre_clients",
+        "the default user, group and project quotas (lfs quota -U/-G/-P) match the plan",
+    ),
     "conformance.nccl_conf": ("", "kiln_compute", "/etc/nccl.conf holds the plan's NCCL environment"),
     "conformance.rdma_ports": ("rdma", "kiln_compute", "every RDMA port is ACTIVE at the NIC's rate"),
     "conformance.gpus": ("gpu", "kiln_compute", "the planned GPUs are present with persistence mode on"),

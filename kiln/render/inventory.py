@@ -249,10 +249,14 @@ def render_inventory(plan: Plan, spec: ClusterSpec) -> dict[str, str]:
                 "kind": lay.kind,
                 "setstripe": lay.setstripe,
                 "components": [c.layout_args() for c in lay.components],
+                "dir_default": None if lay.dirstripe is None else lay.dirstripe.module_args(),
             }
             for lay in plan.layouts
         ],
         "lustre_layout_pools": [{"name": k, "osts": list(v)} for k, v in plan.ost_pools.items()],
+        "lustre_layout_mdt_count": sum(1 for t in plan.targets_map if t.kind == "mdt"),
+        "lustre_layout_quota_defaults": [q.module_args() for q in plan.quota_defaults],
+        "lustre_layout_mount_point": plan.mount_point,
         "lustre_client_mounts": [
             {
                 "fsname": plan.fsname,

@@ -434,6 +434,36 @@ class Directory(Model):
     pool: Annotated[str, Field(pattern=OST_POOL_RE)] | None = Field(
         default=None, description="OST pool to confine the directory to."
     )
+    mdt_count: int | None = Field(
+        default=None,
+        ge=-1,
+        le=2000,
+        description="Override the derived default directory striping (lfs setdirstripe -D -c): MDTs each new "
+        "subdirectory spreads over (-1 = all MDTs, 1 = one MDT per subdirectory, balanced); at most the MDT count; "
+        "0 = no default (subdirectories inherit).",
+    )
+
+
+QuotaBlocks = Annotated[str, Field(pattern=r"^(0|[1-9][0-9]{0,12}[KMGTP])$")]
+
+
+class QuotaLimits(Model):
+    """Default limits for every user, group or project that has no limits of its own (lfs setquota -U/-G/-P)."""
+
+    block_soft: QuotaBlocks = Field(
+        default="0", description="Block soft limit, binary suffix K/M/G/T/P (100G); 0 = none; above 1M when set."
+    )
+    block_hard: QuotaBlocks = Field(
+        default="0", description="Block hard limit, binary suffix K/M/G/T/P; 0 = none; above 1M when set."
+    )
+    inode_soft: int = Field(default=0, ge=0, le=2**64 - 1, description="Inode (file) soft limit; 0 = none.")
+    inode_hard: int = Field(default=0, ge=0, le=2**64 - 1, description="Inode (file) hard limit; 0 = none.")
+
+
+class QuotaDefaults(Model):
+    user: QuotaLimits | None = Field(default=None, description="Default user quota (lfs setquota -U).")
+    group: QuotaLimits | None = Field(default=None, description="Default group quota (lfs setquota -G).")
+    project: QuotaLimits | None = Field(default=None, description="Default project quota (lfs setquota -P).")
 
 
 class Quotas(Model):
@@ -441,6 +471,11 @@ class Quotas(Model):
         default="ugp",
         description="Quota types the MDTs and OSTs enforce (u user, g group, p project); usage is tracked "
         "either way. Limits are set with lfs setquota (docs/runbooks/lustre-quotas.md).",
+    )
+    defaults: QuotaDefaults = Field(
+        default_factory=QuotaDefaults,
+        description="Default quota policy: limits for every user, group or project without its own; each type "
+        "set must be enforced.",
     )
 
 

@@ -1,4 +1,5 @@
-"""kiln's Lustre library (lustre_common, lustre_target, lustre_param, lustre_layout).
+"""kiln's Lustre library (lustre_common, lustre_target, lustre_param, lustre_layout,
+lustre_quota).
 
 The same files are the ``kiln.cluster`` collection's module_utils and, through the
 ``kiln/lustre`` link, the ``kiln.lustre`` package (docs/architecture.md, "Lustre library").

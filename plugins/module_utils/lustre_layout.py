@@ -299,3 +299,96 @@ def _render_component(comp: LayoutComponent) -> str:
     if comp.pool:
         parts.append(f"pool={comp.pool}")
     return " ".join(parts)
+
+
+# --------------------------------------------------------------------------
+# Default directory layouts (DNE): lfs getdirstripe -D, lfs setdirstripe -D
+# --------------------------------------------------------------------------
+# Format parsed here: ``lfs getdirstripe -D [--yaml] DIR``, printed by lmv_dump_user_lmm() in
+# lustre/utils/liblustreapi.c (2.15 and 2.16): ``lmv_stripe_count:``, ``lmv_stripe_offset:``,
+# ``lmv_hash_type:``, ``lmv_max_inherit:`` and, when the offset is -1, ``lmv_max_inherit_rr:``; one line
+# in text mode, one key per line with --yaml (2.16 pads the values). A directory without a default
+# directory layout prints no ``lmv_stripe_count``. Fixtures: tests/fixtures/tools/lustre/getdirstripe_*.
+
+DIR_MAX_INHERIT = 250  # LMV_INHERIT_MAX (lustre_user.h), checked by lfs_setdirstripe in lustre/utils/lfs.c
+_DIRSTRIPE_TOKEN = re.compile(r"(lmv_[a-z_]+):[ \t]*(-?\w[\w,]*)")
+
+
+@dataclass
+class DirDefault:
+    """A directory's default directory layout: what new subdirectories get. None fields are not compared."""
+
+    mdt_count: int
+    mdt_index: int = -1
+    max_inherit: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def dir_default_from_spec(raw: dict[str, Any]) -> DirDefault:
+    """The module's ``dir_default`` argument -> DirDefault."""
+    count = _optional_int(raw, "mdt_count")
+    if count is None:
+        raise ValueError("mdt_count is required")
+    index = _optional_int(raw, "mdt_index")
+    inherit = _optional_int(raw, "max_inherit")
+    return DirDefault(mdt_count=count, mdt_index=-1 if index is None else index, max_inherit=inherit)
+
+
+def validate_dir_default(want: DirDefault, mdts: int | None = None) -> list[str]:
+    """Problems with a wanted default directory layout, as sentences (the ranges lfs_setdirstripe accepts)."""
+    errors = []
+    if want.mdt_count == 0 or want.mdt_count < -1:
+        errors.append(f"mdt_count {want.mdt_count}: must be -1 (all MDTs) or at least 1")
+    if mdts is not None and want.mdt_count > mdts:
+        errors.append(f"mdt_count {want.mdt_count}: the filesystem has {mdts} MDT(s)")
+    if want.mdt_index < -1:
+        errors.append(f"mdt_index {want.mdt_index}: must be -1 (the MDS picks) or an MDT index")
+    if want.max_inherit is not None and not -1 <= want.max_inherit <= DIR_MAX_INHERIT:
+        errors.append(f"max_inherit {want.max_inherit}: must be -1 (all levels), 0 or 1..{DIR_MAX_INHERIT}")
+    return errors
+
+
+def build_setdirstripe_args(want: DirDefault) -> list[str]:
+    """``lfs setdirstripe`` options for a default directory layout (without the path): ``-D -c 4 -i -1 -X 3``."""
+    args = ["-D", "-c", str(want.mdt_count), "-i", str(want.mdt_index)]
+    if want.max_inherit is not None:
+        args += ["-X", str(want.max_inherit)]
+    return args
+
+
+def parse_getdirstripe(text: str) -> DirDefault | None:
+    """``lfs getdirstripe -D [--yaml] DIR`` -> DirDefault, or None when the directory has no default."""
+    fields = dict(_DIRSTRIPE_TOKEN.findall(text))
+    if "lmv_stripe_count" not in fields:
+        return None
+    inherit = fields.get("lmv_max_inherit")
+    return DirDefault(
+        mdt_count=int(fields["lmv_stripe_count"]),
+        mdt_index=int(fields.get("lmv_stripe_offset", "-1")),
+        max_inherit=None if inherit is None else int(inherit),
+    )
+
+
+def dir_default_drift(current: DirDefault | None, wanted: DirDefault) -> list[dict[str, Any]]:
+    """Fields of the default directory layout that differ, each {component: "dir_default", field, current, wanted}.
+
+    max_inherit unset in ``wanted`` is not compared.
+    """
+    if current is None:
+        return [{"component": "dir_default", "field": "dir_default", "current": None, "wanted": wanted.to_dict()}]
+    drift = []
+    for name in ("mdt_count", "mdt_index", "max_inherit"):
+        want = getattr(wanted, name)
+        have = getattr(current, name)
+        if want is not None and have != want:
+            drift.append({"component": "dir_default", "field": name, "current": have, "wanted": want})
+    return drift
+
+
+def render_dir_default(value: DirDefault | None) -> str:
+    """One line for --diff: ``subdirectories: -D -c 4 -i -1 -X 3``."""
+    if value is None:
+        return "subdirectories: (no default directory layout)\n"
+    return "subdirectories: " + " ".join(build_setdirstripe_args(value)) + "\n"

@@ -306,6 +306,66 @@ class TargetSpec:
     with_mgs: bool = False
 
 
+# mkfs.lustre's own limits, the same at v2_15_0 and v2_16_0 (kiln/knowledge/lustre_params.yaml mkfs_limits cites
+# each): parse_opts() in lustre/utils/mkfs_lustre.c takes --index below INDEX_UNASSIGNED (0xFFFF) and copies
+# --mkfsoptions into mo_mkfsopts[512] (mount_utils.h), cutting longer text; append_param() in
+# lustre/utils/mount_utils.c gathers every --mgsnode (or --servicenode) into one value of at most 1023 characters
+# and add_param() all of them into ldd_params[4096]; ldiskfs_make_lustre() in libmount_utils_ldiskfs.c refuses
+# more than one -E inside --mkfsoptions.
+MKFS_INDEX_MAX = 0xFFFE
+MKFS_OPTIONS_MAX = 511
+MKFS_NID_VALUE_MAX = 1023
+MKFS_PARAMS_MAX = 4095
+_EXTENDED_RE = re.compile(r"(?:^|\s)-E\s*(\S+)")
+
+
+def mkfs_option_problems(options: list[str], backend: str = "ldiskfs") -> list[str]:
+    """Problems mkfs.lustre would have with these extra words, as sentences (empty when it takes them)."""
+    errors: list[str] = []
+    given = [o for o in options if o.startswith("--mkfsoptions=")]
+    if len(given) > 1:
+        errors.append("more than one --mkfsoptions: mkfs.lustre keeps only the last; put all options in one")
+    for option in given:
+        text = option.split("=", 1)[1]
+        if len(text) > MKFS_OPTIONS_MAX:
+            errors.append(f"--mkfsoptions is {len(text)} characters; mkfs.lustre keeps {MKFS_OPTIONS_MAX}")
+        if backend != "ldiskfs":
+            continue
+        extended = _EXTENDED_RE.findall(text)
+        if len(extended) > 1:
+            errors.append("more than one -E in --mkfsoptions (ldiskfs_make_lustre refuses it); join them with ','")
+        for words in extended:
+            errors.extend(_raid_geometry_problems(dict(w.partition("=")[::2] for w in words.split(","))))
+    return errors
+
+
+def _raid_geometry_problems(extended: dict[str, str]) -> list[str]:
+    numbers = {k: extended[k] for k in ("stride", "stripe_width", "stripe-width") if k in extended}
+    bad = [f"{k}={v}" for k, v in numbers.items() if not (v.isdigit() and int(v) >= 1)]
+    if bad:
+        return [f"-E {', '.join(bad)}: mke2fs takes a positive block count"]
+    stride, width = numbers.get("stride"), numbers.get("stripe_width", numbers.get("stripe-width"))
+    if stride and width and int(width) % int(stride):
+        return [f"-E stripe_width={width} is not a multiple of stride={stride} (data drives × stride)"]
+    return []
+
+
+def mkfs_param_problems(mgsnode: list[list[str]], servicenode: list[list[str]]) -> list[str]:
+    """NID lists too long for the target's stored parameters (append_param/add_param in mount_utils.c)."""
+    errors = []
+    total = 0
+    for key, groups in ((PARAM_MGSNODE, mgsnode), (PARAM_FAILNODE, servicenode)):
+        if not groups:
+            continue
+        value = ":".join(",".join(group) for group in groups)
+        if len(value) > MKFS_NID_VALUE_MAX:
+            errors.append(f"{key}= would be {len(value)} characters; mkfs.lustre keeps at most {MKFS_NID_VALUE_MAX}")
+        total += 2 + len(key) + len(value)
+    if total > MKFS_PARAMS_MAX:
+        errors.append(f"the NID parameters take {total} characters; a target stores at most {MKFS_PARAMS_MAX}")
+    return errors
+
+
 def validate_target_spec(spec: TargetSpec) -> list[str]:
     """Problems with the arguments, as sentences; empty when the spec is usable."""
     errors: list[str] = []
@@ -316,6 +376,9 @@ def validate_target_spec(spec: TargetSpec) -> list[str]:
     errors.extend(_validate_identity(spec))
     errors.extend(_validate_nids(spec))
     errors.extend(_validate_backend_device(spec))
+    errors.extend(draid_problems(spec.vdevs))
+    errors.extend(mkfs_option_problems(spec.mkfs_options, spec.backend))
+    errors.extend(mkfs_param_problems(spec.mgsnode, spec.servicenode))
     return errors
 
 
@@ -324,7 +387,7 @@ def _validate_identity(spec: TargetSpec) -> list[str]:
     if spec.kind != "mgt":
         if not _FSNAME_RE.match(spec.fsname or ""):
             errors.append(f"fsname {spec.fsname!r} must be 1-8 characters of [A-Za-z0-9_-]")
-        if spec.index is None or not 0 <= spec.index < 0xFFFF:
+        if spec.index is None or not 0 <= spec.index <= MKFS_INDEX_MAX:
             errors.append(f"{spec.kind} needs an index between 0 and 65534, got {spec.index!r}")
             return errors
     if spec.with_mgs and spec.kind != "mdt":
@@ -455,9 +518,92 @@ def refusal_message(spec: TargetSpec, found: str, hint_var: str = "kiln_lustre_r
     )
 
 
+# A dRAID vdev word, zpoolconcepts(7): draid[<parity>][:<data>d][:<children>c][:<spares>s]. draid_config_by_type()
+# in OpenZFS cmd/zpool/zpool_vdev.c takes parity 1..3 (VDEV_DRAID_MAXPARITY), requires <children> to equal the
+# devices listed, data >= 1 and data + parity <= children - spares, and at most 100 spares.
+_DRAID_RE = re.compile(r"^draid(?P<parity>[0-9]*)(?P<rest>(?::[0-9]+[cdsCDS])*)$")
+DRAID_MAX_PARITY = 3
+DRAID_MAX_SPARES = 100
+ASHIFT_RANGE = (9, 16)  # ASHIFT_MIN, ASHIFT_MAX in OpenZFS include/sys/spa.h
+MD_LEVELS = ("raid1", "raid5", "raid6", "raid10")
+_MD_MIN_MEMBERS = {"raid1": 2, "raid5": 3, "raid6": 4, "raid10": 2}  # mdadm(8) --level, md(4)
+
+
+def is_vdev_keyword(word: str) -> bool:
+    """True for a zpool vdev type word (``mirror``, ``raidz2``, ``draid2:6d:8c:0s`` ...), not a device."""
+    return word in ZFS_VDEV_KEYWORDS or bool(_DRAID_RE.match(word))
+
+
 def zfs_vdev_paths(vdevs: list[str]) -> list[str]:
-    """The device paths among mkfs.lustre's ZFS vdev words (``mirror``, ``raidz2`` ... dropped)."""
-    return [vdev for vdev in vdevs if vdev not in ZFS_VDEV_KEYWORDS]
+    """The device paths among mkfs.lustre's ZFS vdev words (``mirror``, ``raidz2``, ``draid…`` dropped)."""
+    return [vdev for vdev in vdevs if not is_vdev_keyword(vdev)]
+
+
+def draid_problems(vdevs: list[str]) -> list[str]:
+    """Problems zpool create would have with the dRAID words among ``vdevs`` (draid_config_by_type's rules)."""
+    errors = []
+    for position, word in enumerate(vdevs):
+        match = _DRAID_RE.match(word)
+        if not match:
+            continue
+        children = 0
+        for later in vdevs[position + 1 :]:
+            if is_vdev_keyword(later):
+                break
+            children += 1
+        parity = int(match.group("parity") or 1)
+        fields = {part[-1].lower(): int(part[:-1]) for part in match.group("rest").split(":")[1:]}
+        spares = fields.get("s", 0)
+        data = fields.get("d", min(children - spares - parity, 8))
+        if not 1 <= parity <= DRAID_MAX_PARITY:
+            errors.append(f"{word}: dRAID parity must be 1..{DRAID_MAX_PARITY}")
+        if "c" in fields and fields["c"] != children:
+            errors.append(f"{word}: names {fields['c']} children but {children} devices follow it")
+        if data < 1 or data + parity > children - spares:
+            errors.append(f"{word}: {data} data + {parity} parity do not fit {children} children less {spares} spares")
+        if spares > DRAID_MAX_SPARES:
+            errors.append(f"{word}: at most {DRAID_MAX_SPARES} distributed spares")
+    return errors
+
+
+def build_zpool_create_command(zpool: str, spec: TargetSpec, ashift: int) -> list[str]:
+    """argv creating the target's pool with the pool properties mkfs.lustre cannot pass.
+
+    mkfs.lustre creates a missing pool as ``zpool create -f -O canmount=off POOL VDEVS`` and gives --mkfsoptions to
+    ``zfs create`` only (zfs_make_lustre() in lustre/utils/libmount_utils_zfs.c), so ashift must be set here:
+    ``zpool create -o ashift=12 -o multihost=on -o cachefile=none -O canmount=off POOL VDEVS`` (no -f: zpool's own
+    check of the vdevs stays on). mkfs.lustre then finds the pool and only creates the dataset.
+    """
+    pool = spec.device.split("/", 1)[0]
+    return [
+        zpool, "create", "-o", f"ashift={ashift}", "-o", "multihost=on", "-o", "cachefile=none",
+        "-O", "canmount=off", pool, *spec.vdevs,
+    ]  # fmt: skip
+
+
+def md_problems(level: str, members: list[str], chunk_KiB: int) -> list[str]:
+    """Problems with an md array to create for a target (mdadm(8) --create)."""
+    errors = []
+    if level not in MD_LEVELS:
+        errors.append(f"md_level must be one of {', '.join(MD_LEVELS)}, not {level!r}")
+    elif len(members) < _MD_MIN_MEMBERS[level]:
+        errors.append(f"{level} needs at least {_MD_MIN_MEMBERS[level]} member devices, got {len(members)}")
+    relative = [m for m in members if not m.startswith("/")]
+    if relative:
+        errors.append(f"md members must be absolute device paths: {', '.join(relative)}")
+    if len(set(members)) != len(members):
+        errors.append("md members are listed more than once")
+    if chunk_KiB and (chunk_KiB < 4 or chunk_KiB & (chunk_KiB - 1)):
+        errors.append(f"md chunk {chunk_KiB} KiB: mdadm --chunk takes a power of two of at least 4 KiB")
+    return errors
+
+
+def build_mdadm_create_command(mdadm: str, device: str, level: str, members: list[str], chunk_KiB: int) -> list[str]:
+    """argv for ``mdadm --create`` of a target's array (metadata 1.2; no chunk for raid1)."""
+    cmd = [mdadm, "--create", device, "--run", "--metadata=1.2", f"--level={level}", f"--raid-devices={len(members)}"]
+    if chunk_KiB and level != "raid1":
+        cmd.append(f"--chunk={chunk_KiB}")
+    return [*cmd, *members]
 
 
 def render_target_state(state: dict[str, Any]) -> str:

@@ -5,21 +5,26 @@ from __future__ import annotations
 
 import os
 import stat
+from dataclasses import replace
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.kiln.cluster.plugins.module_utils.lustre_common import coerce_nid_groups
 from ansible_collections.kiln.cluster.plugins.module_utils.lustre_target import (
+    ASHIFT_RANGE,
     CONFIRM,
     CONTENT,
     UNKNOWN,
     TargetOnDisk,
     TargetSpec,
     blank_verdict,
+    build_mdadm_create_command,
     build_mkfs_command,
     build_tunefs_update_command,
+    build_zpool_create_command,
     describe_target,
     device_type_problem,
+    md_problems,
     parse_tunefs_dryrun,
     refusal_message,
     render_target_state,
@@ -54,6 +59,13 @@ description:
   - A blank device is formatted with C(mkfs.lustre). C(--reformat) is passed only when reformatting
     a device whose target name is in O(reformat); foreign signatures are first removed with C(wipefs -a).
   - After formatting, the device is probed again and the module fails unless it shows the wanted target.
+  - With O(ashift) (zfs with O(vdevs)), a missing pool is created first with C(zpool create -o ashift=N -o
+    multihost=on -o cachefile=none -O canmount=off POOL VDEVS), because mkfs.lustre creates pools without pool
+    properties (zfs_make_lustre() in lustre/utils/libmount_utils_zfs.c); mkfs.lustre then only creates the
+    dataset. dRAID words (C(draid2:6d:8c:0s)) are checked as OpenZFS draid_config_by_type() checks them.
+  - With O(md_create=true) (ldiskfs), a missing O(device) is created as an md array with C(mdadm --create) from
+    O(md_members) at O(md_level) and O(md_chunk_KiB), after every member passed the same blank-device proof as
+    a target device (members with content are refused unless O(name) is in O(reformat), and then wiped).
   - In check mode nothing is run except the read-only probes.
 version_added: "0.1.0"
 author: kiln
@@ -120,6 +132,34 @@ options:
     type: list
     elements: str
     default: []
+  ashift:
+    description:
+      - zfs only; 0 leaves pool creation to mkfs.lustre (no pool properties). 9..16 (ASHIFT_MIN..ASHIFT_MAX in
+        OpenZFS include/sys/spa.h) creates a missing pool from O(vdevs) with this ashift first.
+    type: int
+    default: 0
+  md_create:
+    description:
+      - ldiskfs only. Create O(device) as an md array when it does not exist. Off by default; a role turns it
+        on only for targets the operator names.
+    type: bool
+    default: false
+  md_level:
+    description: md RAID level for O(md_create) (raid1, raid5, raid6, raid10).
+    type: str
+    default: ""
+  md_members:
+    description: Member devices of the md array (absolute paths), in order.
+    type: list
+    elements: str
+    default: []
+  md_chunk_KiB:
+    description: md chunk in KiB (C(mdadm --chunk)); 0 lets mdadm choose; not used for raid1.
+    type: int
+    default: 0
+  mdadm:
+    description: Path of mdadm; by default found on PATH.
+    type: path
   reformat:
     description:
       - Target names the operator allows to be formatted over existing content.
@@ -243,6 +283,12 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "wipefs": {"type": "path"},
     "zpool": {"type": "path"},
     "zfs": {"type": "path"},
+    "ashift": {"type": "int", "default": 0},
+    "md_create": {"type": "bool", "default": False},
+    "md_level": {"type": "str", "default": ""},
+    "md_members": {"type": "list", "elements": "str", "default": []},
+    "md_chunk_KiB": {"type": "int", "default": 0},
+    "mdadm": {"type": "path"},
 }
 
 SBIN_DIRS = ["/sbin", "/usr/sbin", "/usr/local/sbin"]
@@ -280,6 +326,15 @@ class TargetRun:
             with_mgs=p["with_mgs"],
         )
         errors = validate_target_spec(spec)
+        ashift = p["ashift"]
+        if ashift and (spec.backend != "zfs" or not ASHIFT_RANGE[0] <= ashift <= ASHIFT_RANGE[1]):
+            errors.append(f"ashift {ashift}: only for backend zfs, {ASHIFT_RANGE[0]}..{ASHIFT_RANGE[1]} (0: not set)")
+        if p["md_create"]:
+            if spec.backend != "ldiskfs":
+                errors.append("md_create is only for backend ldiskfs")
+            errors.extend(md_problems(p["md_level"], list(p["md_members"]), p["md_chunk_KiB"]))
+            if spec.device in p["md_members"]:
+                errors.append(f"the md array {spec.device} cannot be one of its own members")
         if errors:
             self.module.fail_json(msg="invalid arguments: " + "; ".join(errors))
         return spec
@@ -380,7 +435,58 @@ class TargetRun:
             self.fail(f"after formatting, {self.spec.device} shows {', '.join(mismatch)}")
         return after
 
+    def ensure_md_array(self) -> bool:
+        """Create the target's md array when asked and missing; True when it is (or, in check mode, would be) created.
+
+        Every member must be a block device proven blank (blkid, then wipefs), or the target must be named in
+        reformat, in which case members with signatures are wiped first.
+        """
+        if not self.params["md_create"] or _path_kind(self.spec.device) != "missing":
+            return False
+        members = list(self.params["md_members"])
+        allow_file = bool(self.params["allow_file_device"])
+        for path in members:
+            problem = device_type_problem(self.spec.name, path, _path_kind(path), allow_file, "md member")
+            if problem:
+                self.fail(problem)
+        found: dict[str, str] = {}
+        unknown: dict[str, str] = {}
+        for path in members:
+            verdict, what = self._blkid(path)
+            if verdict == CONTENT:
+                found[path] = what
+            elif verdict == UNKNOWN:
+                unknown[path] = what
+        if (found or unknown) and self.spec.name not in self.params["reformat"]:
+            path, what = next(iter({**found, **unknown}.items()))
+            if path in unknown:
+                self.fail(unknown_content_message(self.spec, path, what), found=found, unknown=unknown)
+            summary = "; ".join(f"{p}: {w}" for p, w in found.items())
+            self.fail(refusal_message(self.spec, f"md member content ({summary})"), found=found)
+        for path in found:
+            self.run([self.tool("wipefs", "wipefs"), "-a", path])
+        level, chunk = self.params["md_level"], self.params["md_chunk_KiB"]
+        self.run(build_mdadm_create_command(self.tool("mdadm", "mdadm"), self.spec.device, level, members, chunk))
+        return True
+
+    def ensure_pool(self) -> None:
+        """zfs with ashift: create the pool with its properties before mkfs.lustre (which cannot pass them)."""
+        if self.spec.backend != "zfs" or not self.params["ashift"] or not self.spec.vdevs or self._zpool_exists():
+            return
+        self.run(build_zpool_create_command(self.tool("zpool", "zpool"), self.spec, self.params["ashift"]))
+
     def main(self) -> None:
+        if self.ensure_md_array() and self.module.check_mode:
+            self.exit(
+                changed=True,
+                operation="create_md",
+                target=None,
+                found=None,
+                drift=[],
+                before={"device": self.spec.device, "content": "missing (md array to create)"},
+                after=spec_state(self.spec),
+            )
+            return
         self.require_device()
         current = self.probe_lustre()
         if current is not None and not target_identity_mismatch(current, self.spec):
@@ -415,7 +521,11 @@ class TargetRun:
         reformat = found is not None
         for path in wipe:
             self.run([self.tool("wipefs", "wipefs"), "-a", path])
-        self.run(build_mkfs_command(self.tool("mkfs_lustre", "mkfs.lustre"), self.spec, reformat))
+        self.ensure_pool()
+        spec = self.spec
+        if spec.backend == "zfs" and self.params["ashift"]:
+            spec = replace(spec, vdevs=[])  # the pool exists now: mkfs.lustre creates only the dataset
+        self.run(build_mkfs_command(self.tool("mkfs_lustre", "mkfs.lustre"), spec, reformat))
         after = None if self.module.check_mode else self.verify()
         before = target_state(self.spec.device, current) if current else _content_state(self.spec, found)
         after_state = target_state(self.spec.device, after) if after else spec_state(self.spec)

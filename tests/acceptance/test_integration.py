@@ -131,7 +131,8 @@ def test_gpu_rdma_lustre_are_not_applicable_with_reasons(verify_run: Any) -> Non
     expect = {"conformance.gpus": "no NVIDIA GPU", "gpu.h2d_bw": "no NVIDIA GPU", "gpu.d2h_bw": "no NVIDIA GPU",
               "conformance.rdma_ports": "no RDMA device", "conformance.lnet": "no Lustre",
               "conformance.lustre_tunables": "no Lustre", "conformance.lustre_mounts": "no Lustre",
-              "conformance.lustre_layouts": "no Lustre", "storage.fio_lustre_read": "no Lustre",
+              "conformance.lustre_layouts": "no Lustre", "conformance.lustre_quotas": "no Lustre",
+              "storage.fio_lustre_read": "no Lustre",
               "storage.fio_lustre_write": "no Lustre", "storage.ior_easy_read": "no Lustre",
               "storage.mdtest_create": "no Lustre"}
     for check, reason in expect.items():

@@ -94,7 +94,7 @@ def test_collection_builds_installs_and_runs(tmp_path: Path) -> None:
     with tarfile.open(tarball) as tar:
         names = set(tar.getnames())
         manifest = json.load(tar.extractfile("MANIFEST.json"))  # type: ignore[arg-type]
-    for lib in ("lustre_common", "lustre_target", "lustre_param", "lustre_layout"):
+    for lib in ("lustre_common", "lustre_target", "lustre_param", "lustre_layout", "lustre_quota"):
         assert f"plugins/module_utils/{lib}.py" in names
     assert {"plugins/modules/lustre_target.py", "roles/lustre_server/tasks/main.yml", "meta/runtime.yml"} <= names
     assert not [n for n in names if n.startswith(("tests/", "kiln/", "ansible/", "docs/")) or "/molecule/" in n]

@@ -302,3 +302,47 @@ def test_jobid_var_longer_than_the_kernel_takes_is_refused(stack: Any) -> None:
     with pytest.raises(SpecError) as exc:
         plan_of(data)
     assert "1..20 characters" in exc.value.issues[0].problem
+
+
+def test_mkfs_arguments_checked_against_mkfs_lustre(stack: Any) -> None:
+    from dataclasses import replace
+
+    from kiln.plan.mkfs import mkfs_issues
+
+    spec = validate(stack("lab"), "test")
+    plan = build_plan(spec, "test")
+    assert mkfs_issues(spec, plan.targets_map, plan.mgs_nids) == []
+    ost = next(t for t in plan.targets_map if t.kind == "ost")
+    too_far = replace(ost, index=65535)
+    bad_geometry = replace(ost, mkfs_options=("--mkfsoptions=-E stride=32,stripe_width=100",))
+    issues = mkfs_issues(spec, (too_far, bad_geometry, bad_geometry), plan.mgs_nids)
+    assert [i.path for i in issues] == ["lustre.oss.osts.per_node", "lustre.oss.osts.chunk_KiB"]  # one per problem
+    assert "above 65534" in issues[0].problem and "mkfs_lustre.c parse_opts" in issues[0].problem
+    assert "not a multiple of stride" in issues[1].problem
+
+
+def test_every_stack_plans_mkfs_arguments_mkfs_lustre_takes() -> None:
+    from kiln.lustre.lustre_target import mkfs_option_problems, mkfs_param_problems
+
+    for name in STACKS:
+        plan = build_plan(load_stack(name))
+        for t in plan.targets_map:
+            assert 0 <= t.index <= REG.mkfs_limits["index_max"].value
+            assert mkfs_option_problems(list(t.mkfs_options)) == [], (name, t.name)
+            mgsnode = [list(g) for g in plan.mgs_nids] if t.kind != "mgt" else []
+            assert mkfs_param_problems(mgsnode, [list(g) for g in t.servicenodes]) == [], (name, t.name)
+
+
+def test_draid_targets_plan_words_zpool_takes_and_an_ashift(stack: Any) -> None:
+    from kiln.lustre.lustre_target import draid_problems, zfs_vdev_paths
+
+    data = stack("dev")
+    data["lustre"]["backend"] = "zfs"
+    data["lustre"]["oss"]["osts"] = {"per_node": 2, "devices_per_target": 8, "protection": "draid2",
+                                    "device": {"catalog": "samsung-pm1743-15t"}}
+    data["lustre"]["mds"]["mdts"] = {"per_node": 1, "devices_per_target": 2, "device": {"catalog": "micron-7450pro-7t"}}
+    plan = plan_of(data)
+    osts = [t for t in plan.targets_map if t.kind == "ost"]
+    assert osts and all(t.vdevs[0].startswith("draid2:") and t.ashift == 12 for t in osts)
+    for t in osts:
+        assert draid_problems(list(t.vdevs)) == [] and len(zfs_vdev_paths(list(t.vdevs))) == 8

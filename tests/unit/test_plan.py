@@ -103,6 +103,33 @@ def test_layouts(prod: Any) -> None:
     assert by["/checkpoints"].kind == "pfl"
 
 
+def test_default_directory_striping_follows_mdts_and_purpose(prod: Any, lab: Any, stack: Any) -> None:
+    by = {lay.path: lay for lay in prod.layouts}  # 4 MDS x 1 MDT
+    assert by["/checkpoints"].dirstripe is not None
+    assert by["/checkpoints"].dirstripe.args() == ["-D", "-c", "4", "-i", "-1", "-X", "3"]  # file-per-rank steps
+    assert by["/home"].dirstripe is not None
+    assert by["/home"].dirstripe.args() == ["-D", "-c", "1", "-i", "-1", "-X", "-1"]  # balanced trees
+    assert by["/datasets"].dirstripe is None and by["/scratch"].dirstripe is None
+    assert all(lay.dirstripe is None and "One MDT" in lay.dirstripe_reason for lay in lab.layouts)
+    data = stack("prod-h100")
+    data["workload"]["checkpoint"]["sharded"] = False  # one file per checkpoint: nothing to spread
+    assert next(x for x in plan_of(data).layouts if x.path == "/checkpoints").dirstripe is None
+
+
+def test_default_directory_stripe_override(stack: Any) -> None:
+    data = stack("prod-h100")
+    data["lustre"]["directories"][0]["mdt_count"] = -1
+    data["lustre"]["directories"][1]["mdt_count"] = 0
+    plan = plan_of(data)
+    first, second = plan.layouts[0].dirstripe, plan.layouts[1].dirstripe
+    assert first is not None and first.mdt_count == 4 and second is None
+    data["lustre"]["directories"][0]["mdt_count"] = 5
+    with pytest.raises(SpecError) as exc:
+        plan_of(data)
+    issue = next(i for i in exc.value.issues if i.path == "lustre.directories[0].mdt_count")
+    assert issue.value == 5 and "4 MDT(s)" in issue.problem and "lfs_setdirstripe" in issue.problem
+
+
 def test_single_file_checkpoint_overstripes(stack: Any) -> None:
     data = stack("prod-h100")
     data["workload"]["checkpoint"]["sharded"] = False
@@ -197,3 +224,39 @@ def test_targets_cover_every_check(prod: Any, lab: Any) -> None:
 def test_plan_is_frozen(prod: Any) -> None:
     with pytest.raises(AttributeError):
         prod.stack = "x"
+
+
+def test_default_quota_policy(stack: Any) -> None:
+    plan = build_plan(load_stack("dev"))
+    user, project = plan.quota_defaults
+    assert user.args() == ["-U", "-b", "2147483648", "-B", "2306867200", "-i", "5000000", "-I", "5500000"]
+    assert (project.type, project.block_soft_KiB, project.inode_hard) == ("project", 20 << 30, 0)
+    assert build_plan(load_stack("lab")).quota_defaults == ()
+
+
+def test_default_quota_policy_refusals(stack: Any) -> None:
+    data = stack("dev")
+    data["lustre"]["quotas"] = {
+        "enforce": "ug",
+        "defaults": {
+            "user": {"block_soft": "1M"},
+            "group": {"block_soft": "2T", "block_hard": "1T", "inode_hard": 1000},
+            "project": {"block_soft": "1T"},
+        },
+    }
+    with pytest.raises(SpecError) as exc:
+        plan_of(data)
+    by = {(i.path, i.value) for i in exc.value.issues if not isinstance(i.value, dict)}
+    assert ("lustre.quotas.defaults.user.block_soft", "1M") in by  # 1024 KiB: lfs warns below the minimum qunit
+    assert ("lustre.quotas.defaults.group.block_soft", "2T") in by  # soft above hard
+    assert ("lustre.quotas.defaults.group.inode_hard", 1000) in by
+    assert any(i.path == "lustre.quotas.defaults.project" and "does not enforce" in i.problem
+               for i in exc.value.issues)
+    data["lustre"]["quotas"] = {"defaults": {"user": {}}}
+    with pytest.raises(SpecError) as exc:
+        plan_of(data)
+    assert exc.value.issues[0].path == "lustre.quotas.defaults.user" and "no limit" in exc.value.issues[0].problem
+    data["lustre"]["quotas"] = {"defaults": {"user": {"block_soft": "2 T"}}}
+    with pytest.raises(SpecError) as exc:
+        plan_of(data)
+    assert exc.value.issues[0].path.startswith("lustre.quotas.defaults.user.block_soft")

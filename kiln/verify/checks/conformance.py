@@ -8,7 +8,15 @@ import json
 import re
 
 from kiln.lustre.lustre_common import normalize_lnet_net, normalize_nid, values_equal
-from kiln.lustre.lustre_layout import layout_drift, layout_from_spec, parse_getstripe
+from kiln.lustre.lustre_layout import (
+    dir_default_drift,
+    dir_default_from_spec,
+    layout_drift,
+    layout_from_spec,
+    parse_getdirstripe,
+    parse_getstripe,
+)
+from kiln.lustre.lustre_quota import QUOTA_TYPES, parse_default_quota, quota_drift, quota_from_spec
 from kiln.plan.model import Layout, Target, Tunable
 from kiln.plan.tuning import is_namespaced_sysctl
 from kiln.verify.checks.base import Check as _Check
@@ -465,7 +473,7 @@ class LustreMounts(Conformance):
 @register
 class LustreLayouts(Conformance):
     id = "conformance.lustre_layouts"
-    tools = ("lfs getstripe -d --yaml",)
+    tools = ("lfs getstripe -d --yaml", "lfs getdirstripe -D --yaml")
 
     def subjects(self, ctx: Context, target: Target) -> list[Subject]:
         hosts = ctx.group_hosts(target.group)  # directory layouts are filesystem-wide: read them from one client
@@ -486,9 +494,70 @@ class LustreLayouts(Conformance):
                                  f"{r.stderr.strip()[:160]}")
                 continue
             s.details.extend(layout_mismatches(lay, r.stdout))
+            if lay.dirstripe is not None:
+                # lmv_dump_user_lmm() in liblustreapi.c: lmv_stripe_count, lmv_stripe_offset, lmv_max_inherit
+                r = ctx.run(host, f"lfs getdirstripe -D --yaml {quote(lay.mount_path)}", 60)
+                raw.append(f"$ lfs getdirstripe -D --yaml {lay.mount_path} (rc={r.rc})\n{r.stdout}{r.stderr}")
+                if not r.ok:
+                    s.details.append(f"{lay.mount_path}: planned default directory layout "
+                                     f"`{' '.join(lay.dirstripe.args())}`, lfs getdirstripe failed: "
+                                     f"{r.stderr.strip()[:160]}")
+                    continue
+                s.details.extend(dir_default_mismatches(lay, r.stdout))
         s.raw["getstripe.txt"] = "\n".join(raw)
         s.value = float(len(s.details))
         return s
+
+
+@register
+class LustreQuotas(Conformance):
+    id = "conformance.lustre_quotas"
+    tools = ("lfs quota -U|-G|-P",)
+
+    def subjects(self, ctx: Context, target: Target) -> list[Subject]:
+        hosts = ctx.group_hosts(target.group)  # default quotas are filesystem-wide: read them from one client
+        return [Subject(hosts[0], (hosts[0],))] if hosts else []
+
+    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+        host = subject.hosts[0]
+        if not ctx.plan.quota_defaults:
+            raise NotApplicable("the plan sets no default quotas (lustre.quotas.defaults)")
+        s = Sample(0.0)
+        raw: list[str] = []
+        for q in ctx.plan.quota_defaults:
+            flag = QUOTA_TYPES[q.type][0]
+            # print_quota_title()/print_quota() in lustre/utils/lfs.c: the default quota table of one type
+            r = ctx.run(host, f"lfs quota {flag} {quote(ctx.plan.mount_point)}", 60)
+            raw.append(f"$ lfs quota {flag} {ctx.plan.mount_point} (rc={r.rc})\n{r.stdout}{r.stderr}")
+            if not r.ok:
+                s.details.append(f"{q.type} default quota: lfs quota {flag} failed: {r.stderr.strip()[:160]}")
+                continue
+            s.details.extend(quota_mismatches(q.type, q.module_args(), r.stdout))
+        s.raw["quota.txt"] = "\n".join(raw)
+        s.value = float(len(s.details))
+        return s
+
+
+def quota_mismatches(quota_type: str, planned: dict[str, object], lfs_quota: str) -> list[str]:
+    """What differs between a planned default quota and `lfs quota -U|-G|-P` output (lustre_quota's own rules)."""
+    current = parse_default_quota(lfs_quota, quota_type)
+    if current is None:
+        return [f"{quota_type} default quota: lfs quota printed no default quota table"]
+    return [
+        f"{quota_type} default quota {d['field']}: planned {d['wanted']}, found {d['current']}"
+        for d in quota_drift(current, quota_from_spec(planned))
+    ]
+
+
+def dir_default_mismatches(lay: Layout, getdirstripe: str) -> list[str]:
+    """What differs between a planned default directory layout and `lfs getdirstripe -D` output."""
+    if lay.dirstripe is None:
+        return []
+    wanted = dir_default_from_spec(lay.dirstripe.module_args())
+    return [
+        f"{lay.mount_path} subdirectories {d['field']}: planned {d['wanted']}, found {d['current']}"
+        for d in dir_default_drift(parse_getdirstripe(getdirstripe), wanted)
+    ]
 
 
 def layout_mismatches(lay: Layout, getstripe: str) -> list[str]:

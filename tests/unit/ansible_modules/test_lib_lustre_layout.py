@@ -249,3 +249,42 @@ def _fields(comp: kl.LayoutComponent) -> list[tuple[str, object]]:
     if comp.pool:
         fields.append(("pool", comp.pool))
     return fields
+
+
+# Default directory layouts (DNE): lfs getdirstripe -D / lfs setdirstripe -D
+
+
+def test_getdirstripe_text_and_yaml_forms() -> None:
+    assert kl.parse_getdirstripe(load_fixture("getdirstripe_default_text.txt")) == kl.DirDefault(4, -1, 3)
+    assert kl.parse_getdirstripe(load_fixture("getdirstripe_default_yaml.txt")) == kl.DirDefault(1, 2, -1)
+    assert kl.parse_getdirstripe("") is None
+    assert kl.parse_getdirstripe(load_fixture("getstripe_yaml_plain.txt")) is None
+
+
+def test_setdirstripe_args_and_round_trip() -> None:
+    want = kl.dir_default_from_spec({"mdt_count": 4, "max_inherit": 3})
+    assert kl.build_setdirstripe_args(want) == ["-D", "-c", "4", "-i", "-1", "-X", "3"]
+    assert kl.build_setdirstripe_args(kl.DirDefault(1)) == ["-D", "-c", "1", "-i", "-1"]
+    assert kl.dir_default_drift(kl.parse_getdirstripe(load_fixture("getdirstripe_default_text.txt")), want) == []
+
+
+def test_dir_default_validation() -> None:
+    assert kl.validate_dir_default(kl.DirDefault(4, -1, 3), mdts=4) == []
+    assert kl.validate_dir_default(kl.DirDefault(-1, -1, -1)) == []
+    problems = kl.validate_dir_default(kl.DirDefault(5, -2, 251), mdts=4)
+    assert problems == [
+        "mdt_count 5: the filesystem has 4 MDT(s)",
+        "mdt_index -2: must be -1 (the MDS picks) or an MDT index",
+        "max_inherit 251: must be -1 (all levels), 0 or 1..250",
+    ]
+    assert kl.validate_dir_default(kl.DirDefault(0)) == ["mdt_count 0: must be -1 (all MDTs) or at least 1"]
+    with pytest.raises(ValueError, match="mdt_count is required"):
+        kl.dir_default_from_spec({"max_inherit": 3})
+
+
+def test_dir_default_drift_ignores_an_unset_max_inherit() -> None:
+    assert kl.dir_default_drift(kl.DirDefault(1, -1, -1), kl.DirDefault(1)) == []
+    assert kl.dir_default_drift(None, kl.DirDefault(2))[0]["field"] == "dir_default"
+    assert kl.dir_default_drift(kl.DirDefault(1, 0, 3), kl.DirDefault(1, -1, 3)) == [
+        {"component": "dir_default", "field": "mdt_index", "current": 0, "wanted": -1}
+    ]

@@ -390,3 +390,92 @@ def test_blank_partition_entry_still_needs_wipefs() -> None:
 def test_device_type_problem(kind: str, allow: bool, expected: str | None) -> None:
     problem = kl.device_type_problem("lab-OST0003", "/dev/x", kind, allow)
     assert problem is None if expected is None else expected in (problem or "")
+
+
+# mkfs.lustre's own limits (parse_opts in mkfs_lustre.c, append_param/add_param in mount_utils.c,
+# ldiskfs_make_lustre in libmount_utils_ldiskfs.c)
+
+
+def test_mkfs_limits_are_the_registrys() -> None:
+    from kiln.knowledge import lustre_params
+    from kiln.spec.protection import LDISKFS_BLOCK_BYTES
+
+    limits = {name: limit.value for name, limit in lustre_params.load().mkfs_limits.items()}
+    assert limits["index_max"] == kl.MKFS_INDEX_MAX == 0xFFFF - 1
+    assert limits["mkfsoptions_length_max"] == kl.MKFS_OPTIONS_MAX
+    assert limits["nid_param_value_max"] == kl.MKFS_NID_VALUE_MAX
+    assert limits["params_length_max"] == kl.MKFS_PARAMS_MAX
+    assert limits["ldiskfs_block_bytes"] == LDISKFS_BLOCK_BYTES
+
+
+def test_index_range_is_mkfs_lustres() -> None:
+    assert kl.validate_target_spec(ost_spec(index=65534, name="lab-OSTfffe")) == []
+    assert "between 0 and 65534" in kl.validate_target_spec(ost_spec(index=65535, name="lab-OSTffff"))[0]
+
+
+def test_mkfsoptions_raid_geometry_and_repeats() -> None:
+    assert kl.mkfs_option_problems(["--mkfsoptions=-E stride=32,stripe_width=128"]) == []
+    assert kl.mkfs_option_problems(["--mkfsoptions=-E stride=32,stripe_width=100"]) == [
+        "-E stripe_width=100 is not a multiple of stride=32 (data drives × stride)"
+    ]
+    assert kl.mkfs_option_problems(["--mkfsoptions=-E stride=0"]) == [
+        "-E stride=0: mke2fs takes a positive block count"
+    ]
+    two = kl.mkfs_option_problems(["--mkfsoptions=-E stride=32 -E stripe_width=64", "--mkfsoptions=-O ^64bit"])
+    assert any("more than one --mkfsoptions" in p for p in two)
+    assert any("more than one -E" in p for p in two)
+    assert "mkfs.lustre keeps 511" in kl.mkfs_option_problems(["--mkfsoptions=" + "x" * 512])[0]
+    # zfs hands --mkfsoptions to zfs create: no ext4 -E rules
+    assert kl.mkfs_option_problems(["--mkfsoptions=-o recordsize=1M"], backend="zfs") == []
+    spec = ost_spec(mkfs_options=["--mkfsoptions=-E stride=32,stripe_width=100"])
+    assert any("not a multiple of stride" in p for p in kl.validate_target_spec(spec))
+
+
+def test_nid_parameters_fit_the_stored_parameters() -> None:
+    nids = [f"10.0.{i // 250}.{i % 250}@o2ib{i % 4}" for i in range(80)]
+    assert kl.mkfs_param_problems([nids[:2]], [nids[:8], nids[8:16]]) == []
+    problems = kl.mkfs_param_problems([nids[:2]], [nids[:40], nids[40:]])
+    assert problems and problems[0].startswith("failover.node= would be ")
+
+
+# zpool create with pool properties, dRAID words (OpenZFS draid_config_by_type), md arrays (mdadm --create)
+
+
+def test_draid_words_are_vdev_keywords_and_checked() -> None:
+    disks = [f"/dev/disk/by-id/d{n}" for n in range(8)]
+    assert kl.zfs_vdev_paths(["draid2:6d:8c:0s", *disks]) == disks
+    assert kl.is_vdev_keyword("draid") and kl.is_vdev_keyword("draid3:4d:8c:1s") and not kl.is_vdev_keyword(disks[0])
+    assert kl.draid_problems(["draid2:6d:8c:0s", *disks]) == []
+    assert kl.draid_problems(["draid", *disks]) == []  # parity 1, data min(8 - 0 - 1, 8) = 7
+    assert kl.draid_problems(["draid4:4d:8c:0s", *disks]) == ["draid4:4d:8c:0s: dRAID parity must be 1..3"]
+    assert kl.draid_problems(["draid2:6d:8c:1s", *disks]) == [
+        "draid2:6d:8c:1s: 6 data + 2 parity do not fit 8 children less 1 spares"
+    ]
+    assert kl.draid_problems(["draid1:2d:4c:0s", *disks[:4], "draid1:2d:4c:0s", *disks[4:7]]) == [
+        "draid1:2d:4c:0s: names 4 children but 3 devices follow it"
+    ]
+    spec = ost_spec(backend="zfs", device="lab-ost3/ost3", vdevs=["draid2:6d:8c:0s", *disks])
+    assert kl.validate_target_spec(spec) == []
+
+
+def test_zpool_create_carries_the_pool_properties() -> None:
+    spec = ost_spec(backend="zfs", device="lab-ost3/ost3", vdevs=["mirror", "/dev/a", "/dev/b"])
+    assert kl.build_zpool_create_command("zpool", spec, 12) == [
+        "zpool", "create", "-o", "ashift=12", "-o", "multihost=on", "-o", "cachefile=none", "-O", "canmount=off",
+        "lab-ost3", "mirror", "/dev/a", "/dev/b",
+    ]  # fmt: skip
+
+
+def test_md_create_arguments() -> None:
+    members = ["/dev/a", "/dev/b", "/dev/c", "/dev/d"]
+    assert kl.md_problems("raid6", members, 128) == []
+    assert kl.md_problems("raid10", members[:3], 64) == []  # md raid10 takes an odd count too
+    assert kl.md_problems("raid5", members[:2], 0) == ["raid5 needs at least 3 member devices, got 2"]
+    assert kl.md_problems("raid0", members, 0) == ["md_level must be one of raid1, raid5, raid6, raid10, not 'raid0'"]
+    assert "absolute device paths: sdb" in kl.md_problems("raid1", ["/dev/a", "sdb"], 0)[0]
+    assert kl.md_problems("raid1", ["/dev/a", "/dev/a"], 0) == ["md members are listed more than once"]
+    assert kl.build_mdadm_create_command("mdadm", "/dev/md/lab-ost0003", "raid6", members, 128) == [
+        "mdadm", "--create", "/dev/md/lab-ost0003", "--run", "--metadata=1.2", "--level=raid6", "--raid-devices=4",
+        "--chunk=128", *members,
+    ]  # fmt: skip
+    assert "--chunk=128" not in kl.build_mdadm_create_command("mdadm", "/dev/md0", "raid1", members[:2], 128)

@@ -13,8 +13,8 @@ import pytest
 from kiln_ansible_support import DOUBLES, MODULE_UTILS, MODULES, collection_env
 
 ANSIBLE_DOC = Path(sys.executable).parent / "ansible-doc"
-MODULE_NAMES = ["lustre_target", "lustre_param", "lustre_layout"]
-DOUBLE_NAMES = ["mkfs.lustre", "tunefs.lustre", "blkid", "wipefs", "lctl", "lfs", "zpool", "zfs"]
+MODULE_NAMES = ["lustre_target", "lustre_param", "lustre_layout", "lustre_quota"]
+DOUBLE_NAMES = ["mkfs.lustre", "tunefs.lustre", "blkid", "wipefs", "lctl", "lfs", "zpool", "zfs", "mdadm"]
 
 
 @pytest.mark.parametrize("name", MODULE_NAMES)

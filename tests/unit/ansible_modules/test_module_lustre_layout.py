@@ -125,3 +125,64 @@ def test_layout_that_does_not_take_fails(run_module: ModuleRunner, doubles: Doub
     assert result["failed"] is True
     assert "still differs" in result["msg"]
     assert {"component": 1, "field": "pool", "current": None, "wanted": "flash"} in result["drift"]
+
+
+PLAIN = [{"extent_end": "EOF", "stripe_count": 1, "stripe_size": "1M"}]
+
+
+def setdirstripes(doubles: Doubles) -> list[list[str]]:
+    return [argv for argv in doubles.calls("lfs") if argv[0] == "setdirstripe"]
+
+
+def test_dir_default_is_set_once_and_read_back(run_module: ModuleRunner, doubles: Doubles, tmp_path: Path) -> None:
+    wanted = {"mdt_count": 4, "mdt_index": -1, "max_inherit": 3}
+    args = layout_args(doubles, tmp_path, PLAIN, dir_default=wanted, mdt_count=4)
+
+    planned = run_module("lustre_layout", args, check=True)
+    assert planned["changed"] is True
+    assert {"component": "dir_default", "field": "dir_default", "current": None, "wanted": wanted} in planned["drift"]
+    assert planned["dir_command"][1:] == ["setdirstripe", "-D", "-c", "4", "-i", "-1", "-X", "3", str(tmp_path)]
+    assert planned["diff"]["after"].endswith("subdirectories: -D -c 4 -i -1 -X 3\n")
+    assert setdirstripes(doubles) == []
+
+    assert run_module("lustre_layout", args)["changed"] is True
+    settled = run_module("lustre_layout", args)
+    assert settled["changed"] is False
+    assert settled["current_dir_default"] == wanted
+    assert settled["dir_command"] == []
+    assert len(setdirstripes(doubles)) == 1
+    assert ["getdirstripe", "-D", "--yaml", str(tmp_path)] in doubles.calls("lfs")
+
+
+def test_dir_default_drift_names_the_field(run_module: ModuleRunner, doubles: Doubles, tmp_path: Path) -> None:
+    run_module("lustre_layout", layout_args(doubles, tmp_path, PLAIN, dir_default={"mdt_count": 1}))
+    assert setdirstripes(doubles) == [["setdirstripe", "-D", "-c", "1", "-i", "-1", str(tmp_path)]]
+    # lfs stored max_inherit -1 for a count of 1; an unset max_inherit is not compared
+    wider = layout_args(doubles, tmp_path, PLAIN, dir_default={"mdt_count": 2, "max_inherit": 3})
+    result = run_module("lustre_layout", wider, check=True)
+    assert result["drift"] == [
+        {"component": "dir_default", "field": "mdt_count", "current": 1, "wanted": 2},
+        {"component": "dir_default", "field": "max_inherit", "current": -1, "wanted": 3},
+    ]
+
+
+def test_dir_default_above_the_mdt_count_is_refused_before_lfs_runs(
+    run_module: ModuleRunner, doubles: Doubles, tmp_path: Path
+) -> None:
+    args = layout_args(doubles, tmp_path, PLAIN, dir_default={"mdt_count": 8, "max_inherit": 251}, mdt_count=4)
+    result = run_module("lustre_layout", args)
+    assert result["failed"] is True
+    assert "mdt_count 8: the filesystem has 4 MDT(s)" in result["msg"]
+    assert "max_inherit 251" in result["msg"]
+    assert doubles.calls("lfs") == []
+
+
+def test_dir_default_text_fallback_and_one_that_does_not_take(
+    run_module: ModuleRunner, doubles: Doubles, tmp_path: Path
+) -> None:
+    doubles.set_state(quirks={"no_yaml": True, "setdirstripe_ignores_count": True})
+    result = run_module("lustre_layout", layout_args(doubles, tmp_path, PLAIN, dir_default={"mdt_count": 4}))
+    assert result["failed"] is True
+    assert "default directory layout still differs" in result["msg"]
+    assert result["drift"] == [{"component": "dir_default", "field": "mdt_count", "current": 1, "wanted": 4}]
+    assert ["getdirstripe", "-D", str(tmp_path)] in doubles.calls("lfs")

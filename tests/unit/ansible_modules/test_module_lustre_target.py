@@ -470,3 +470,97 @@ def test_real_ext4_that_blkid_cannot_open_is_refused(
     assert "LABEL=data" in result["msg"]
     assert doubles.calls("mkfs.lustre") == []
     assert "TYPE=ext4" in real_probe(image).stdout
+
+
+# -- zfs pools with ashift, dRAID words -------------------------------------------------
+
+
+def test_zfs_pool_with_ashift_is_created_before_mkfs(
+    run_module: ModuleRunner, doubles: Doubles, tmp_path: Path
+) -> None:
+    disks = [str(blank_device(tmp_path, f"{n}.img")) for n in "abcd"]
+    vdevs = ["draid2:1d:4c:0s", *disks]
+    args = zfs_args(doubles, vdevs, ashift=12)
+    planned = run_module("lustre_target", args, check=True)
+    assert planned["changed"] is True
+    assert planned["commands"][0][1:] == [
+        "create", "-o", "ashift=12", "-o", "multihost=on", "-o", "cachefile=none", "-O", "canmount=off",
+        "lab-ost3", *vdevs,
+    ]  # fmt: skip
+    assert [c for c in doubles.calls("zpool") if c[0] == "create"] == []
+
+    assert run_module("lustre_target", args)["changed"] is True
+    assert doubles.state()["zpool_props"]["lab-ost3"]["ashift"] == "12"
+    mkfs = doubles.calls("mkfs.lustre")[0]
+    assert mkfs[-1] == "lab-ost3/ost3" and not set(disks) & set(mkfs)  # the pool exists: no vdevs
+    assert run_module("lustre_target", args)["changed"] is False
+    assert len([c for c in doubles.calls("zpool") if c[0] == "create"]) == 1
+
+
+def test_bad_draid_word_and_ashift_are_refused_before_any_command(
+    run_module: ModuleRunner, doubles: Doubles, tmp_path: Path
+) -> None:
+    disks = [str(blank_device(tmp_path, f"{n}.img")) for n in "abc"]
+    result = run_module("lustre_target", zfs_args(doubles, ["draid2:2d:4c:0s", *disks], ashift=17))
+    assert result["failed"] is True
+    assert "draid2:2d:4c:0s: names 4 children but 3 devices follow it" in result["msg"]
+    assert "draid2:2d:4c:0s: 2 data + 2 parity do not fit 3 children less 0 spares" in result["msg"]
+    assert "ashift 17" in result["msg"]
+    ldiskfs = run_module("lustre_target", ost_args(doubles, blank_device(tmp_path), ashift=12))
+    assert "ashift 12: only for backend zfs" in ldiskfs["msg"]
+    assert doubles.calls("zpool") == [] and doubles.calls("mkfs.lustre") == []
+
+
+# -- md arrays for ldiskfs RAID ----------------------------------------------------------
+
+
+def md_args(doubles: Doubles, device: Path, members: list[str], **overrides: Any) -> dict[str, Any]:
+    md = {"md_create": True, "md_level": "raid6", "md_members": members, "md_chunk_KiB": 128}
+    return ost_args(doubles, device, mdadm=doubles.tool("mdadm"), **{**md, **overrides})
+
+
+def test_md_array_created_from_blank_members_then_formatted(
+    run_module: ModuleRunner, doubles: Doubles, tmp_path: Path
+) -> None:
+    members = [str(blank_device(tmp_path, f"d{n}.img")) for n in range(4)]
+    device = tmp_path / "md-lab-ost0003"
+    args = md_args(doubles, device, members)
+
+    planned = run_module("lustre_target", args, check=True)
+    assert planned["changed"] is True and planned["operation"] == "create_md"
+    assert doubles.calls("mdadm") == [] and not device.exists()
+
+    assert run_module("lustre_target", args)["changed"] is True
+    assert doubles.calls("mdadm") == [[
+        "--create", str(device), "--run", "--metadata=1.2", "--level=raid6", "--raid-devices=4", "--chunk=128",
+        *members,
+    ]]  # fmt: skip
+    assert doubles.calls("mkfs.lustre")[0][-1] == str(device)
+    assert run_module("lustre_target", args)["changed"] is False
+    assert len(doubles.calls("mdadm")) == 1
+
+
+def test_md_member_with_content_is_refused_unless_named(
+    run_module: ModuleRunner, doubles: Doubles, tmp_path: Path
+) -> None:
+    members = [str(blank_device(tmp_path, f"d{n}.img")) for n in range(4)]
+    doubles.set_state(signatures={members[2]: {"TYPE": "ext4", "LABEL": "home"}})
+    device = tmp_path / "md-lab-ost0003"
+    refused = run_module("lustre_target", md_args(doubles, device, members))
+    assert refused["failed"] is True
+    assert f"{members[2]}: TYPE=ext4 LABEL=home" in refused["msg"]
+    assert doubles.calls("mdadm") == [] and wipes(doubles) == []
+
+    allowed = run_module("lustre_target", md_args(doubles, device, members, reformat=["lab-OST0003"]))
+    assert allowed["changed"] is True
+    assert wipes(doubles) == [["-a", members[2]]]
+    assert len(doubles.calls("mdadm")) == 1
+
+
+def test_md_arguments_are_checked(run_module: ModuleRunner, doubles: Doubles, tmp_path: Path) -> None:
+    members = [str(blank_device(tmp_path, f"d{n}.img")) for n in range(3)]
+    result = run_module("lustre_target", md_args(doubles, tmp_path / "md0", members, md_chunk_KiB=96))
+    assert result["failed"] is True
+    assert "raid6 needs at least 4 member devices, got 3" in result["msg"]
+    assert "md chunk 96 KiB" in result["msg"]
+    assert doubles.calls("mdadm") == []

@@ -70,6 +70,8 @@ def _base_spec() -> dict[str, Any]:
                    options={"lanplus": "1"})
     lu["pools"] = [{"name": "flash", "osts": [0, 1]}]
     lu["directories"] = [{"path": "/datasets", "purpose": "datasets", "pool": "flash"}]
+    limits = {"block_soft": "2T", "block_hard": "3T"}
+    lu["quotas"] = {"defaults": {"user": dict(limits), "group": dict(limits), "project": dict(limits)}}
     pool["management_interface"] = "eth0"
     pool["local_nvme"]["mount_point"] = "/mnt/local-nvme"
     storage["interfaces"] = [f"ib{rails['count'] + i}" for i in range(storage["count"])]

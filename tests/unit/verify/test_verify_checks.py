@@ -198,6 +198,43 @@ def test_lustre_layouts(tmp_path: Path) -> None:
     assert s.details == ["/lustre/datasets component 2 stripe_count: planned 4, found -1"]
 
 
+def test_lustre_default_directory_layouts() -> None:
+    from dataclasses import replace
+
+    from kiln.plan.model import DirStripe
+    from kiln.verify.checks.conformance import dir_default_mismatches
+
+    lay = replace(lab()[0].layouts[1], dirstripe=DirStripe(4, -1, 3))
+    found = "lmv_stripe_count: 4 lmv_stripe_offset: -1 lmv_hash_type: none lmv_max_inherit: 3 lmv_max_inherit_rr: 0\n"
+    assert dir_default_mismatches(lay, found) == []
+    assert dir_default_mismatches(lay, found.replace("count: 4", "count: 1")) == [
+        f"{lay.mount_path} subdirectories mdt_count: planned 4, found 1"
+    ]
+    assert dir_default_mismatches(lay, "") == [
+        f"{lay.mount_path} subdirectories dir_default: planned "
+        "{'mdt_count': 4, 'mdt_index': -1, 'max_inherit': 3}, found None"
+    ]
+    assert dir_default_mismatches(lab()[0].layouts[1], "") == []  # one MDT: nothing planned, nothing read
+
+
+def test_lustre_default_quotas() -> None:
+    from kiln.plan.model import QuotaDefault
+    from kiln.verify.checks.conformance import quota_mismatches
+
+    with pytest.raises(NotApplicable, match="no default quotas"):
+        measure("conformance.lustre_quotas", {"gpu001": FakeRemote("gpu001")}, "gpu001")
+    planned = QuotaDefault("user", 2147483648, 2306867200, 5000000, 5500000).module_args()
+    table = ("Disk default usr quota:\n      Filesystem  bquota  blimit  bgrace  iquota  ilimit  igrace\n"
+             "         /lustre 2147483648 2306867200  604800 5000000 5500000  604800\n")
+    assert quota_mismatches("user", planned, table) == []
+    assert quota_mismatches("user", planned, table.replace(" 5500000 ", " 6000000 ")) == [
+        "user default quota inode_hard: planned 5500000, found 6000000"
+    ]
+    assert quota_mismatches("group", planned, table) == [
+        "group default quota: lfs quota printed no default quota table"
+    ]
+
+
 def test_lnet(tmp_path: Path) -> None:
     ok = "net:\n    - net type: lo\n      local NI(s):\n        - nid: 0@lo\n          status: up\n" \
          "    - net type: tcp\n      local NI(s):\n        - nid: 10.89.20.2@tcp\n          status: up\n"

@@ -17,7 +17,10 @@ import re
 import sys
 from typing import Any
 
-STATE_KEYS = ("targets", "signatures", "params", "llogs", "layouts", "zpools", "datasets", "quirks")
+STATE_KEYS = (
+    "targets", "signatures", "params", "llogs", "layouts", "dir_defaults", "default_quotas", "zpools", "datasets",
+    "quirks",
+)
 
 
 def _path(var: str) -> str:

@@ -43,3 +43,26 @@ def test_pool_completed_on_the_mgs(host):
     adds = [argv for argv in calls(host, "lctl") if argv[0] == "pool_add"]
     assert adds == [["pool_add", "lab.flash", "lab-OST0001", "lab-OST0002", "lab-OST0003"]]
     assert not [argv for argv in calls(host, "lctl") if argv[0] == "pool_new"]  # it existed
+
+
+def test_default_directory_layouts_set_once_where_planned(host):
+    sets = [argv for argv in calls(host, "lfs") if argv[0] == "setdirstripe"]
+    assert sets == [  # converge only, not idempotence
+        ["setdirstripe", "-D", "-c", "4", "-i", "-1", "-X", "3", "/lustre/checkpoints"],
+        ["setdirstripe", "-D", "-c", "1", "-i", "-1", "-X", "-1", "/lustre/code"],
+    ]
+    out = host.check_output("lfs getdirstripe -D /lustre/checkpoints")
+    assert "lmv_stripe_count: 4 lmv_stripe_offset: -1" in out and "lmv_max_inherit: 3" in out
+    # a directory without dir_default keeps what it has (the seeded default of /lustre/scratch)
+    assert state(host)["dir_defaults"]["/lustre/scratch"] == {"count": 2, "index": -1, "inherit": 3}
+
+
+def test_default_quotas_set_once(host):
+    sets = [argv for argv in calls(host, "lfs") if argv[0] == "setquota"]
+    assert sets == [  # converge only, not idempotence
+        ["setquota", "-U", "-b", "2147483648", "-B", "2306867200", "-i", "5000000", "-I", "5500000", "/lustre"],
+        ["setquota", "-P", "-b", "21474836480", "-B", "23622320128", "-i", "0", "-I", "0", "/lustre"],
+    ]
+    out = host.check_output("lfs quota -U /lustre")
+    assert out.startswith("Disk default usr quota:") and "2147483648" in out
+    assert "grp" not in state(host)["default_quotas"]["/lustre"]  # no group default planned, none set
