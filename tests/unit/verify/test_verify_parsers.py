@@ -28,6 +28,10 @@ def read(rel: str) -> str:
 FORMAT_EXAMPLES = {
     "tools/gpu/nvidia_smi.csv",
     "tools/lustre/getstripe_yaml_pfl.yaml",
+    "ansible_modules/getdirstripe_default_text.txt",
+    "ansible_modules/getdirstripe_default_yaml.txt",
+    "ansible_modules/quota_default_prj_2_16.txt",
+    "ansible_modules/quota_default_usr_2_15.txt",
     "ansible_modules/getstripe_no_layout.txt",
     "ansible_modules/getstripe_plain.txt",
     "ansible_modules/getstripe_plain_overstriped.txt",
