@@ -28,9 +28,10 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from kiln.plan.model import Plan
+if TYPE_CHECKING:  # the node runs this file alone (roles/monitoring installs it): standard library only
+    from kiln.plan.model import Plan
 
 Status = Literal["ok", "fault", "not_applicable"]
 FAULTS: dict[int, str] = {

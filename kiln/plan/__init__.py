@@ -8,7 +8,7 @@ import json
 from kiln.plan.dataflow import build_dataflow
 from kiln.plan.layouts import build_layouts, layout_issues
 from kiln.plan.model import PLAN_SCHEMA, LustreTarget, Plan, Sizing
-from kiln.plan.monitoring import build_monitoring
+from kiln.plan.monitoring import build_monitoring, monitoring_targets
 from kiln.plan.objectstore import build_objectstore
 from kiln.plan.sizing import build_sizing
 from kiln.plan.targets import build_targets
@@ -141,7 +141,7 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
         nccl=nccl_pools(tunables, spec),
         objectstore=objectstore,
         sizing=sizing,
-        targets=build_targets(spec, sizing),
+        targets=build_targets(spec, sizing) + tuple(monitoring_targets(monitoring)),
         acceptance=spec.acceptance,
         kubernetes_version=spec.kubernetes.version,
         spec_digest=digest,
