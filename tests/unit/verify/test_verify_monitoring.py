@@ -233,7 +233,7 @@ def test_health_rows_follow_kiln_health(tmp_path: Path) -> None:
     bad = REGISTRY["health.nvme"].measure(ctx, _target("health.nvme"), sub, REP)
     assert bad.value == 1 and bad.details == ["fault code 60: nothing mounted at /mnt/local-nvme"]
     assert sum("kiln-health" in c for c in r.commands) == 1  # once per host and run
-    with pytest.raises(CheckError, match="reported no health.rdma"):
+    with pytest.raises(CheckError, match=r"reported no health\.rdma"):
         REGISTRY["health.rdma"].measure(ctx, _target("health.rdma"), sub, REP)
     missing = context({"gpu001": FakeRemote("gpu001").on(r"kiln-health", (127, "", ""))})
     with pytest.raises(CheckError, match="kiln-health is not installed"):
