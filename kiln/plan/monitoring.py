@@ -170,6 +170,12 @@ def sysctl_metric(name: str, key: str | None = None) -> str:
 
 SYSCTL_KEYS = ("min", "default", "max")
 
+#: Debian bookworm's prometheus-node-exporter 1.5.0 built-in --collector.filesystem.mount-points-exclude is
+#: ^/(dev|proc|run|sys|mnt|media|var/lib/docker/.+|var/lib/containers/storage/.+)($|/) (its --help; upstream's
+#: collector/filesystem_linux.go default has no mnt|media): the same without mnt and media, so that planned
+#: filesystems under /mnt (local NVMe scratch, the lab's fault filesystem) are collected.
+MOUNT_POINTS_EXCLUDE = "^/(dev|proc|run|sys|var/lib/docker/.+|var/lib/containers/storage/.+)($|/)"
+
 
 def _sysctl_include(t: Tunable) -> str:
     """The --collector.sysctl.include value: name, or name:k1,k2,k3 for a multi-value sysctl."""
@@ -415,6 +421,8 @@ def build_monitoring(
     # node_exporter 1.5.0 registers infiniband enabled and sysctl disabled by default
     # (collector/infiniband_linux.go, collector/sysctl_linux.go: registerCollector): name both.
     args = ["--collector.infiniband"]
+    if m.filesystems or m.fault_filesystem:
+        args.append(f"--collector.filesystem.mount-points-exclude={MOUNT_POINTS_EXCLUDE}")
     if sysctls:
         args += ["--collector.sysctl"] + [f"--collector.sysctl.include={_sysctl_include(t)}" for t in sysctls]
     rules = (

@@ -26,7 +26,10 @@ def test_chart_values_follow_the_plan() -> None:
     assert spec["scrapeInterval"] == "5s" and spec["retention"] == "2d"
     assert spec["ruleSelectorNilUsesHelmValues"] is False
     args = release["spec"]["values"]["prometheus-node-exporter"]["extraArgs"]
-    assert args[2:] == list(plan.monitoring.node_exporter_args)  # type: ignore[attr-defined]
+    planned = [a for a in plan.monitoring.node_exporter_args  # type: ignore[attr-defined]
+               if not a.startswith("--collector.filesystem.")]
+    assert args[2:] == planned and "--collector.sysctl" in planned
+    assert len([a for a in args if a.startswith("--collector.filesystem.mount-points-exclude")]) == 1
 
 
 def test_rules_dashboards_and_service_monitors() -> None:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from kiln.cli import load
 from kiln.plan import build_plan
-from kiln.plan.monitoring import PORTS, sysctl_metric
+from kiln.plan.monitoring import MOUNT_POINTS_EXCLUDE, PORTS, sysctl_metric
 from kiln.spec.errors import SpecError
 from kiln.spec.models import ClusterSpec
 
@@ -151,6 +152,11 @@ def test_filesystem_rules_watch_the_planned_mounts() -> None:
     assert rules["HostFilesystemFull"].expr.endswith("> 0.85")
     none = build_plan(_spec("lab", filesystems=[], fault_filesystem=None))
     assert not [r for r in none.monitoring.rules if r.alert.startswith("HostFilesystem")]
+    # Debian's node_exporter skips /mnt by default: the plan passes an exclude list without it
+    exclude = [a for a in plan.monitoring.node_exporter_args if a.startswith("--collector.filesystem.mount-points")]
+    assert exclude == [f"--collector.filesystem.mount-points-exclude={MOUNT_POINTS_EXCLUDE}"]
+    assert not re.match(MOUNT_POINTS_EXCLUDE, "/mnt/kiln-fault") and re.match(MOUNT_POINTS_EXCLUDE, "/proc/sys")
+    assert not [a for a in none.monitoring.node_exporter_args if a.startswith("--collector.filesystem.")]
 
 
 def test_for_cap_applies_to_every_rule() -> None:

@@ -48,7 +48,9 @@ def kube_prometheus_values(c: Ctx) -> Obj:
             "podMonitorSelectorNilUsesHelmValues": False,
         }},
         "prometheus-node-exporter": {
-            "extraArgs": [*CHART_NODE_EXPORTER_ARGS, *m.node_exporter_args],
+            # the chart's own exclude list keeps /mnt (a flag given twice stops node_exporter)
+            "extraArgs": [*CHART_NODE_EXPORTER_ARGS, *(a for a in m.node_exporter_args
+                                                       if not a.startswith("--collector.filesystem."))],
             "prometheus": {"monitor": {"relabelings": [HOST_RELABEL]}},
         },
         "alertmanager": {"config": alertmanager_config(m)},
