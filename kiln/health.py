@@ -28,9 +28,10 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from kiln.plan.model import Plan
+if TYPE_CHECKING:  # the node runs this file alone (roles/monitoring installs it): standard library only
+    from kiln.plan.model import Plan
 
 Status = Literal["ok", "fault", "not_applicable"]
 FAULTS: dict[int, str] = {
@@ -195,7 +196,16 @@ def check_lnet(e: Expect, runner: Runner) -> Iterator[Result]:
     yield Result("health.lnet", "ok", f"{len(e.server_nids)} server NIDs answer")
 
 
-def check_clock(runner: Runner) -> Iterator[Result]:
+def in_container(root: Path) -> bool:
+    """podman and Docker mark their containers with these files (podman run(1): /run/.containerenv)."""
+    return (root / "run/.containerenv").exists() or (root / ".dockerenv").exists()
+
+
+def check_clock(runner: Runner, root: Path = Path("/")) -> Iterator[Result]:
+    if in_container(root):
+        yield Result("health.clock", "not_applicable",
+                     "a container shares its host's clock and runs no time service; check the host")
+        return
     out = runner(["timedatectl", "show", "--property=NTPSynchronized", "--value"])
     if out is None:
         yield Result("health.clock", "not_applicable", "timedatectl is not installed")
@@ -219,7 +229,7 @@ def check_nvme(e: Expect, root: Path) -> Iterator[Result]:
 def run_checks(e: Expect, root: Path = Path("/"), runner: Runner = run) -> list[Result]:
     return [
         *check_gpus(e, runner), *check_rdma(e, root), *check_lustre(e, root), *check_lnet(e, runner),
-        *check_clock(runner), *check_nvme(e, root),
+        *check_clock(runner, root), *check_nvme(e, root),
     ]
 
 

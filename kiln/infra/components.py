@@ -18,6 +18,7 @@ from kiln.render.manifests import (
     ACCEPTANCE,
     GPU_NODE_STACK,
     LUSTRE_CLIENT,
+    MONITORING,
     NCCL_CONFIG,
     OBJECT_STORE,
     SECRET_SOURCE_ANNOTATION,
@@ -175,3 +176,9 @@ class AcceptanceSuite(KilnComponent):
 
     def _collect(self) -> None:
         self.jobs = [*self.of_kind("Job"), *self.of_kind("MPIJob")]
+
+
+class Monitoring(KilnComponent):
+    """kube-prometheus-stack (its chart), the plan's PrometheusRule, SeaweedFS ServiceMonitors, dashboards."""
+
+    kind = MONITORING

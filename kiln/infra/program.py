@@ -12,7 +12,15 @@ from typing import Any
 
 import pulumi
 
-from kiln.infra.components import AcceptanceSuite, GpuNodeStack, KilnComponent, LustreClient, NcclConfig, ObjectStore
+from kiln.infra.components import (
+    AcceptanceSuite,
+    GpuNodeStack,
+    KilnComponent,
+    LustreClient,
+    Monitoring,
+    NcclConfig,
+    ObjectStore,
+)
 from kiln.plan import build_plan
 from kiln.plan.model import Plan
 from kiln.plan.serialize import target_dict
@@ -21,6 +29,7 @@ from kiln.render.manifests import (
     ACCEPTANCE,
     GPU_NODE_STACK,
     LUSTRE_CLIENT,
+    MONITORING,
     NCCL_CONFIG,
     OBJECT_STORE,
     build_manifests,
@@ -83,7 +92,9 @@ def main() -> Program:
     nccl = NcclConfig(f"{name}-nccl", comps[NCCL_CONFIG], depends_on=base)
     lustre = LustreClient(f"{name}-lustre", comps[LUSTRE_CLIENT], depends_on=base)
     store = ObjectStore(f"{name}-objectstore", comps[OBJECT_STORE], plan, secret_key, depends_on=base)
-    acceptance = AcceptanceSuite(f"{name}-acceptance", comps[ACCEPTANCE], depends_on=[*base, nccl, lustre, store])
+    monitoring = Monitoring(f"{name}-monitoring", comps[MONITORING], depends_on=[*base, store])
+    acceptance = AcceptanceSuite(f"{name}-acceptance", comps[ACCEPTANCE],
+                                 depends_on=[*base, nccl, lustre, store, monitoring])
 
     outputs: dict[str, Any] = {
         "endpoints": {
@@ -98,5 +109,5 @@ def main() -> Program:
     }
     for k, v in outputs.items():
         pulumi.export(k, v)
-    built: list[KilnComponent] = [gpu, nccl, lustre, store, acceptance]
+    built: list[KilnComponent] = [gpu, nccl, lustre, store, monitoring, acceptance]
     return Program(plan, {c.kind.module: c for c in built}, outputs)

@@ -31,6 +31,7 @@ from kiln.lab import podman
 from kiln.plan import build_plan
 from kiln.plan.model import Plan
 from kiln.render.inventory import container_name, render_inventory
+from kiln.render.monitoring import render_monitoring
 from kiln.spec import ClusterSpec, load_stack
 from kiln.spec.loader import STACKS_ENV
 
@@ -38,6 +39,7 @@ CHECKOUT_ENV = "KILN_CHECKOUT"
 # What the lab runs besides the Python package: the playbooks, the roles and the host scripts of a checkout.
 CHECKOUT_PARTS = ("ansible/site.yml", "roles", "scripts/host-prereqs.sh")
 IMAGE = "localhost/kiln-node:bookworm"
+FAULT_TMPFS_MIB = 32  # the size of the lab's fault filesystem (monitoring.fault_filesystem)
 STEPS = ("prepare", "hosts", "inventory", "configure", "verify")
 
 # The lab's benchmark runs are short: its figures show that the suite measures for real, not what
@@ -226,6 +228,7 @@ class Lab:
                 volumes=tuple(vols),
                 labels={podman.LABEL: self.spec.name, "io.kiln.role": h.role},
                 hosts=tuple((o.name, o.management_address) for o in self.plan.hosts if o.name != h.name),
+                tmpfs=self.fault_tmpfs(),
             )
             try:
                 done = podman.ensure_container(spec)
@@ -238,6 +241,16 @@ class Lab:
         self.write_ssh_files(known)
         self.say("hosts", f"SSH: key, known_hosts and config in {self.ssh_dir.relative_to(self.root)}")
 
+    def fault_tmpfs(self) -> tuple[tuple[str, int], ...]:
+        """The small tmpfs every lab host gets at monitoring.fault_filesystem: the disk the disk-fill fault of
+        `kiln verify` fills (monitoring.fault_disk_fill), never the machine's own disk."""
+        path = self.plan.monitoring.fault_filesystem
+        return ((path, FAULT_TMPFS_MIB),) if path else ()
+
+    @property
+    def monitoring_dir(self) -> Path:
+        return self.state / "monitoring"
+
     def inventory(self) -> None:
         files = render_inventory(self.plan, self.spec)
         for rel, text in files.items():
@@ -246,6 +259,11 @@ class Lab:
             "inventory",
             f"{len(files)} files in {self.inventory_dir.relative_to(self.root)} (kiln inventory {self.stack})",
         )
+        mon = render_monitoring(self.plan)
+        for rel, text in mon.items():
+            _write_if_changed(self.monitoring_dir / rel, text)
+        self.say("inventory", f"{len(mon)} files in {self.monitoring_dir.relative_to(self.root)} "
+                              f"(kiln monitoring {self.stack}: Prometheus, rules, Alertmanager, dashboards)")
         if not self._secret_complete():
             self.secret_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             _write_if_changed(
@@ -279,6 +297,7 @@ class Lab:
             "kiln_allow_not_applicable": True,
             "objectstore_weed_src": str(tools / "weed"),
             "bench_tools_warp_src": str(tools / "warp"),
+            "monitoring_config_src": str(self.monitoring_dir),
             # The lab refreshes its hosts' apt index once a day, not on every hourly re-run.
             "common_apt_cache_valid_time": 86400,
             "bench_tools_apt_cache_valid_time": 86400,

@@ -90,6 +90,7 @@ class HostSpec:
     volumes: tuple[tuple[str, str], ...]  # (volume, mount point)
     labels: dict[str, str]
     hosts: tuple[tuple[str, str], ...] = ()  # /etc/hosts entries: every lab host by name
+    tmpfs: tuple[tuple[str, int], ...] = ()  # (mount point, size in MiB): small filesystems of the container's own
 
 
 # /proc/sys is read-only in a podman container, so the roles could not apply even the sysctls a
@@ -120,6 +121,11 @@ def container_state(name: str) -> str | None:
 def ensure_container(h: HostSpec) -> str:
     """Create and start a systemd container; start it if it exists but stopped. Returns what was done."""
     state = container_state(h.container)
+    recreated = False
+    if state is not None and not _has_tmpfs(h):
+        # made by an older kiln without a tmpfs the stack now plans: remake it (the converge restores it)
+        _run(["rm", "-f", h.container])
+        state, recreated = None, True
     if state == "running":
         return "running"
     if state is not None:
@@ -134,11 +140,25 @@ def ensure_container(h: HostSpec) -> str:
         args += ["--network", f"{net}:ip={ip}"]
     for vol, path in h.volumes:
         args += ["-v", f"{vol}:{path}"]
+    for path, mib in h.tmpfs:
+        args += ["--tmpfs", f"{path}:rw,size={mib}m,mode=0755"]
     for k, v in h.labels.items():
         args += ["--label", f"{k}={v}"]
     args += [h.image, "/sbin/init"]
     _run(args)
-    return "created"
+    return "recreated (new tmpfs mount)" if recreated else "created"
+
+
+def _has_tmpfs(h: HostSpec) -> bool:
+    """Whether an existing container was made with every tmpfs mount of `h`."""
+    if not h.tmpfs:
+        return True
+    proc = _run(["container", "inspect", h.container, "--format", "{{json .HostConfig.Tmpfs}}"], check=False)
+    try:
+        have = json.loads(proc.stdout or "null") or {}
+    except ValueError:
+        return False
+    return all(path in have for path, _ in h.tmpfs)
 
 
 def wait_for_systemd(name: str, timeout: float = 120) -> str:

@@ -9,7 +9,7 @@ from kiln.plan.dataflow import build_dataflow
 from kiln.plan.layouts import build_layouts, layout_issues
 from kiln.plan.mkfs import mkfs_issues
 from kiln.plan.model import PLAN_SCHEMA, LustreTarget, Plan, Sizing
-from kiln.plan.monitoring import build_monitoring
+from kiln.plan.monitoring import build_monitoring, monitoring_targets
 from kiln.plan.objectstore import build_objectstore
 from kiln.plan.quotas import build_quota_defaults, quota_issues
 from kiln.plan.sizing import build_sizing
@@ -146,7 +146,7 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
         nccl=nccl_pools(tunables, spec),
         objectstore=objectstore,
         sizing=sizing,
-        targets=build_targets(spec, sizing),
+        targets=build_targets(spec, sizing) + tuple(monitoring_targets(monitoring)),
         acceptance=spec.acceptance,
         kubernetes_version=spec.kubernetes.version,
         spec_digest=digest,

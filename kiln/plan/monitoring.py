@@ -11,10 +11,10 @@ collector/infiniband_linux.go and collector/sysctl_linux.go), NVIDIA dcgm-export
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from kiln.plan.model import Host, LustreTarget, ObjectStorePlan, Tunable
+from kiln.plan.model import Host, LustreTarget, ObjectStorePlan, Target, Tunable
 from kiln.spec.errors import SpecIssue, suggest
 from kiln.spec.models import ClusterSpec
 
@@ -97,11 +97,26 @@ class MonitoringPlan:
     fill_warn_percent: float
     fill_critical_percent: float
     demand_read_GBps: float  # the dashboards' demand line (sizing.demand.read_GBps)
+    filesystems: tuple[str, ...] = ()  # mount points whose fill alerts (HostFilesystemFilling/Full)
+    for_max_s: int | None = None  # monitoring.alert_for_max_s: the cap applied to every rule's for_s
+    fault_injection: bool = False  # kiln verify injects FAULTS (monitoring.fault_injection)
+    fault_filesystem: str | None = None  # the small scratch filesystem the disk-fill fault fills
+
+    def rule(self, alert: str) -> AlertRule:
+        """The first rule of that name (KeyError when the plan has none)."""
+        for r in self.rules:
+            if r.alert == alert:
+                return r
+        raise KeyError(alert)
+
+
+_RE2_META = frozenset(".^$*+?()[]{}|\\")
 
 
 def _regex(values: list[str] | tuple[str, ...]) -> str:
-    """An anchored PromQL regex matching exactly these values."""
-    return "|".join(re.escape(v) for v in sorted(set(values)))
+    """A PromQL regex (anchored by Prometheus) matching exactly these values, as it stands inside a double-quoted
+    PromQL string: a regex metacharacter gets a backslash, written twice (the string literal takes one)."""
+    return "|".join("".join("\\\\" + c if c in _RE2_META else c for c in v) for v in sorted(set(values)))
 
 
 def default_hosts(hosts: tuple[Host, ...]) -> tuple[str, ...]:
@@ -119,7 +134,12 @@ def _scrape_targets(hosts: tuple[Host, ...], monitors: tuple[str, ...], os_: Obj
         labels = {"host": h.name, "role": h.role}
         if h.pool:
             labels["pool"] = h.pool
-        out.append(ScrapeTarget(job, h.name, f"{h.management_address}:{PORTS[job]}", labels))
+        address = h.management_address
+        if job.startswith("seaweedfs-"):
+            # SeaweedFS 3.39 serves -metricsPort on its -ip.bind address (weed/command/volume.go and the
+            # others: StartMetricsServer(*v.bindIp, ...)); roles/objectstore binds the first storage address
+            address = next((n.address for n in h.nics if n.role == "storage" and n.address), address)
+        out.append(ScrapeTarget(job, h.name, f"{address}:{PORTS[job]}", labels))
 
     by_name = {h.name: h for h in hosts}
     for name in monitors:
@@ -149,6 +169,12 @@ def sysctl_metric(name: str, key: str | None = None) -> str:
 
 
 SYSCTL_KEYS = ("min", "default", "max")
+
+#: Debian bookworm's prometheus-node-exporter 1.5.0 built-in --collector.filesystem.mount-points-exclude is
+#: ^/(dev|proc|run|sys|mnt|media|var/lib/docker/.+|var/lib/containers/storage/.+)($|/) (its --help; upstream's
+#: collector/filesystem_linux.go default has no mnt|media): the same without mnt and media, so that planned
+#: filesystems under /mnt (local NVMe scratch, the lab's fault filesystem) are collected.
+MOUNT_POINTS_EXCLUDE = "^/(dev|proc|run|sys|var/lib/docker/.+|var/lib/containers/storage/.+)($|/)"
 
 
 def _sysctl_include(t: Tunable) -> str:
@@ -297,6 +323,30 @@ def _host_rules(sysctls: list[Tunable], every_s: int) -> list[AlertRule]:
     return out
 
 
+def _filesystem_rules(spec: ClusterSpec) -> list[AlertRule]:
+    """Space used on the planned mount points (node_exporter collector/filesystem_linux.go:
+    node_filesystem_avail_bytes, node_filesystem_size_bytes, labelled by mountpoint)."""
+    m = spec.monitoring
+    mounts = [*m.filesystems, *([m.fault_filesystem] if m.fault_filesystem else [])]
+    if not mounts:
+        return []
+    sel = f'{{mountpoint=~"{_regex(mounts)}"}}'
+    out = []
+    levels: tuple[tuple[Severity, float], ...] = (
+        ("warning", m.fill_warn_percent),
+        ("critical", m.fill_critical_percent),
+    )
+    for sev, pct in levels:
+        out.append(AlertRule(
+            "HostFilesystemFilling" if sev == "warning" else "HostFilesystemFull", "host",
+            f"1 - node_filesystem_avail_bytes{sel} / node_filesystem_size_bytes{sel} > {round(pct / 100, 4)}",
+            300, sev, "{{ $labels.mountpoint }} on {{ $labels.host }} is {{ $value | humanizePercentage }} full",
+            f"{{{{ $labels.mountpoint }}}} on {{{{ $labels.host }}}} has used more than {pct:g}% of its space "
+            "(monitoring.filesystems, monitoring.fill_*_percent).",
+        ))
+    return out
+
+
 def _objectstore_rules(os_: ObjectStorePlan) -> list[AlertRule]:
     if os_.backend != "seaweedfs":
         return []
@@ -371,16 +421,22 @@ def build_monitoring(
     # node_exporter 1.5.0 registers infiniband enabled and sysctl disabled by default
     # (collector/infiniband_linux.go, collector/sysctl_linux.go: registerCollector): name both.
     args = ["--collector.infiniband"]
+    if m.filesystems or m.fault_filesystem:
+        args.append(f"--collector.filesystem.mount-points-exclude={MOUNT_POINTS_EXCLUDE}")
     if sysctls:
         args += ["--collector.sysctl"] + [f"--collector.sysctl.include={_sysctl_include(t)}" for t in sysctls]
     rules = (
         _host_rules(sysctls, m.scrape_interval_s)
+        + _filesystem_rules(spec)
         + _lustre_rules(spec, targets)
         + _fabric_rules(hosts)
         + (_gpu_rules(spec) if any(h.gpus for h in hosts) else [])
         + _objectstore_rules(objectstore)
         + _datamover_rules(spec)
     )
+    if m.alert_for_max_s is not None:
+        cap = m.alert_for_max_s
+        rules = [replace(r, for_s=min(r.for_s, cap)) for r in rules]
     plan = MonitoringPlan(
         hosts=monitors,
         retention_days=m.retention_days,
@@ -395,5 +451,60 @@ def build_monitoring(
         fill_warn_percent=m.fill_warn_percent,
         fill_critical_percent=m.fill_critical_percent,
         demand_read_GBps=demand_read_GBps,
+        filesystems=tuple(m.filesystems),
+        for_max_s=m.alert_for_max_s,
+        fault_injection=m.fault_injection,
+        fault_filesystem=m.fault_filesystem,
     )
     return plan, issues
+
+
+#: The faults `kiln verify` injects on a running cluster, each with the alert that must fire
+#: (kiln/verify/checks/monitoring.py does the injecting and the repair).
+FAULTS: dict[str, tuple[str, str]] = {
+    "objectstore_volume_down": ("ObjectStoreVolumeServerDown", "stop a SeaweedFS volume server"),
+    "disk_fill": ("HostFilesystemFilling", "fill a planned filesystem past fill_warn_percent"),
+    "sysctl_drift": ("SysctlDrift", "set a planned sysctl to another value"),
+    "exporter_down": ("ExporterDown", "stop node_exporter on a host"),
+}
+
+#: kiln-health's sub-checks (kiln/health.py run_checks), one acceptance row each on the compute hosts.
+HEALTH_CHECKS: dict[str, str] = {
+    "health.gpu": "GPUs present, no uncorrectable ECC errors, no hardware slowdown",
+    "health.rdma": "planned RDMA ports ACTIVE at their planned rate",
+    "health.lustre": "Lustre mounted with every OST/MDT import FULL",
+    "health.lnet": "every Lustre server NID answers lnetctl ping",
+    "health.clock": "the clock is synchronised",
+    "health.nvme": "local NVMe scratch mounted",
+}
+
+
+def fire_bound_s(m: MonitoringPlan, rule: AlertRule) -> int:
+    """How long an injected fault may take to fire its alert: two scrape intervals (the first scrape that
+    sees it, one more for a slow target) + the rule's `for:` + one evaluation interval."""
+    return 3 * m.scrape_interval_s + rule.for_s
+
+
+def monitoring_targets(m: MonitoringPlan) -> list[Target]:
+    """Acceptance targets of the monitoring stack: scrape targets up, dashboard panels with data, every fault
+    in FAULTS fires its alert within fire_bound_s and clears after repair, and the node health check."""
+    out = [
+        Target("monitoring.targets_up", "targets down", "count", 0, 0, 0,
+               "every planned scrape target is up in Prometheus (/api/v1/targets)", "aggregate", False, "all"),
+        Target("monitoring.panels_with_data", "panels without data", "count", 0, 0, 0,
+               "every dashboard panel's query returns data from the live Prometheus", "aggregate", False, "all"),
+    ]
+    names = {r.alert for r in m.rules}
+    for name, (alert, what) in FAULTS.items() if m.fault_injection else ():
+        if alert not in names or (name == "disk_fill" and not m.fault_filesystem):
+            continue
+        bound = fire_bound_s(m, m.rule(alert))
+        out.append(Target(
+            f"monitoring.fault_{name}", "seconds to fire", "s", bound, bound, bound,
+            f"{what}: {alert} fires within 3 scrape intervals + its for: ({bound} s) and clears after repair",
+            "aggregate", False, "all",
+        ))
+    for check, why in HEALTH_CHECKS.items():
+        out.append(Target(check, "faults", "count", 0, 0, 0, f"kiln-health: {why}", "host", False, "kiln_compute"))
+    return out
+

@@ -10,7 +10,9 @@ The role opens nothing by itself; every port comes from here, derived from the p
 - Lustre servers and clients on an LNet TCP network: the LNet acceptor port (988) from the storage network;
 - compute hosts: iperf3's port from the storage network (acceptance `network.iperf3` runs between them);
 - compute hosts: every TCP port from the other compute hosts (MPI launchers and NCCL bootstrap use
-  ephemeral ports) and perftest's port from the management network (`fabric.ib_*_bw` exchange).
+  ephemeral ports) and perftest's port from the management network (`fabric.ib_*_bw` exchange);
+- every host: the exporter ports of its planned scrape targets from the Prometheus hosts; Prometheus hosts:
+  Prometheus and Alertmanager from the management network.
 """
 
 from __future__ import annotations
@@ -68,4 +70,25 @@ def firewall_rules(plan: Plan, spec: ClusterSpec, h: Host) -> list[dict[str, Any
         if peers:
             rules.append(_rule("compute-peers", "tcp", [], peers, "MPI and NCCL bootstrap between compute hosts"))
         rules.append(_rule("perftest", "tcp", [opts.perftest_port], [mgmt], "acceptance fabric.ib_*_bw exchange"))
+    rules += _monitoring_rules(plan, spec, h)
     return rules
+
+
+def _monitoring_rules(plan: Plan, spec: ClusterSpec, h: Host) -> list[dict[str, Any]]:
+    """Exporter ports of this host's planned scrape targets, from the Prometheus hosts (their management and
+    storage addresses: SeaweedFS serves metrics on its storage address); on a Prometheus host, the Prometheus
+    and Alertmanager ports from the management network (operators, Grafana)."""
+    from kiln.plan.monitoring import PORTS
+
+    m = plan.monitoring
+    out = []
+    ports = sorted({int(t.address.rsplit(":", 1)[1]) for t in m.scrape_targets
+                    if t.host == h.name and t.job not in ("prometheus", "alertmanager")})
+    sources = sorted({f"{a}/32" for name in m.hosts
+                      for a in (plan.host(name).management_address, *_storage_addresses(plan.host(name)))})
+    if ports and sources:
+        out.append(_rule("metrics", "tcp", list(ports), sources, "Prometheus scrapes the exporters"))
+    if h.name in m.hosts:
+        out.append(_rule("prometheus", "tcp", [PORTS["prometheus"], PORTS["alertmanager"]],
+                         [spec.networks.management], "Prometheus and Alertmanager APIs from the management network"))
+    return out

@@ -8,12 +8,15 @@ Ansible Vault file the operator supplies.
 from __future__ import annotations
 
 import ipaddress
+from dataclasses import asdict
 from typing import Any
 
 import yaml
 
 from kiln import knowledge, yamlio
+from kiln.health import expectations
 from kiln.plan.model import Host, LustreTarget, Plan, Tunable
+from kiln.plan.monitoring import PORTS
 from kiln.plan.tuning import is_namespaced_sysctl, roce_traffic_class
 from kiln.render.firewall import firewall_rules
 from kiln.spec import catalog
@@ -105,6 +108,9 @@ def _host_vars(plan: Plan, spec: ClusterSpec, h: Host) -> dict[str, Any]:
     if h.failover_partner:
         out["kiln_failover_partner"] = h.failover_partner
         out.update(_ha_vars(plan, h, [*targets, *standby]))
+    if h.role == "compute":
+        # kiln-health's expectations (roles/monitoring writes them to /etc/kiln/health.json)
+        out["monitoring_health_expect"] = asdict(expectations(plan, h.name, out.get("kiln_local_nvme_mount")))
     out["firewall_rules"] = firewall_rules(plan, spec, h)
     return out
 
@@ -213,6 +219,12 @@ def render_inventory(plan: Plan, spec: ClusterSpec) -> dict[str, str]:
         "monitoring_hosts": list(plan.monitoring.hosts),
         "monitoring_node_exporter_args": list(plan.monitoring.node_exporter_args),
         "monitoring_retention_days": plan.monitoring.retention_days,
+        "monitoring_lustre_exporter_hosts": sorted({t.host for t in plan.monitoring.scrape_targets
+                                                    if t.job == "lustre"}),
+        "monitoring_health_drain": spec.lustre.scheduler,
+        "objectstore_metrics_ports": {
+            job.removeprefix("seaweedfs-"): port for job, port in PORTS.items() if job.startswith("seaweedfs-")
+        },
     }
     files["group_vars/all/kiln.yml"] = _dump(all_vars, plan)
 

@@ -200,6 +200,17 @@ def _cases(plan: Plan) -> Iterator[tuple[str, list[dict[str, str]], int, list[di
             yield r.alert, [_series(total, ok, f"1000x{n}"), _series(free, ok, f"500x{n}"),
                             _series(total, full, f"1000x{n}"), _series(free, full, f"{free_bad}x{n}")], ev, [
                 _alert(r, full, 1 - free_bad / 1000)]
+        elif r.alert in ("HostFilesystemFilling", "HostFilesystemFull"):
+            mp = _selector(r.expr)["mountpoint"]
+            ok = {"mountpoint": mp, **good}
+            full = {"mountpoint": mp, **bad}
+            used = 0.995 if r.alert.endswith("Full") else (m.fill_warn_percent + m.fill_critical_percent) / 200
+            free_bad = round(1000 * (1 - used))
+            yield r.alert, [_series("node_filesystem_size_bytes", ok, f"1000x{n}"),
+                            _series("node_filesystem_avail_bytes", ok, f"500x{n}"),
+                            _series("node_filesystem_size_bytes", full, f"1000x{n}"),
+                            _series("node_filesystem_avail_bytes", full, f"{free_bad}x{n}")], ev, [
+                _alert(r, full, 1 - free_bad / 1000)]
         elif r.alert == "LustreServerNotHealthy":
             yield r.alert, [_series("lustre_health_healthy", good, f"1x{n}"),
                             _series("lustre_health_healthy", bad, f"0x{n}")], ev, [_alert(r, bad, 0)]
@@ -313,6 +324,21 @@ def _dashboard(plan: Plan, uid: str, title: str, panels: list[tuple[str, list[tu
     return json.dumps(doc, indent=2) + "\n"
 
 
+def _filesystem_panel(m: MonitoringPlan) -> list[tuple[str, list[tuple[str, str]], str]]:
+    """Space used on the planned filesystems (monitoring.filesystems and fault_filesystem), as their alerts."""
+    rule = next((r for r in m.rules if r.alert == "HostFilesystemFilling"), None)
+    if rule is None:
+        return []
+    sel = "{" + _selector_text(rule.expr) + "}"
+    return [("Planned filesystems used", [(f"1 - node_filesystem_avail_bytes{sel} / node_filesystem_size_bytes{sel}",
+                                           "{{host}} {{mountpoint}}")], "percentunit")]
+
+
+def _selector_text(expr: str) -> str:
+    found = re.search(r"\{([^}]*)\}", expr)
+    return found.group(1) if found else ""
+
+
 def dashboards(plan: Plan) -> dict[str, str]:
     m = plan.monitoring
     s = plan.sizing
@@ -370,8 +396,7 @@ def dashboards(plan: Plan) -> dict[str, str]:
             ("CPU busy", [('1 - avg by (host) (rate(node_cpu_seconds_total{mode="idle"}[5m]))', "{{host}}")],
              "percentunit"),
             ("Memory available", [("node_memory_MemAvailable_bytes", "{{host}}")], "bytes"),
-            ("Root filesystem used", [('1 - node_filesystem_avail_bytes{mountpoint="/"} / '
-                                       'node_filesystem_size_bytes{mountpoint="/"}', "{{host}}")], "percentunit"),
+            *_filesystem_panel(m),
         ]),
     }
     return {f"grafana/dashboards/{k}": v for k, v in out.items()}

@@ -858,6 +858,27 @@ class Monitoring(Model):
         default=90, ge=10, le=99.9, description="OST/MDT space or inodes used: critical (above the warn level)."
     )
     gpu_temp_max_C: int = Field(default=85, ge=40, le=120, description="GPU core temperature that alerts, °C.")
+    filesystems: list[AbsPath] = Field(
+        default_factory=lambda: ["/"], max_length=64,
+        description="Host mount points whose space used alerts at fill_warn/critical_percent (node_exporter "
+        "filesystem collector), on every host that has them.",
+    )
+    fault_injection: bool = Field(
+        default=False,
+        description="kiln verify injects faults (stops a SeaweedFS volume server and a node_exporter, drifts a "
+        "sysctl, fills fault_filesystem) and checks that each fires its alert and clears after repair. For a "
+        "lab, or a cluster before it takes work: the faults are real for a minute.",
+    )
+    fault_filesystem: AbsPath | None = Field(
+        default=None,
+        description="A small scratch filesystem (at most 1 GiB: a tmpfs or loop mount, as the lab's) the disk-fill "
+        "fault may fill past fill_warn_percent; also alerted on as in `filesystems`. Never one that holds data.",
+    )
+    alert_for_max_s: int | None = Field(
+        default=None, ge=0, le=3600,
+        description="Caps every alert rule's `for:` duration, seconds (the lab sets it small so injected faults "
+        "fire within a run); default: each rule's own.",
+    )
     lustre_snapshots: list[SnapshotSchedule] = Field(
         default_factory=list, description="Lustre snapshot schedules (ZFS backend only)."
     )

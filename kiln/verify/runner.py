@@ -243,7 +243,7 @@ class Runner:
 
     def _repeat(self, target: Target, check: Check, subject: Subject, res: Result, n: int) -> None:
         a = self.ctx.acceptance
-        if check.kind == "conformance":
+        if check.kind == "conformance" or check.single_run:
             reps = [Rep(1, 1, False)]
         else:
             reps = [Rep(i + 1, a.warmup, True) for i in range(a.warmup)]

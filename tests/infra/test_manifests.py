@@ -36,7 +36,7 @@ from tests.conftest import STACKS
 from tests.infra import k8s_schemas
 
 CUSTOM_KINDS = {"HelmRelease", "HelmRepository", "GitRepository", "NicClusterPolicy", "NetworkAttachmentDefinition",
-                "MPIJob"}
+                "MPIJob", "PrometheusRule", "ServiceMonitor"}
 
 
 def _load(stack: str) -> tuple[ClusterSpec, Plan]:
@@ -58,12 +58,12 @@ def _kind(objs: dict[str, tuple[Obj, ...]], kind: str) -> list[Obj]:
     return [o for o in _all(objs) if o["kind"] == kind]
 
 
-def test_five_components_in_order_with_type_tokens() -> None:
+def test_six_components_in_order_with_type_tokens() -> None:
     spec, plan = _load("dev")
     comps = build_manifests(plan, spec)
     assert [c.kind.token for c in comps] == ["kiln:gpu:GpuNodeStack", "kiln:nccl:NcclConfig",
                                              "kiln:lustre:LustreClient", "kiln:objectstore:ObjectStore",
-                                             "kiln:acceptance:Acceptance"]
+                                             "kiln:monitoring:Monitoring", "kiln:acceptance:Acceptance"]
     assert [c.kind for c in comps] == list(COMPONENT_KINDS)
     assert sorted(render_manifests(plan, spec)) == sorted(k.file for k in COMPONENT_KINDS)
 

@@ -100,3 +100,12 @@ def test_every_fixture_names_its_source() -> None:
     assert files
     for p in files:
         assert p.with_name(p.name + ".source").is_file(), p
+
+
+def test_clock_in_a_container_is_not_applicable(tmp_path: Path) -> None:
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / ".containerenv").write_text("")
+    res = by_check(run_checks(EXPECT, tmp_path, fake({"timedatectl": (0, "no\n")})))
+    assert res["health.clock"].status == "not_applicable" and "host's clock" in res["health.clock"].detail
+    bare = by_check(run_checks(EXPECT, FIX / "healthy", fake({"timedatectl": (0, "no\n")})))
+    assert bare["health.clock"].code == 50

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from kiln.cli import load
 from kiln.plan import build_plan
-from kiln.plan.monitoring import PORTS, sysctl_metric
+from kiln.plan.monitoring import MOUNT_POINTS_EXCLUDE, PORTS, sysctl_metric
 from kiln.spec.errors import SpecError
 from kiln.spec.models import ClusterSpec
 
@@ -24,11 +25,14 @@ def test_lab_stack_monitoring_section() -> None:
     _, plan = load("lab")
     m = plan.monitoring
     assert m.hosts == ("s3-01",)
-    assert m.scrape_interval_s == 15 and m.retention_days == 2
+    assert m.scrape_interval_s == 5 and m.retention_days == 2
+    # the lab caps every rule's for: so that injected faults fire within a run
+    assert m.for_max_s == 10 and max(r.for_s for r in m.rules) == 10
+    assert m.fault_injection and m.fault_filesystem == "/mnt/kiln-fault"
 
 
 def test_hosts_default_to_the_first_object_store_host() -> None:
-    plan = build_plan(_spec("lab", hosts=[], scrape_interval_s=30))
+    plan = build_plan(_spec("lab", hosts=[], scrape_interval_s=30, alert_for_max_s=None))
     assert plan.monitoring.hosts == ("s3-01",)
     down = next(r for r in plan.monitoring.rules if r.alert == "ExporterDown")
     assert down.for_s == 60  # two scrape intervals
@@ -39,7 +43,12 @@ def test_scrape_targets_follow_the_plan() -> None:
     jobs: dict[str, set[str]] = {}
     for t in plan.monitoring.scrape_targets:
         jobs.setdefault(t.job, set()).add(t.host)
-        assert t.address == f"{plan.host(t.host).management_address}:{PORTS[t.job]}"
+        h = plan.host(t.host)
+        if t.job.startswith("seaweedfs-"):  # SeaweedFS serves -metricsPort on its bind (storage) address
+            address = next(n.address for n in h.nics if n.role == "storage")
+        else:
+            address = h.management_address
+        assert t.address == f"{address}:{PORTS[t.job]}"
         assert t.labels["host"] == t.host and t.labels["role"] == plan.host(t.host).role
     assert jobs["node"] == {h.name for h in plan.hosts}
     assert jobs["lustre"] == {"gpu001", "gpu002", "mds01", "oss01", "oss02"}
@@ -131,3 +140,46 @@ def test_every_alert_is_documented_and_has_a_runbook_section() -> None:
         for r in plan.monitoring.rules:
             assert f"`{r.alert}`" in doc, r.alert
             assert r.runbook.split("#")[1] in headings, r.alert
+
+
+def test_filesystem_rules_watch_the_planned_mounts() -> None:
+    plan = build_plan(_spec("lab", filesystems=["/", "/var"], fault_filesystem="/mnt/kiln-fault",
+                            fill_warn_percent=70, fill_critical_percent=85))
+    rules = {r.alert: r for r in plan.monitoring.rules if r.alert.startswith("HostFilesystem")}
+    sel = '{mountpoint=~"/|/mnt/kiln-fault|/var"}'
+    assert rules["HostFilesystemFilling"].expr == (
+        f"1 - node_filesystem_avail_bytes{sel} / node_filesystem_size_bytes{sel} > 0.7")
+    assert rules["HostFilesystemFull"].expr.endswith("> 0.85")
+    none = build_plan(_spec("lab", filesystems=[], fault_filesystem=None))
+    assert not [r for r in none.monitoring.rules if r.alert.startswith("HostFilesystem")]
+    # Debian's node_exporter skips /mnt by default: the plan passes an exclude list without it
+    exclude = [a for a in plan.monitoring.node_exporter_args if a.startswith("--collector.filesystem.mount-points")]
+    assert exclude == [f"--collector.filesystem.mount-points-exclude={MOUNT_POINTS_EXCLUDE}"]
+    assert not re.match(MOUNT_POINTS_EXCLUDE, "/mnt/kiln-fault") and re.match(MOUNT_POINTS_EXCLUDE, "/proc/sys")
+    assert not [a for a in none.monitoring.node_exporter_args if a.startswith("--collector.filesystem.")]
+
+
+def test_for_cap_applies_to_every_rule() -> None:
+    uncapped = build_plan(_spec("lab", alert_for_max_s=None)).monitoring
+    capped = build_plan(_spec("lab", alert_for_max_s=7)).monitoring
+    assert max(r.for_s for r in uncapped.rules) == 900  # LustreTargetRecovering
+    assert [min(r.for_s, 7) for r in uncapped.rules] == [r.for_s for r in capped.rules]
+
+
+def test_monitoring_targets_only_with_fault_injection() -> None:
+    _, plan = load("lab")
+    checks = {t.check: t for t in plan.targets}
+    faults = {c for c in checks if c.startswith("monitoring.fault_")}
+    assert faults == {"monitoring.fault_objectstore_volume_down", "monitoring.fault_disk_fill",
+                      "monitoring.fault_sysctl_drift", "monitoring.fault_exporter_down"}
+    # 3 scrape intervals + the capped for: 3 × 5 + 10
+    assert checks["monitoring.fault_exporter_down"].fail == 25
+    assert not checks["monitoring.fault_exporter_down"].higher_is_better
+    assert {"monitoring.targets_up", "monitoring.panels_with_data", "health.gpu", "health.clock"} <= set(checks)
+    quiet = build_plan(_spec("lab", fault_injection=False))
+    assert not [t for t in quiet.targets if t.check.startswith("monitoring.fault_")]
+    no_fs = build_plan(_spec("lab", fault_filesystem=None))
+    assert "monitoring.fault_disk_fill" not in {t.check for t in no_fs.targets}
+    _, prod = load("prod-h100")
+    assert "monitoring.targets_up" in {t.check for t in prod.targets}
+    assert not [t for t in prod.targets if t.check.startswith("monitoring.fault_")]

@@ -101,7 +101,7 @@ def test_prometheus_scrapes_every_planned_target() -> None:
     got = {(j["job_name"], sc["labels"]["host"], sc["targets"][0]) for j in cfg["scrape_configs"]
            for sc in j["static_configs"]}
     assert got == {(t.job, t.host, t.address) for t in plan.monitoring.scrape_targets}
-    assert cfg["global"]["scrape_interval"] == "15s"
+    assert cfg["global"]["scrape_interval"] == "5s"
     assert cfg["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"] == ["10.89.10.7:9093"]
 
 

@@ -275,6 +275,7 @@ class Check(ABC):
     kind: ClassVar[Literal["conformance", "benchmark"]] = "benchmark"
     runbook: ClassVar[str] = ""  # docs/runbooks/acceptance-<area>.md
     parallel_hosts: ClassVar[bool] = False  # subjects may run at the same time (no shared resource)
+    single_run: ClassVar[bool] = False  # one run per subject whatever acceptance.repetitions says (faults)
     tools: ClassVar[tuple[str, ...]] = ()  # what the report names as the tool(s)
 
     def subjects(self, ctx: Context, target: Target) -> list[Subject]:

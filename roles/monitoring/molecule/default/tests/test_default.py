@@ -16,7 +16,8 @@ def test_systemd_is_running(host):
 
 
 def test_services_run(host):
-    for unit in ("prometheus-node-exporter", "prometheus", "prometheus-alertmanager"):
+    for unit in ("prometheus-node-exporter", "prometheus", "prometheus-alertmanager", "kiln-lustre-exporter",
+                 "kiln-health.timer"):
         assert host.service(unit).is_running, unit
         assert host.service(unit).is_enabled, unit
 
@@ -43,3 +44,16 @@ def test_prometheus_scrapes_the_planned_targets(host):
 
 def test_alertmanager_is_ready(host):
     assert _get(host, "http://127.0.0.1:9093/-/ready").strip().startswith("OK")
+
+
+def test_lustre_exporter_says_not_applicable_without_lustre(host):
+    text = _get(host, "http://127.0.0.1:9169/metrics")
+    assert "lustre_exporter_applicable{" in text and "} 0.0" in text
+
+
+def test_kiln_health_reports_every_check(host):
+    res = host.run("kiln-health --json")
+    rows = {r["check"]: r for r in json.loads(res.stdout)}
+    assert set(rows) == {"health.gpu", "health.rdma", "health.lustre", "health.lnet", "health.clock", "health.nvme"}
+    assert rows["health.gpu"]["status"] == "not_applicable" and rows["health.gpu"]["detail"]
+    assert json.loads(host.file("/etc/kiln/health.json").content_string)["host"] == "monitoring-instance"

@@ -1,0 +1,484 @@
+"""Monitoring: the live Prometheus against the plan (targets up, dashboard panels with data), injected faults
+that must fire their alert and clear after repair, and the node health check (kiln-health) on compute hosts.
+
+Prometheus is asked on the monitoring host itself (its HTTP API on 127.0.0.1:9090, through the same remote
+the other checks use), so no port has to be open to the machine running `kiln verify`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+import urllib.parse
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from kiln.plan.model import Target
+from kiln.plan.monitoring import FAULTS, HEALTH_CHECKS, PORTS, fire_bound_s
+from kiln.plan.tuning import is_namespaced_sysctl
+from kiln.verify.checks.base import (
+    Check,
+    CheckError,
+    Context,
+    NotApplicable,
+    Rep,
+    Sample,
+    Subject,
+    quote,
+    register,
+)
+
+RUNBOOK = "docs/runbooks/monitoring.md"
+FAULT_FS_MAX_BYTES = 1 << 30  # the disk-fill fault refuses a filesystem larger than this (spec: at most 1 GiB)
+FILL_FILE = "kiln-verify-fault-fill"
+
+_GET = ("python3 -c 'import sys, urllib.request; "
+        "sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=15).read().decode())' ")
+
+
+def monitor_host(ctx: Context) -> str:
+    """The first Prometheus host of the plan, which must be among the selected hosts."""
+    for h in ctx.plan.monitoring.hosts:
+        if h in ctx.remotes:
+            return h
+    raise NotApplicable(f"no Prometheus host of the plan ({', '.join(ctx.plan.monitoring.hosts)}) is selected")
+
+
+def prom_api(ctx: Context, path: str, params: dict[str, str] | None = None) -> Any:
+    """GET Prometheus's HTTP API on the monitoring host; the `data` of a successful answer."""
+    host = monitor_host(ctx)
+    url = f"http://127.0.0.1:{PORTS['prometheus']}{path}"
+    if params:
+        url += "?" + urllib.parse.urlencode(params)
+    r = ctx.run(host, _GET + quote(url), 30)
+    if not r.ok:
+        raise CheckError(f"{host}: Prometheus API {path} did not answer (rc {r.rc}): "
+                         f"{(r.stderr.strip() or r.stdout.strip())[-300:]}")
+    try:
+        doc = json.loads(r.stdout)
+    except ValueError:
+        raise CheckError(f"{host}: Prometheus API {path} answered no JSON: {r.stdout[:200]!r}") from None
+    if doc.get("status") != "success":
+        raise CheckError(f"{host}: Prometheus API {path}: {doc.get('errorType')}: {doc.get('error')}")
+    return doc["data"]
+
+
+def prom_query(ctx: Context, expr: str) -> list[dict[str, Any]]:
+    data = prom_api(ctx, "/api/v1/query", {"query": expr})
+    result = data.get("result") if isinstance(data, dict) else None
+    return result if isinstance(result, list) else []
+
+
+class _PromCheck(Check):
+    kind = "conformance"
+    runbook = RUNBOOK
+    tools = ("Prometheus HTTP API",)
+
+    def subjects(self, ctx: Context, target: Target) -> list[Subject]:
+        hosts = [h for h in ctx.plan.monitoring.hosts if h in ctx.remotes]
+        return [Subject(f"Prometheus on {hosts[0]}", (hosts[0],))] if hosts else []
+
+
+def _hardware_reason(ctx: Context, job: str, hosts: list[str]) -> str | None:
+    """Why an exporter of `job` has nothing to serve on these hosts (None: it should)."""
+    need = {"dcgm": "gpu"}.get(job)
+    if need is None:
+        return None
+    reasons = [ctx.probe(h, need) for h in hosts if h in ctx.remotes]
+    if reasons and all(reasons):
+        return f"{hosts[0]}: {reasons[0]}" if len(hosts) == 1 else f"{len(hosts)} hosts: {reasons[0]}"
+    return None
+
+
+@register
+class TargetsUp(_PromCheck):
+    id = "monitoring.targets_up"
+
+    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+        data = prom_api(ctx, "/api/v1/targets", {"state": "active"})
+        active = {(t["labels"].get("job"), t["labels"].get("instance")): t for t in data.get("activeTargets", [])}
+        s = Sample(0.0, raw={"targets.json": json.dumps(data, indent=1)})
+        up = 0
+        for t in ctx.plan.monitoring.scrape_targets:
+            seen = active.get((t.job, t.address))
+            if seen is None:
+                s.details.append(f"{t.job} {t.address} ({t.host}): planned, not in Prometheus's active targets")
+            elif seen.get("health") == "up":
+                up += 1
+            else:
+                why = _hardware_reason(ctx, t.job, [t.host])
+                err = seen.get("lastError") or seen.get("health")
+                if why:
+                    s.details.append(f"note: {t.job} {t.address} down, not applicable on this host: {why}")
+                else:
+                    s.details.append(f"{t.job} {t.address} ({t.host}): {seen.get('health')} ({err})")
+        s.value = float(sum(1 for d in s.details if not d.startswith("note:")))
+        s.info["checked"] = len(ctx.plan.monitoring.scrape_targets)
+        s.info["up"] = up
+        return s
+
+
+# metric-name prefixes → the scrape job that exports them
+_SOURCES = (("DCGM_", "dcgm"), ("lustre_", "lustre"), ("node_", "node"), ("kiln_datamover_", "datamover"))
+_NAME = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")
+
+
+def panel_queries(ctx: Context) -> list[tuple[str, str, str]]:
+    """(dashboard file, panel title, PromQL) of every dashboard kiln renders for this plan."""
+    from kiln.render.monitoring import dashboards
+
+    out = []
+    for path, text in sorted(dashboards(ctx.plan).items()):
+        for panel in json.loads(text).get("panels", []):
+            for t in panel.get("targets", []):
+                out.append((path.rsplit("/", 1)[-1], str(panel.get("title")), str(t.get("expr"))))
+    return out
+
+
+@register
+class PanelsWithData(_PromCheck):
+    id = "monitoring.panels_with_data"
+
+    def _no_data_reason(self, ctx: Context, expr: str) -> str | None:
+        """Why a query may rightly return nothing here: its exporter is not planned, or the hardware it reads
+        is absent on every host that runs it (None: it should have returned data)."""
+        if expr.lstrip().startswith("count by (severity) (ALERTS"):
+            return "no alert is firing"
+        names = _NAME.findall(re.sub(r"\{[^}]*\}", "", expr))  # metric names and functions; no label values
+        m = ctx.plan.monitoring
+        for name in names:
+            job = next((j for prefix, j in _SOURCES if name.startswith(prefix)), None)
+            if job is None:
+                continue
+            hosts = sorted({t.host for t in m.scrape_targets if t.job == job})
+            if not hosts:
+                return f"the plan scrapes no {job} exporter (nothing exports {name})"
+            if job == "dcgm":
+                why = _hardware_reason(ctx, "dcgm", hosts)
+                if why:
+                    return f"no DCGM exporter data: {why}"
+            if job == "lustre":
+                reasons = [ctx.probe(h, "lustre") for h in hosts if h in ctx.remotes]
+                if reasons and all(reasons):
+                    return f"no Lustre on any of the {len(hosts)} exporter hosts ({reasons[0]})"
+            if name.startswith("node_infiniband_"):
+                reasons = [ctx.probe(h, "rdma") for h in hosts if h in ctx.remotes]
+                if reasons and all(reasons):
+                    return f"no RDMA device on any host ({reasons[0]})"
+        return None
+
+    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+        s = Sample(0.0)
+        queries = panel_queries(ctx)
+        rows = []
+        for board, title, expr in queries:
+            if re.fullmatch(r"vector\([^)]*\)", expr.strip()):
+                rows.append(f"{board}\t{title}\tconstant\t{expr}")
+                continue  # a planned line drawn as a constant: always has data
+            n = len(prom_query(ctx, expr))
+            rows.append(f"{board}\t{title}\t{n}\t{expr}")
+            if n:
+                continue
+            why = self._no_data_reason(ctx, expr)
+            if why:
+                s.details.append(f"note: {board} '{title}' no data, not applicable here: {why}")
+            else:
+                s.details.append(f"{board} '{title}': no data for {expr}")
+        s.raw["panels.tsv"] = "\n".join(rows) + "\n"
+        s.value = float(sum(1 for d in s.details if not d.startswith("note:")))
+        s.info["checked"] = len(queries)
+        return s
+
+
+# ------------------------------------------------------------------------------------------------- faults
+
+
+@dataclass
+class Fault:
+    """One injected fault: where, how it is made and repaired, and the alert series that must fire."""
+
+    name: str
+    alert: str
+    host: str
+    labels: dict[str, str]
+    inject: str
+    repair: str
+    bound_s: int
+    notes: list[str] = field(default_factory=list)
+    fired_s: float | None = None
+    cleared_s: float | None = None
+    error: str | None = None
+
+    @property
+    def selector(self) -> str:
+        inner = ",".join(f'{k}="{v}"' for k, v in {"alertname": self.alert, "alertstate": "firing",
+                                                     **self.labels}.items())
+        return f"ALERTS{{{inner}}}"
+
+
+def _victims(ctx: Context) -> list[str]:
+    """Compute hosts first (a fault there disturbs no service), then the others; never the Prometheus host."""
+    mon = set(ctx.plan.monitoring.hosts)
+    hosts = ctx.group_hosts("kiln_compute") + [h for h in ctx.group_hosts("all") if h not in ctx.group_hosts(
+        "kiln_compute")]
+    return [h for h in hosts if h not in mon]
+
+
+def _fault_disk(ctx: Context, host: str, bound: int) -> Fault:
+    m = ctx.plan.monitoring
+    path = m.fault_filesystem
+    if not path:
+        raise NotApplicable("the plan names no monitoring.fault_filesystem")
+    r = ctx.run(host, f"mountpoint -q {quote(path)} && df -B1 --output=size,used {quote(path)} | tail -1", 30)
+    parts = r.stdout.split()
+    if not r.ok or len(parts) != 2:
+        raise CheckError(f"{host}: {path} is not a mount point (monitoring.fault_filesystem: `kiln lab` mounts a "
+                         "tmpfs there; on a cluster mount a small tmpfs or loop filesystem there first)")
+    size, used = int(parts[0]), int(parts[1])
+    if size > FAULT_FS_MAX_BYTES:
+        raise CheckError(f"{host}: {path} holds {size} bytes, more than the {FAULT_FS_MAX_BYTES} a fault may fill; "
+                         "refusing (monitoring.fault_filesystem must be a small scratch filesystem)")
+    frac = (m.fill_warn_percent + min(m.fill_critical_percent, 99.0)) / 200
+    need = max(0, int(size * frac) - used)
+    fill = f"{path.rstrip('/')}/{FILL_FILE}"
+    return Fault(
+        "disk_fill", "HostFilesystemFilling", host, {"host": host, "mountpoint": path},
+        f"head -c {need} /dev/zero > {quote(fill)} && sync", f"rm -f {quote(fill)}", bound,
+        [f"{path}: {size} bytes, {used} used; wrote {need} bytes to reach {frac:.0%}"],
+    )
+
+
+def _fault_sysctl(ctx: Context, host: str, bound: int) -> Fault:
+    rules = {r.labels.get("sysctl"): r for r in ctx.plan.monitoring.rules if r.alert == "SysctlDrift"}
+    for t in ctx.plan.tunables:
+        value = str(t.value)
+        if t.apply == "sysctl" and t.param in rules and is_namespaced_sysctl(t.id) and value.isdigit():
+            wrong = int(value) - 1 if int(value) > 0 else 1
+            return Fault(
+                "sysctl_drift", "SysctlDrift", host, {"host": host, "sysctl": t.param},
+                f"sysctl -q -w {quote(f'{t.param}={wrong}')}", f"sysctl -q -w {quote(f'{t.param}={value}')}",
+                bound, [f"{t.param}: planned {value}, set to {wrong}"],
+            )
+    raise NotApplicable("the plan alerts on no single-valued sysctl this host's network namespace owns")
+
+
+def build_faults(ctx: Context, names: list[str]) -> list[Fault]:
+    m = ctx.plan.monitoring
+    victims = _victims(ctx)
+    out: list[Fault] = []
+    for name in names:
+        alert = FAULTS[name][0]
+        bound = fire_bound_s(m, m.rule(alert))
+        if name == "objectstore_volume_down":
+            stores = [h for h in ctx.plan.objectstore.hosts if h in ctx.remotes]
+            if not stores:
+                raise NotApplicable("no object-store host is selected")
+            out.append(Fault(name, alert, stores[0], {"host": stores[0]}, "systemctl stop seaweedfs-volume",
+                             "systemctl start seaweedfs-volume", bound))
+            continue
+        if not victims:
+            raise NotApplicable("no selected host besides the Prometheus host to inject a fault on")
+        if name == "exporter_down":
+            # the last candidate, so that the other faults (first candidate) stay visible to Prometheus
+            h = victims[-1] if len(victims) > 1 else victims[0]
+            out.append(Fault(name, alert, h, {"job": "node", "host": h}, "systemctl stop prometheus-node-exporter",
+                             "systemctl start prometheus-node-exporter", bound))
+        elif name == "disk_fill":
+            out.append(_fault_disk(ctx, victims[0], bound))
+        elif name == "sysctl_drift":
+            out.append(_fault_sysctl(ctx, victims[0], bound))
+    return out
+
+
+class FaultSession:
+    """Every selected fault injected at once, each alert awaited, every fault repaired, each alert awaited
+    to clear. The fault checks share one session per run, so the block takes as long as its slowest fault."""
+
+    _lock = threading.Lock()
+    _runs: ClassVar[dict[int, FaultSession]] = {}
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.results: dict[str, Fault | Exception] = {}
+        self.log: list[str] = []
+
+    @classmethod
+    def of(cls, ctx: Context) -> FaultSession:
+        with cls._lock:
+            run = cls._runs.get(id(ctx))
+            if run is None or run.ctx is not ctx:
+                run = cls._runs[id(ctx)] = cls(ctx)
+                run.run()
+            return run
+
+    def selected(self) -> list[str]:
+        from kiln.verify.runner import select_targets
+
+        try:
+            checks = {t.check for t in select_targets(self.ctx.plan, self.ctx.options.only)}
+        except ValueError:
+            checks = set()
+        return [n for n in FAULTS if f"monitoring.fault_{n}" in checks]
+
+    def _firing(self, faults: list[Fault]) -> set[str]:
+        got = prom_query(self.ctx, 'ALERTS{alertstate="firing"}')
+        out = set()
+        for f in faults:
+            if any(all(r.get("metric", {}).get(k) == v for k, v in {"alertname": f.alert, **f.labels}.items())
+                   for r in got):
+                out.add(f.name)
+        return out
+
+    def _say(self, text: str) -> None:
+        self.log.append(text)
+        self.ctx.progress(f"monitoring faults: {text}")
+
+    def run(self) -> None:
+        faults: list[Fault] = []
+        for name in self.selected():
+            try:
+                faults += build_faults(self.ctx, [name])
+            except (NotApplicable, CheckError) as exc:
+                self.results[name] = exc
+        if not faults:
+            return
+        interval = self.ctx.plan.monitoring.scrape_interval_s
+        already = self._firing(faults)
+        for f in faults:
+            if f.name in already:
+                f.error = f"{f.alert} for {f.labels} was already firing before the fault: nothing to prove"
+        live = [f for f in faults if f.error is None]
+        started: dict[str, float] = {}
+        try:
+            for f in live:
+                r = self.ctx.run(f.host, f.inject, 60)
+                if not r.ok:
+                    f.error = f"{f.host}: injecting ({f.inject}) failed with rc {r.rc}: {r.stderr.strip()[-200:]}"
+                    continue
+                started[f.name] = time.monotonic()
+                self._say(f"{f.name}: injected on {f.host} ({f.inject})")
+            waiting = [f for f in live if f.name in started]
+            deadline = time.monotonic() + 2 * max((f.bound_s for f in waiting), default=0) + interval
+            while waiting and time.monotonic() < deadline:
+                time.sleep(1)
+                fired = self._firing(waiting)
+                now = time.monotonic()
+                for f in [f for f in waiting if f.name in fired]:
+                    f.fired_s = round(now - started[f.name], 1)
+                    self._say(f"{f.name}: {f.alert} firing after {f.fired_s:.0f} s")
+                waiting = [f for f in waiting if f.name not in fired]
+            for f in waiting:
+                f.error = (f"{f.alert} did not fire within {2 * f.bound_s + interval} s of the fault "
+                           f"(bound {f.bound_s} s); query {f.selector}")
+        finally:
+            repaired: dict[str, float] = {}
+            for f in faults:
+                if f.name not in started:
+                    continue
+                r = self.ctx.run(f.host, f.repair, 120)
+                repaired[f.name] = time.monotonic()
+                if not r.ok:
+                    f.error = f"{f.host}: REPAIR FAILED ({f.repair}, rc {r.rc}): {r.stderr.strip()[-200:]}"
+                self._say(f"{f.name}: repaired ({f.repair})")
+        clearing = [f for f in faults if f.fired_s is not None and f.error is None]
+        deadline = time.monotonic() + max((f.bound_s for f in clearing), default=0) + 3 * interval
+        while clearing and time.monotonic() < deadline:
+            time.sleep(1)
+            still = self._firing(clearing)
+            now = time.monotonic()
+            for f in [f for f in clearing if f.name not in still]:
+                f.cleared_s = round(now - repaired[f.name], 1)
+                self._say(f"{f.name}: {f.alert} cleared {f.cleared_s:.0f} s after repair")
+            clearing = [f for f in clearing if f.name in still]
+        for f in clearing:
+            f.error = f"{f.alert} fired after {f.fired_s:.0f} s but still fires after repair ({f.selector})"
+        for f in faults:
+            self.results[f.name] = f
+
+
+class FaultCheck(Check):
+    kind = "benchmark"
+    single_run = True
+    runbook = RUNBOOK
+    tools = ("systemctl / sysctl / head (fault)", "Prometheus HTTP API (ALERTS)")
+    fault = ""
+
+    def subjects(self, ctx: Context, target: Target) -> list[Subject]:
+        hosts = [h for h in ctx.plan.monitoring.hosts if h in ctx.remotes]
+        return [Subject(f"{FAULTS[self.fault][1]}, Prometheus on {hosts[0]}", (hosts[0],))] if hosts else []
+
+    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+        res = FaultSession.of(ctx).results.get(self.fault)
+        if res is None:
+            raise CheckError(f"fault {self.fault} was not run (not selected in this run's --only)")
+        if isinstance(res, Exception):
+            raise res
+        if res.error or res.fired_s is None:
+            raise CheckError(res.error or f"{res.alert} did not fire")
+        s = Sample(res.fired_s)
+        s.details = [
+            f"on {res.host}: {res.inject}",
+            f"{res.alert} fired after {res.fired_s:.0f} s (bound {res.bound_s} s: 3 scrape intervals + for:)",
+            f"repaired ({res.repair}); cleared after {res.cleared_s:.0f} s",
+            *res.notes,
+        ]
+        s.info.update({"alert": res.alert, "host": res.host, "cleared_s": res.cleared_s})
+        return s
+
+
+for _name in FAULTS:
+    register(type(f"Fault_{_name}", (FaultCheck,), {"id": f"monitoring.fault_{_name}", "fault": _name}))
+
+
+# ------------------------------------------------------------------------------------------- node health
+
+
+class HealthCheck(Check):
+    """One kiln-health sub-check on a compute host: ok → PASS, fault → FAIL with its code, not applicable →
+    NOT APPLICABLE with kiln-health's reason. kiln-health runs once per host and run."""
+
+    kind = "conformance"
+    runbook = RUNBOOK
+    parallel_hosts = True
+    tools = ("kiln-health",)
+    _lock = threading.Lock()
+    _cache: ClassVar[dict[tuple[int, str], list[dict[str, Any]]]] = {}
+
+    def results(self, ctx: Context, host: str) -> list[dict[str, Any]]:
+        key = (id(ctx), host)
+        with self._lock:
+            if key in self._cache:
+                return self._cache[key]
+        r = ctx.run(host, "command -v kiln-health >/dev/null || exit 127; kiln-health --json", 120)
+        if r.rc == 127:
+            raise CheckError(f"{host}: kiln-health is not installed (roles/monitoring installs it on compute hosts)")
+        try:
+            rows = json.loads(r.stdout)
+        except ValueError:
+            raise CheckError(f"{host}: kiln-health printed no JSON (rc {r.rc}): "
+                             f"{(r.stderr.strip() or r.stdout.strip())[-300:]}") from None
+        with self._lock:
+            self._cache[key] = rows
+        return list(rows)
+
+    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+        host = subject.hosts[0]
+        row = next((x for x in self.results(ctx, host) if x.get("check") == target.check), None)
+        if row is None:
+            raise CheckError(f"{host}: kiln-health reported no {target.check}")
+        status, detail = row.get("status"), str(row.get("detail"))
+        if status == "not_applicable":
+            raise NotApplicable(detail)
+        s = Sample(0.0, raw={"kiln-health.json": json.dumps(self.results(ctx, host), indent=1)})
+        if status == "ok":
+            s.details.append(f"note: {detail}")
+        else:
+            s.details.append(f"fault code {row.get('code')}: {detail}")
+            s.value = 1.0
+        return s
+
+
+for _check in HEALTH_CHECKS:
+    register(type(f"Health_{_check.split('.')[1]}", (HealthCheck,), {"id": _check}))
