@@ -12,13 +12,22 @@ from typing import Any
 
 import pulumi
 
-from kiln.infra.components import AcceptanceSuite, GpuNodeStack, KilnComponent, LustreClient, NcclConfig, ObjectStore
+from kiln.infra.components import (
+    AcceptanceSuite,
+    DataMover,
+    GpuNodeStack,
+    KilnComponent,
+    LustreClient,
+    NcclConfig,
+    ObjectStore,
+)
 from kiln.plan import build_plan
 from kiln.plan.model import Plan
 from kiln.plan.serialize import target_dict
 from kiln.render.inventory import render_inventory
 from kiln.render.manifests import (
     ACCEPTANCE,
+    DATAFLOW,
     GPU_NODE_STACK,
     LUSTRE_CLIENT,
     NCCL_CONFIG,
@@ -84,6 +93,7 @@ def main() -> Program:
     lustre = LustreClient(f"{name}-lustre", comps[LUSTRE_CLIENT], depends_on=base)
     store = ObjectStore(f"{name}-objectstore", comps[OBJECT_STORE], plan, secret_key, depends_on=base)
     acceptance = AcceptanceSuite(f"{name}-acceptance", comps[ACCEPTANCE], depends_on=[*base, nccl, lustre, store])
+    mover = DataMover(f"{name}-dataflow", comps[DATAFLOW], depends_on=[*base, lustre, store])
 
     outputs: dict[str, Any] = {
         "endpoints": {
@@ -98,5 +108,5 @@ def main() -> Program:
     }
     for k, v in outputs.items():
         pulumi.export(k, v)
-    built: list[KilnComponent] = [gpu, nccl, lustre, store, acceptance]
+    built: list[KilnComponent] = [gpu, nccl, lustre, store, acceptance, mover]
     return Program(plan, {c.kind.module: c for c in built}, outputs)

@@ -46,7 +46,9 @@ NCCL_CONFIG = ComponentKind("nccl", "NcclConfig", "nccl-config.yaml")
 LUSTRE_CLIENT = ComponentKind("lustre", "LustreClient", "lustre-client.yaml")
 OBJECT_STORE = ComponentKind("objectstore", "ObjectStore", "object-store.yaml")
 ACCEPTANCE = ComponentKind("acceptance", "Acceptance", "acceptance.yaml")
-COMPONENT_KINDS: tuple[ComponentKind, ...] = (GPU_NODE_STACK, NCCL_CONFIG, LUSTRE_CLIENT, OBJECT_STORE, ACCEPTANCE)
+DATAFLOW = ComponentKind("dataflow", "DataMover", "dataflow.yaml")
+COMPONENT_KINDS: tuple[ComponentKind, ...] = (GPU_NODE_STACK, NCCL_CONFIG, LUSTRE_CLIENT, OBJECT_STORE, ACCEPTANCE,
+                                              DATAFLOW)
 
 
 @dataclass(frozen=True, slots=True)
