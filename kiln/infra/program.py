@@ -1,4 +1,4 @@
-"""The Pulumi program: stack config `kiln:cluster` → spec → plan → the five components.
+"""The Pulumi program: stack config `kiln:cluster` → spec → plan → the six components.
 
 `__main__.py` calls `main()`; tests call it under `pulumi.runtime.set_mocks` (a callable entry point,
 so nothing depends on module import order or caching). The program holds no sizing logic: every

@@ -44,7 +44,7 @@ _LEFT_OUT = {"objectstore": {"access_key_id", "credentials_secret"}}
 
 def spec_document(c: Ctx) -> str:
     """The stack's spec as a stack file the mover loads (`kiln data ... /etc/kiln/Pulumi.<stack>.yaml`)."""
-    data = c.spec.model_dump(mode="json", exclude_unset=True, exclude=_LEFT_OUT)  # type: ignore[arg-type]
+    data = c.spec.model_dump(mode="json", exclude_unset=True, exclude=_LEFT_OUT)
     return yaml.safe_dump({"config": {CONFIG_KEY: data}}, sort_keys=False, width=120)
 
 
