@@ -238,3 +238,12 @@ def test_cli_run_once_writes_committed_checkpoints_back(
     assert keys == {"step10/__0_0.distcp", "step10/.metadata"}
     status = json.loads((tmp_path / "state" / "checkpoints.checkpoint.status.json").read_text())
     assert status["state"] == "done" and status["backlog_bytes"] == 0
+
+
+def test_many_files_list_the_prefix_few_are_addressed_one_by_one() -> None:
+    # One LIST page per 1000 keys against one request per file (--no-traverse).
+    assert engine.traverse(200, 200)
+    assert engine.traverse(4, 2500)
+    assert not engine.traverse(3, 2500)
+    assert not engine.traverse(1, 5000)  # one model key out of a large prefix: one HEAD
+    assert not engine.traverse(500, 0)  # the lake side's size unknown: address each file
