@@ -52,6 +52,7 @@ VERIFY_OPTIONS = {
     "warp_duration_s": "5",  # warp needs a few 1-second segments to analyse a PUT; 3 s is too few
     "warp_objects": "20",
     "warp_concurrent": "16",
+    "dataflow_fast_tier": LAB_FAST_TIER,  # the datamover role's stand-in for the Lustre mount (lab_vars)
 }
 
 

@@ -33,8 +33,8 @@ def test_lab_plan_has_links_checkpoints_models_and_targets() -> None:
     # The link inherits the dataset directory's layout, set before any byte lands.
     assert link.setstripe == next(lay.setstripe for lay in plan.layouts if lay.path == "/datasets")
     checks = {t.check for t in df.targets}
-    # Not in plan.targets until kiln verify implements the checks (else every report has ERROR rows).
-    assert not [t for t in plan.targets if t.check.startswith("dataflow.")]
+    # In plan.targets too: kiln verify runs every dataflow.* check.
+    assert [t for t in plan.targets if t.check.startswith("dataflow.")] == list(df.targets)
     assert checks == {
         "dataflow.stage_in",
         "dataflow.resync",
