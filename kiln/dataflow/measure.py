@@ -23,6 +23,7 @@ Prints one JSON object. Every figure is measured in this pass on the same data (
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -170,6 +171,8 @@ def measure(
 ) -> dict[str, Any]:
     """One pass of every figure (module docstring); `work` is a directory on the fast tier, emptied afterwards."""
     s3 = lake.client(creds)
+    with contextlib.suppress(Exception):  # it exists already (or the store lets no one create buckets)
+        s3.create_bucket(Bucket=bucket)
     _empty(s3, bucket, PREFIX)
     work.mkdir(parents=True, exist_ok=True)
     out: dict[str, Any] = {}

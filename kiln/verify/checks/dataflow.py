@@ -28,6 +28,7 @@ from kiln.verify.checks.base import (
     with_env_file,
 )
 from kiln.verify.checks.conformance import s3_credentials
+from kiln.verify.checks.objectstore import drop_benchmark_bucket
 
 RUNBOOK = "docs/runbooks/dataflow-export.md"
 
@@ -35,10 +36,17 @@ _passes: dict[tuple[int, str, str], dict[str, Any]] = {}  # (context, host, rep)
 _lock = threading.Lock()
 
 
+MEASURE_BUCKET = "kiln-dataflow-measure"
+
+
 def _bucket(ctx: Context) -> str:
+    """On a kiln-deployed SeaweedFS a bucket of its own, dropped after each pass (SeaweedFS keeps deleted
+    objects' space until a vacuum, and the lab's lake is small); on an external store the plan's bucket."""
     flow = ctx.plan.dataflow
     if flow is None:
         raise CheckError("the stack has no dataflow section")
+    if ctx.plan.objectstore.backend == "seaweedfs":
+        return MEASURE_BUCKET
     if flow.checkpoints is not None:
         return flow.checkpoints.bucket
     return flow.links[0].bucket if flow.links else ctx.plan.objectstore.buckets[0].name
@@ -62,7 +70,7 @@ def measure_pass(ctx: Context, host: str, rep: Rep) -> dict[str, Any]:
     ak, sk = s3_credentials(ctx)
     argv = [python, "-m", "kiln.dataflow.measure", "--endpoint", ctx.plan.objectstore.endpoint,
             "--bucket", _bucket(ctx), "--work", work, "--concurrency", str(flow.concurrency),
-            "--part-MiB", str(flow.part_size_MiB),
+            "--part-MiB", str(flow.part_size_MiB), "--shard-MiB", str(o.dataflow_shard_MiB),
             # issue 14 asks for N ≥ 3 receivers; more when the plan's pool has more
             "--receivers", str(max([3, *(m.receivers for m in flow.models)]))]
     shown = " ".join(quote(a) for a in argv)
@@ -71,6 +79,8 @@ def measure_pass(ctx: Context, host: str, rep: Rep) -> dict[str, Any]:
         r = ctx.run(host, with_env_file(env, shown), 1800)
     finally:
         drop_env_file(ctx, host, env)
+        if ctx.plan.objectstore.backend == "seaweedfs":
+            drop_benchmark_bucket(ctx, MEASURE_BUCKET)
     tool_finished(host, "kiln.dataflow.measure", r)
     try:
         figures: dict[str, Any] = json.loads(r.stdout.strip().splitlines()[-1])

@@ -56,6 +56,7 @@ def test_one_pass_per_repetition_feeds_every_check_on_the_first_mover() -> None:
     runs = [c for c in remote.commands if "-m kiln.dataflow.measure" in c]
     assert len(runs) == 1
     assert "--work /srv/kiln-fast/.kiln-measure-rep1" in runs[0] and "--receivers 3" in runs[0]
+    assert "--bucket kiln-dataflow-measure" in runs[0]  # a bucket of its own on the lab's SeaweedFS
     assert not [c for c in remote.commands if SECRET in c]
     assert any(SECRET in content for content, _ in remote.secret_files.values())
 
