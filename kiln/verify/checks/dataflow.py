@@ -30,7 +30,7 @@ from kiln.verify.checks.base import (
 from kiln.verify.checks.conformance import s3_credentials
 from kiln.verify.checks.objectstore import drop_benchmark_bucket
 
-RUNBOOK = "docs/runbooks/dataflow-export.md"
+RUNBOOK = "docs/runbooks/acceptance-dataflow.md"
 
 _passes: dict[tuple[int, str, str], dict[str, Any]] = {}  # (context, host, rep) → one pass's figures
 _lock = threading.Lock()
