@@ -42,13 +42,6 @@ def _seaweedfs_ports() -> list[int]:
     return [p for role in BACKEND_ROLES for p in (ports[role], ports[role] + grpc)]
 
 
-def _filer_subscribers(plan: Plan) -> list[str]:
-    """Storage addresses of the hosts whose model services follow the filer (dataflow.models, filer-subscribe)."""
-    flow = plan.dataflow
-    pools = {m.pool for m in flow.models if m.events == "filer-subscribe"} if flow else set()
-    return sorted({f"{a}/32" for h in plan.hosts if h.pool in pools for a in _storage_addresses(h)})
-
-
 def firewall_rules(plan: Plan, spec: ClusterSpec, h: Host) -> list[dict[str, Any]]:
     """The `firewall` role's rules for host `h`, in a stable order."""
     from kiln.verify.checks.base import Options  # the acceptance tools' default ports
@@ -63,13 +56,6 @@ def firewall_rules(plan: Plan, spec: ClusterSpec, h: Host) -> list[dict[str, Any
         if peers:
             rules.append(_rule("seaweedfs", "tcp", list(_seaweedfs_ports()), peers,
                                "SeaweedFS master, volume and filer (HTTP and gRPC): object-store hosts only"))
-        subscribers = _filer_subscribers(plan)
-        if subscribers:
-            from kiln.render.networkpolicy import seaweedfs_ports
-
-            ports, grpc = seaweedfs_ports()
-            rules.append(_rule("seaweedfs-filer-subscribe", "tcp", [ports["filer"] + grpc], subscribers,
-                               "filer metadata subscription of the datamover's model services (dataflow.models)"))
     lustre = {*plan.groups.get("kiln_lustre_servers", ()), *plan.groups.get("kiln_lustre_clients", ())}
     if any(n.lnd == "tcp" for n in plan.lnet) and h.name in lustre and _storage_addresses(h):
         rules.append(_rule("lnet", "tcp", [LNET_ACCEPTOR_PORT], [storage], "LNet TCP (socklnd) acceptor"))
