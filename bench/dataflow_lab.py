@@ -1,13 +1,11 @@
-"""The dataflow ratios measured on one host against a running S3 (a local SeaweedFS), with CV.
+"""The dataflow ratios measured on one host against a running S3 (a local SeaweedFS), with CV over repetitions.
 
 Usage: KILN_S3_SECRET_KEY=... .venv/bin/python bench/dataflow_lab.py --endpoint http://127.0.0.1:8333 \
            --access-key kiln [--runs 3] [--files 200] [--file-KiB 256] [--shard-MiB 64] [--shards 2]
 
-Per repetition, on the same data: stage-in of many files by the mover (planned concurrency) vs one
-sequential stream (rclone --transfers 1); a re-sync with nothing changed (bytes moved and its time as a
-share of the stage); a checkpoint: the time a job is blocked with asynchronous write-back (write to the
-fast tier) vs synchronous (write + upload), and the restore of the newest from the fast tier vs from the
-lake. Prints JSON with medians and CV. The fast tier here is a plain directory (no Lustre kernel).
+Each repetition is one pass of kiln.dataflow.measure (the same pass the `dataflow.*` acceptance checks run on
+a mover host; its docstring says what each figure is and how it is measured fairly). Prints JSON with the
+median, CV and every run of each figure. The fast tier here is a plain directory (no Lustre kernel).
 """
 
 from __future__ import annotations
@@ -16,31 +14,19 @@ import argparse
 import contextlib
 import json
 import os
-import shutil
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from kiln.dataflow import engine
 from kiln.dataflow.lake import Credentials, client
-from kiln.dataflow.mover import LinkJob, Mover, export_checkpoints
+from kiln.dataflow.measure import measure
 
 
 def _stats(xs: list[float]) -> dict[str, float]:
     mean = statistics.mean(xs)
     return {"median": round(statistics.median(xs), 4), "cv": round(statistics.pstdev(xs) / mean, 3) if mean else 0.0}
-
-
-def _read_all(root: Path) -> float:
-    t0 = time.perf_counter()
-    for p in sorted(root.rglob("*")):
-        if p.is_file():
-            with open(p, "rb") as f:
-                while f.read(8 << 20):
-                    pass
-    return time.perf_counter() - t0
 
 
 def main() -> int:
@@ -56,54 +42,16 @@ def main() -> int:
     ap.add_argument("--concurrency", type=int, default=16)
     a = ap.parse_args()
     creds = Credentials(a.endpoint, a.access_key, os.environ["KILN_S3_SECRET_KEY"])
-    s3 = client(creds)
     with contextlib.suppress(Exception):  # the bucket exists already
-        s3.create_bucket(Bucket=a.bucket)
-    work = Path(tempfile.mkdtemp(prefix="kiln-dataflow-bench-"))
+        client(creds).create_bucket(Bucket=a.bucket)
     rows: dict[str, list[float]] = {}
-    try:
-        for i in range(a.files):
-            s3.put_object(Bucket=a.bucket, Key=f"ds/f{i:05d}.bin", Body=os.urandom(a.file_KiB << 10))
-        for run in range(a.runs):
-            w = work / f"r{run}"
-            mover = Mover(creds, w / "state", engine.Tuning(a.concurrency, 8))
-            one = Mover(creds, w / "state1", engine.Tuning(1, 8))
-            r = mover.stage(LinkJob("ds", a.bucket, "ds/", w / "fast" / "ds"))
-            n = one.stage(LinkJob("ds1", a.bucket, "ds/", w / "fast" / "ds1"))
-            again = mover.stage(LinkJob("ds", a.bucket, "ds/", w / "fast" / "ds"))
-            rows.setdefault("stage_s", []).append(r.seconds)
-            rows.setdefault("single_stream_s", []).append(n.seconds)
-            rows.setdefault("stage_speedup", []).append(n.seconds / r.seconds)
-            rows.setdefault("resync_bytes", []).append(float(again.bytes_moved))
-            rows.setdefault("resync_share", []).append(again.seconds / r.seconds)
-            # Checkpoint: a stand-in trainer writes shards and the commit marker to the fast tier.
-            ck = w / "ckpt" / "step1"
-            ck.mkdir(parents=True)
-            t0 = time.perf_counter()
-            for s in range(a.shards):
-                with open(ck / f"__{s}_0.distcp", "wb") as f:
-                    f.write(os.urandom(a.shard_MiB << 20))
-                    f.flush()
-                    os.fsync(f.fileno())
-            (ck / ".metadata").write_bytes(b"meta")
-            write_s = time.perf_counter() - t0
-            t1 = time.perf_counter()
-            export_checkpoints(mover, "ck", w / "ckpt", a.bucket, f"ck{run}/", ".metadata", keep=1, release=False)
-            upload_s = time.perf_counter() - t1
-            rows.setdefault("checkpoint_blocked_ratio", []).append((write_s + upload_s) / write_s)
-            rows.setdefault("checkpoint_export_s", []).append(upload_s)
-            fast_s = _read_all(ck)
-            lake_dir = w / "restore"
-            t2 = time.perf_counter()
-            Mover(creds, w / "state2", engine.Tuning(a.concurrency, 8)).stage(
-                LinkJob("restore", a.bucket, f"ck{run}/", lake_dir)
-            )
-            lake_s = time.perf_counter() - t2
-            rows.setdefault("restore_ratio", []).append(lake_s / fast_s)
-            shutil.rmtree(w)
-        print(json.dumps({k: {**_stats(v), "runs": [round(x, 4) for x in v]} for k, v in rows.items()}, indent=1))
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    for _ in range(a.runs):
+        with tempfile.TemporaryDirectory(prefix="kiln-dataflow-bench-") as work:
+            figures = measure(creds, a.bucket, Path(work) / "w", engine.Tuning(a.concurrency, 8), a.files,
+                              a.file_KiB, a.shards, a.shard_MiB)
+        for k, v in figures.items():
+            rows.setdefault(k, []).append(float(v))
+    print(json.dumps({k: {**_stats(v), "runs": [round(x, 4) for x in v]} for k, v in rows.items()}, indent=1))
     return 0
 
 

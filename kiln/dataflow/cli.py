@@ -54,7 +54,9 @@ def _mover(plan: Plan, args: argparse.Namespace) -> Mover:
             "(the datamover service reads it from its credentials file)"
         )
     flow = _flow(plan)
-    creds = Credentials(args.endpoint or plan.objectstore.endpoint, plan.objectstore.access_key_id, secret)
+    # $KILN_S3_ACCESS_KEY (the rendered pods set it from the S3 Secret) overrides the plan's access key id.
+    access = os.environ.get("KILN_S3_ACCESS_KEY") or plan.objectstore.access_key_id
+    creds = Credentials(args.endpoint or plan.objectstore.endpoint, access, secret)
     tuning = engine.Tuning(args.concurrency or flow.concurrency, flow.part_size_MiB)
     textfile = Path(args.textfile_dir) if args.textfile_dir else None
     return Mover(creds, Path(args.state_dir), tuning, textfile)

@@ -10,6 +10,7 @@ Chosen over s5cmd by measurement and guarantees: bench/dataflow-engine.md.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -73,6 +74,18 @@ def remote(bucket: str, prefix: str) -> str:
     return f"{REMOTE}:{bucket}/{prefix}".rstrip("/")
 
 
+#: Keys an S3 ListObjectsV2 page returns (the API's maximum and default).
+LIST_PAGE = 1000
+
+
+def traverse(files: int, lake_objects: int) -> bool:
+    """Whether rclone should list the lake prefix (one request per LIST_PAGE keys, with --fast-list) rather than
+    address each file on its own (--no-traverse: one HEAD per file). With --files-from, --no-traverse makes
+    rclone look up each named file individually (rclone wiki "Big syncs with millions of files"); for many
+    small files those per-file requests, not the bytes, are what a stage waits for."""
+    return lake_objects > 0 and math.ceil(lake_objects / LIST_PAGE) < files
+
+
 def copy(
     creds: Credentials,
     src: str,
@@ -80,12 +93,17 @@ def copy(
     files: Iterable[str],
     tuning: Tuning,
     on_stats: Callable[[dict[str, Any]], None] | None = None,
+    lake_objects: int = 0,
 ) -> Result:
-    """Copy exactly `files` (paths relative to src) from src to dst; identical files already there are skipped."""
+    """Copy exactly `files` (paths relative to src) from src to dst; identical files already there are skipped.
+
+    `lake_objects`: how many objects the S3 side holds under the prefix (0: unknown), which decides between
+    listing it and addressing each file (`traverse`)."""
     names = list(files)
     if not names:
         return Result(0, 0, 0, 0.0)
     part = f"{tuning.part_size_MiB}Mi"
+    lookup = ["--fast-list"] if traverse(len(names), lake_objects) else ["--no-traverse"]
     with tempfile.NamedTemporaryFile("w", suffix=".list", delete=False) as lst:
         lst.write("\n".join(names) + "\n")
     argv = [
@@ -95,7 +113,7 @@ def copy(
         dst,
         "--files-from-raw",
         lst.name,
-        "--no-traverse",
+        *lookup,
         "--transfers",
         str(tuning.concurrency),
         "--checkers",

@@ -132,10 +132,9 @@ class Mover:
         if stale:
             log.info("%s: removed %d partial download(s) of an interrupted pass", job.name, stale)
         manifest = self._manifest(job.name, "import")
+        listed = list(lake.list_prefix(self.s3, job.bucket, job.prefix))
         objects = [
-            o
-            for o in lake.list_prefix(self.s3, job.bucket, job.prefix)
-            if selected(o.key, job.include, job.exclude) and (job.only is None or o.key in job.only)
+            o for o in listed if selected(o.key, job.include, job.exclude) and (job.only is None or o.key in job.only)
         ]
         todo = []
         for o in objects:
@@ -164,6 +163,7 @@ class Mover:
                 (o.key for o in todo),
                 self.tuning,
                 on_stats,
+                lake_objects=len(listed),
             )
         except engine.EngineError as exc:
             status.state, status.error = "failed", str(exc)
@@ -248,6 +248,8 @@ class Mover:
                 (rel for rel, _ in todo),
                 self.tuning,
                 on_stats,
+                # The lake side holds at least what this link exported before (its manifest).
+                lake_objects=len(manifest.entries) + len(todo),
             )
         except engine.EngineError as exc:
             status.state, status.error = "failed", str(exc)

@@ -5,6 +5,14 @@ kiln.render.manifests (the same objects `kiln render` writes for GitOps); this p
 them into pulumi_kubernetes resources, parented to one ComponentResource per component.
 """
 
-from kiln.infra.components import AcceptanceSuite, GpuNodeStack, KilnComponent, LustreClient, NcclConfig, ObjectStore
+from kiln.infra.components import (
+    AcceptanceSuite,
+    DataMover,
+    GpuNodeStack,
+    KilnComponent,
+    LustreClient,
+    NcclConfig,
+    ObjectStore,
+)
 
-__all__ = ["AcceptanceSuite", "GpuNodeStack", "KilnComponent", "LustreClient", "NcclConfig", "ObjectStore"]
+__all__ = ["AcceptanceSuite", "DataMover", "GpuNodeStack", "KilnComponent", "LustreClient", "NcclConfig", "ObjectStore"]

@@ -16,6 +16,7 @@ from kiln.infra.resources import HELM_RELEASE, instantiate, is_source_only
 from kiln.plan.model import Plan
 from kiln.render.manifests import (
     ACCEPTANCE,
+    DATAFLOW,
     GPU_NODE_STACK,
     LUSTRE_CLIENT,
     MONITORING,
@@ -182,3 +183,13 @@ class Monitoring(KilnComponent):
     """kube-prometheus-stack (its chart), the plan's PrometheusRule, SeaweedFS ServiceMonitors, dashboards."""
 
     kind = MONITORING
+
+
+class DataMover(KilnComponent):
+    """The data mover (kiln data): stage Jobs and CronJobs, and the continuous mover's Deployment."""
+
+    kind = DATAFLOW
+    workloads: list[pulumi.CustomResource]
+
+    def _collect(self) -> None:
+        self.workloads = [*self.of_kind("Job"), *self.of_kind("CronJob"), *self.of_kind("Deployment")]

@@ -1,4 +1,4 @@
-"""The Pulumi program: stack config `kiln:cluster` → spec → plan → the five components.
+"""The Pulumi program: stack config `kiln:cluster` → spec → plan → the seven components.
 
 `__main__.py` calls `main()`; tests call it under `pulumi.runtime.set_mocks` (a callable entry point,
 so nothing depends on module import order or caching). The program holds no sizing logic: every
@@ -14,6 +14,7 @@ import pulumi
 
 from kiln.infra.components import (
     AcceptanceSuite,
+    DataMover,
     GpuNodeStack,
     KilnComponent,
     LustreClient,
@@ -27,6 +28,7 @@ from kiln.plan.serialize import target_dict
 from kiln.render.inventory import render_inventory
 from kiln.render.manifests import (
     ACCEPTANCE,
+    DATAFLOW,
     GPU_NODE_STACK,
     LUSTRE_CLIENT,
     MONITORING,
@@ -95,6 +97,7 @@ def main() -> Program:
     monitoring = Monitoring(f"{name}-monitoring", comps[MONITORING], depends_on=[*base, store])
     acceptance = AcceptanceSuite(f"{name}-acceptance", comps[ACCEPTANCE],
                                  depends_on=[*base, nccl, lustre, store, monitoring])
+    mover = DataMover(f"{name}-dataflow", comps[DATAFLOW], depends_on=[*base, lustre, store])
 
     outputs: dict[str, Any] = {
         "endpoints": {
@@ -109,5 +112,5 @@ def main() -> Program:
     }
     for k, v in outputs.items():
         pulumi.export(k, v)
-    built: list[KilnComponent] = [gpu, nccl, lustre, store, monitoring, acceptance]
+    built: list[KilnComponent] = [gpu, nccl, lustre, store, monitoring, acceptance, mover]
     return Program(plan, {c.kind.module: c for c in built}, outputs)

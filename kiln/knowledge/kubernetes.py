@@ -143,6 +143,10 @@ class Acceptance(_Model):
     mpi_operator: Pin[str]
 
 
+class Dataflow(_Model):
+    mover_image: Pin[str]
+
+
 class KubernetesKnowledge(_Model):
     schema_: Literal[1]
     labels: Labels
@@ -155,6 +159,7 @@ class KubernetesKnowledge(_Model):
     lustre_csi: LustreCsi
     seaweedfs: Seaweedfs
     acceptance: Acceptance
+    dataflow: Dataflow
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 

@@ -33,7 +33,7 @@ from kiln.plan.model import Plan
 from kiln.render.inventory import container_name, render_inventory
 from kiln.render.monitoring import render_monitoring
 from kiln.spec import ClusterSpec, load_stack
-from kiln.spec.loader import STACKS_ENV
+from kiln.spec.loader import STACKS_ENV, stack_path
 
 CHECKOUT_ENV = "KILN_CHECKOUT"
 # What the lab runs besides the Python package: the playbooks, the roles and the host scripts of a checkout.
@@ -41,6 +41,8 @@ CHECKOUT_PARTS = ("ansible/site.yml", "roles", "scripts/host-prereqs.sh")
 IMAGE = "localhost/kiln-node:bookworm"
 FAULT_TMPFS_MIB = 32  # the size of the lab's fault filesystem (monitoring.fault_filesystem)
 STEPS = ("prepare", "hosts", "inventory", "configure", "verify")
+# The lab's fast tier: a directory on each client host behind the mover's --mount-point (no Lustre kernel).
+LAB_FAST_TIER = "/srv/kiln-fast"
 
 # The lab's benchmark runs are short: its figures show that the suite measures for real, not what
 # hardware can do (docs/lab.md), and a warm `make lab` must stay within a few minutes. The stack's
@@ -52,6 +54,8 @@ VERIFY_OPTIONS = {
     "warp_duration_s": "5",  # warp needs a few 1-second segments to analyse a PUT; 3 s is too few
     "warp_objects": "20",
     "warp_concurrent": "16",
+    "dataflow_fast_tier": LAB_FAST_TIER,  # the datamover role's stand-in for the Lustre mount (lab_vars)
+    "dataflow_shard_MiB": "32",  # about 280 MB per pass: the lab's lake is sized at 0.5 GB
 }
 
 
@@ -135,6 +139,10 @@ class Lab:
         return self.state / "secrets" / "s3.env"
 
     @property
+    def wheelhouse(self) -> Path:
+        return self.state / "wheelhouse"
+
+    @property
     def ssh_dir(self) -> Path:
         return self.state / "ssh"
 
@@ -203,6 +211,14 @@ class Lab:
         self._script("prepare", "build-base-image.sh")
         self.say("prepare", "pinned SeaweedFS and warp (scripts/build-tools.sh; cached after the first build)")
         self._script("prepare", "build-tools.sh", "weed", "warp")
+        self.prepare_datamover()
+
+    def prepare_datamover(self) -> None:
+        """The wheelhouse the datamover role installs on the lab's mover hosts (scripts/build-wheelhouse.sh)."""
+        if self.plan.dataflow is None:
+            return
+        self.say("prepare", "kiln's wheelhouse for the data mover (scripts/build-wheelhouse.sh)")
+        self._script("prepare", "build-wheelhouse.sh", str(self.wheelhouse))
 
     def hosts(self) -> None:
         mgmt, storage = self.net_names()
@@ -302,9 +318,23 @@ class Lab:
             "common_apt_cache_valid_time": 86400,
             "bench_tools_apt_cache_valid_time": 86400,
         }
+        data.update(self.datamover_vars())
         path = self.state / "lab-vars.yml"
         _write_if_changed(path, "# Written by kiln lab: lab-only settings.\n" + yaml.safe_dump(data, sort_keys=True))
         return path
+
+    def datamover_vars(self) -> dict[str, object]:
+        """The datamover role's operator inputs in the lab: this checkout's stack file and wheelhouse, the pinned
+        weed, and a directory on each client host standing in for the Lustre mount (no Lustre kernel here)."""
+        if self.plan.dataflow is None:
+            return {}
+        return {
+            "datamover_stack_src": str(stack_path(self.stack, self.stacks_dir).absolute()),
+            "datamover_wheelhouse_src": str(self.wheelhouse),
+            "datamover_weed_src": str(self.root / ".tools" / "bin" / "weed"),
+            "datamover_mount_point": LAB_FAST_TIER,
+            "datamover_apt_cache_valid_time": 86400,
+        }
 
     def configure(self) -> dict[str, int]:
         log = self.state / "logs" / f"ansible-{time.strftime('%Y%m%dT%H%M%S')}.log"
@@ -401,6 +431,8 @@ class Lab:
             self.prepare()
         elif not podman.image_exists(IMAGE):
             raise LabError("prepare", f"image {IMAGE} is missing; run without --skip-prepare")
+        else:
+            self.prepare_datamover()  # kiln's own wheel follows the checkout even when the rest is skipped
         lap("prepare")
         self.hosts()
         lap("hosts")

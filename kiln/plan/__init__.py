@@ -146,7 +146,9 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
         nccl=nccl_pools(tunables, spec),
         objectstore=objectstore,
         sizing=sizing,
-        targets=build_targets(spec, sizing) + tuple(monitoring_targets(monitoring)),
+        # The dataflow.* targets join the others: kiln verify runs those checks (kiln/verify/checks/dataflow.py).
+        targets=build_targets(spec, sizing) + tuple(monitoring_targets(monitoring))
+        + (dataflow.targets if dataflow is not None else ()),
         acceptance=spec.acceptance,
         kubernetes_version=spec.kubernetes.version,
         spec_digest=digest,

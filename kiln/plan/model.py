@@ -347,8 +347,8 @@ class DataflowPlan:
     checkpoints: CheckpointFlowPlan | None
     models: tuple[ModelFlowPlan, ...]
     why: tuple[str, ...]
-    # Acceptance targets of the dataflow.* checks. They stay here, out of Plan.targets, until `kiln verify`
-    # implements those checks (a target without a check is an ERROR row in every report).
+    # Acceptance targets of the dataflow.* checks (also in Plan.targets, which kiln verify runs; kept here so the
+    # data-flow section reads on its own).
     targets: tuple[Target, ...] = ()
 
 

@@ -15,6 +15,7 @@ import yaml
 
 from kiln import knowledge, yamlio
 from kiln.health import expectations
+from kiln.plan.dataflow import systemd_calendar
 from kiln.plan.model import Host, LustreTarget, Plan, Tunable
 from kiln.plan.monitoring import PORTS
 from kiln.plan.tuning import is_namespaced_sysctl, roce_traffic_class
@@ -169,6 +170,43 @@ def _ha_vars(plan: Plan, h: Host, targets: list[LustreTarget]) -> dict[str, Any]
     }
 
 
+def _datamover_vars(plan: Plan) -> dict[str, Any]:
+    """The datamover role's contract (roles/datamover/defaults/main.yml); nothing without a dataflow section."""
+    flow = plan.dataflow
+    if flow is None:
+        return {}
+    from kiln.render.networkpolicy import seaweedfs_ports
+
+    os_ = plan.objectstore
+    filer_port = seaweedfs_ports()[0]["filer"]
+    first = next((h for h in plan.hosts if os_.hosts and h.name == os_.hosts[0]), None)
+    storage = [n.address for n in first.nics if n.role == "storage" and n.address] if first else []
+    filer = f"{storage[0] if storage else first.name}:{filer_port}" if first else ""
+    return {
+        "datamover_hosts": list(flow.mover_hosts),
+        "datamover_links": [
+            {
+                "name": link.name,
+                "import_policy": link.import_policy,
+                "import_trigger": link.import_trigger,
+                "cron": link.schedule or "",
+                "on_calendar": systemd_calendar(link.schedule) if link.schedule else "",
+            }
+            for link in flow.links
+        ],
+        "datamover_models": [
+            {
+                "index": i,
+                "events": m.events,
+                "target": m.target,
+                "hosts": [h.name for h in plan.hosts if h.pool == m.pool],
+            }
+            for i, m in enumerate(flow.models)
+        ],
+        "datamover_filer": filer if os_.backend == "seaweedfs" else "",
+    }
+
+
 def render_inventory(plan: Plan, spec: ClusterSpec) -> dict[str, str]:
     """Relative path → file text for inventory/<stack>/."""
     files: dict[str, str] = {}
@@ -226,6 +264,7 @@ def render_inventory(plan: Plan, spec: ClusterSpec) -> dict[str, str]:
             job.removeprefix("seaweedfs-"): port for job, port in PORTS.items() if job.startswith("seaweedfs-")
         },
     }
+    all_vars.update(_datamover_vars(plan))
     files["group_vars/all/kiln.yml"] = _dump(all_vars, plan)
 
     servers: dict[str, Any] = {

@@ -238,3 +238,27 @@ def test_cli_run_once_writes_committed_checkpoints_back(
     assert keys == {"step10/__0_0.distcp", "step10/.metadata"}
     status = json.loads((tmp_path / "state" / "checkpoints.checkpoint.status.json").read_text())
     assert status["state"] == "done" and status["backlog_bytes"] == 0
+
+
+def test_many_files_list_the_prefix_few_are_addressed_one_by_one() -> None:
+    # One LIST page per 1000 keys against one request per file (--no-traverse).
+    assert engine.traverse(200, 200)
+    assert engine.traverse(4, 2500)
+    assert not engine.traverse(3, 2500)
+    assert not engine.traverse(1, 5000)  # one model key out of a large prefix: one HEAD
+    assert not engine.traverse(500, 0)  # the lake side's size unknown: address each file
+
+
+def test_one_measurement_pass_gives_every_dataflow_figure(seaweedfs: Credentials, tmp_path: Path) -> None:
+    from kiln.dataflow.measure import measure
+
+    f = measure(seaweedfs, "measure", tmp_path / "w", engine.Tuning(4, 8), files=20, file_KiB=64, shards=2,
+                shard_MiB=8, receivers=3)
+    assert f["stage_failed"] == 0 and f["stage_bytes"] == 20 * 64 << 10
+    assert f["resync_bytes"] == 0
+    assert f["checkpoint_exported"] == 1 and f["checkpoint_blocked_ratio"] > 1
+    assert f["checkpoint_restore_ratio"] > 0
+    assert f["model_delivered"] == 3 and f["model_lake_factor"] <= 1.2
+    assert f["resume_lost_or_partial"] == 0 and f["resume_restart_rc"] == 0
+    assert not (tmp_path / "w").exists()  # the work directory is removed
+    assert list(list_prefix(client(seaweedfs), "measure", "kiln-measure/")) == []  # and the lake prefix emptied

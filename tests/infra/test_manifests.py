@@ -58,12 +58,13 @@ def _kind(objs: dict[str, tuple[Obj, ...]], kind: str) -> list[Obj]:
     return [o for o in _all(objs) if o["kind"] == kind]
 
 
-def test_six_components_in_order_with_type_tokens() -> None:
+def test_seven_components_in_order_with_type_tokens() -> None:
     spec, plan = _load("dev")
     comps = build_manifests(plan, spec)
     assert [c.kind.token for c in comps] == ["kiln:gpu:GpuNodeStack", "kiln:nccl:NcclConfig",
                                              "kiln:lustre:LustreClient", "kiln:objectstore:ObjectStore",
-                                             "kiln:monitoring:Monitoring", "kiln:acceptance:Acceptance"]
+                                             "kiln:monitoring:Monitoring", "kiln:acceptance:Acceptance",
+                                             "kiln:dataflow:DataMover"]
     assert [c.kind for c in comps] == list(COMPONENT_KINDS)
     assert sorted(render_manifests(plan, spec)) == sorted(k.file for k in COMPONENT_KINDS)
 

@@ -163,9 +163,17 @@ def test_dependencies_order_the_stack(run: Run) -> None:
         if rec.custom and rec.type != "kubernetes:core/v1:Namespace":
             assert namespaces <= set(rec.dependencies), rec.name
     acceptance = run.component("kiln:acceptance:Acceptance")
-    others = {r.urn for r in run.records if r.custom and r.parent != acceptance.urn and r.parent != gpu.urn}
+    mover = run.component("kiln:dataflow:DataMover")
+    others = {r.urn for r in run.records
+              if r.custom and r.parent not in (acceptance.urn, gpu.urn, mover.urn)}
     for rec in run.by_parent(acceptance.urn):
         assert others <= set(rec.dependencies), rec.name
+    # The data mover needs the Lustre claims and the S3 Secret and endpoint before its pods start.
+    lustre = run.component("kiln:lustre:LustreClient")
+    store = run.component("kiln:objectstore:ObjectStore")
+    needed = {r.urn for r in run.records if r.custom and r.parent in (lustre.urn, store.urn)}
+    for rec in run.by_parent(mover.urn):
+        assert needed <= set(rec.dependencies), rec.name
 
 
 def test_stack_outputs(run: Run) -> None:

@@ -53,6 +53,20 @@ def assert_real_figures(report: dict[str, Any]) -> None:
             m = row["measured"]
             assert m is not None and m["unit"] == unit and m["n"] >= 1
             assert m["median"] > 0 and m["min"] <= m["median"] <= m["max"], (check, m)
+    # The data-flow checks are measured on a mover host against the lab's SeaweedFS and judged (a ratio the lab
+    # cannot reach is a FAIL with its figures, never an ERROR or a pass without a measurement).
+    for check in (
+        "dataflow.stage_in",
+        "dataflow.resync",
+        "dataflow.checkpoint_blocked",
+        "dataflow.checkpoint_restore",
+        "dataflow.model_distribution",
+        "dataflow.resume",
+    ):
+        for row in results(report, check):
+            assert row["verdict"] in ("PASS", "WARN", "FAIL"), (check, row["verdict"], row["message"])
+            m = row["measured"]
+            assert m is not None and m["n"] >= 1 and m["min"] <= m["median"] <= m["max"], (check, m)
     for check in (
         "conformance.sysctls",
         "conformance.nccl_conf",

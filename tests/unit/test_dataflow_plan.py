@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import yaml
 
 from kiln.plan import build_plan
+from kiln.plan.dataflow import systemd_calendar
 from kiln.plan.serialize import plan_to_dict
 from kiln.spec import SpecError, load_stack, validate
 
@@ -31,8 +33,8 @@ def test_lab_plan_has_links_checkpoints_models_and_targets() -> None:
     # The link inherits the dataset directory's layout, set before any byte lands.
     assert link.setstripe == next(lay.setstripe for lay in plan.layouts if lay.path == "/datasets")
     checks = {t.check for t in df.targets}
-    # Not in plan.targets until kiln verify implements the checks (else every report has ERROR rows).
-    assert not [t for t in plan.targets if t.check.startswith("dataflow.")]
+    # In plan.targets too: kiln verify runs every dataflow.* check.
+    assert [t for t in plan.targets if t.check.startswith("dataflow.")] == list(df.targets)
     assert checks == {
         "dataflow.stage_in",
         "dataflow.resync",
@@ -196,3 +198,70 @@ def test_prefix_is_a_directory(stack: Any) -> None:
     (line,) = errors_of(data)
     assert line.startswith("dataflow.links[0].prefix = 'corpus': a prefix maps to a directory")
     assert line.endswith("fix: write corpus/")
+
+
+@pytest.mark.parametrize(
+    ("cron", "calendar"),
+    [
+        ("0 2 * * *", "*-*-* 2:0:00"),
+        ("*/15 * * * *", "*-*-* *:0/15:00"),
+        ("30 3 * * 1-5", "Mon..Fri *-*-* 3:30:00"),
+        ("0 0 1,15 * *", "*-*-1,15 0:0:00"),
+        ("5 4 * 1-3 0,7", "Sun,Sun *-1..3-* 4:5:00"),
+    ],
+)
+def test_cron_schedules_become_systemd_calendars(cron: str, calendar: str) -> None:
+    assert systemd_calendar(cron) == calendar
+
+
+def test_a_schedule_systemd_cannot_express_is_refused(stack: Any) -> None:
+    data = stack("lab")
+    link = data["dataflow"]["links"][0]
+    link["import_trigger"], link["schedule"] = "schedule", "0 2 1 * 1"
+    (line,) = errors_of(data)
+    assert line.startswith("dataflow.links[0].schedule = '0 2 1 * 1'")
+    assert "systemd" in line
+    with pytest.raises(ValueError, match="step"):
+        systemd_calendar("0 2 * * */2")
+
+
+def test_inventory_gives_the_datamover_role_its_contract(stack: Any) -> None:
+    from kiln.render.inventory import render_inventory
+
+    data = stack("lab")
+    data["dataflow"]["links"].append(
+        {"name": "eval", "bucket": "datasets", "prefix": "eval/", "path": "/datasets/eval",
+         "import_trigger": "schedule", "schedule": "30 3 * * 1-5"}
+    )
+    spec = validate(data, "test")
+    plan = build_plan(spec, "test")
+    files = render_inventory(plan, spec)
+    all_vars = yaml.load(files["group_vars/all/kiln.yml"], Loader=_UnsafeLoader)
+    assert all_vars["datamover_hosts"] == list(plan.dataflow.mover_hosts)
+    links = {x["name"]: x for x in all_vars["datamover_links"]}
+    assert links["eval"]["on_calendar"] == "Mon..Fri *-*-* 3:30:00" and links["corpus"]["on_calendar"] == ""
+    (model,) = all_vars["datamover_models"]
+    assert model["hosts"] == ["gpu001", "gpu002"] and model["events"] == "filer-subscribe"
+    s3 = plan.host(plan.objectstore.hosts[0])
+    storage = next(n.address for n in s3.nics if n.role == "storage")
+    assert all_vars["datamover_filer"] == f"{storage}:8888"
+    # The filer stays closed to compute hosts (docs/security.md): no rule opens it for the model services.
+    s3_vars = yaml.load(files[f"host_vars/{s3.name}.yml"], Loader=_UnsafeLoader)
+    assert not [r for r in s3_vars["firewall_rules"] if 18888 in r["ports"] and r["name"] != "seaweedfs"]
+
+
+def test_no_dataflow_section_no_datamover_variables(stack: Any) -> None:
+    from kiln.render.inventory import render_inventory
+
+    data = stack("lab")
+    del data["dataflow"]
+    spec = validate(data, "test")
+    files = render_inventory(build_plan(spec, "test"), spec)
+    assert "datamover_hosts" not in yaml.load(files["group_vars/all/kiln.yml"], Loader=_UnsafeLoader)
+
+
+class _UnsafeLoader(yaml.SafeLoader):
+    """Reads the inventory's !unsafe strings as plain strings."""
+
+
+_UnsafeLoader.add_constructor("!unsafe", lambda loader, node: loader.construct_scalar(node))

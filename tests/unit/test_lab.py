@@ -81,3 +81,16 @@ def test_parse_recap_reads_the_last_recap() -> None:
     assert parse_recap(log) == {
         "gpu001": {"ok": 53, "changed": 0, "unreachable": 0, "failed": 0, "skipped": 10, "rescued": 0, "ignored": 0}
     }
+
+
+def test_the_lab_deploys_the_mover_with_its_stack_wheelhouse_and_fast_tier(tmp_path: Path) -> None:
+    lab = Lab.load("lab")
+    lab.state = tmp_path / "state"
+    data = yaml.safe_load(lab.lab_vars().read_text())
+    assert Path(data["datamover_stack_src"]) == (ROOT / "stacks" / "Pulumi.lab.yaml")
+    assert data["datamover_wheelhouse_src"] == str(lab.state / "wheelhouse")
+    assert data["datamover_weed_src"].endswith(".tools/bin/weed")
+    assert data["datamover_mount_point"] == "/srv/kiln-fast"
+    # The role is in the site playbook, after the object store it talks to.
+    site = (ROOT / "ansible" / "site.yml").read_text()
+    assert site.index("plays/objectstore.yml") < site.index("plays/datamover.yml")

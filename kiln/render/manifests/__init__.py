@@ -14,6 +14,7 @@ One module per component, sharing `context` (kinds, the build context, plan and 
     lustre       LustreClient: Lustre CSI chart, static PVs/PVCs
     objectstore  ObjectStore: S3 credentials, SeaweedFS chart, buckets
     acceptance   Acceptance: benchmark Jobs whose logs `kiln verify --from-jobs` judges
+    dataflow     DataMover: the data mover's stage Jobs/CronJobs and its Deployment (kiln data)
     output       YAML files of `kiln render`;  policy: the policy pack's configuration
 
 A new component (e.g. `networkpolicy`: NetworkPolicies per namespace) is one more module with a
@@ -34,6 +35,7 @@ from kiln.render.manifests.context import (
     BUILTIN_GROUPS,
     COMPONENT_KINDS,
     CREATE_WITH_ANNOTATION,
+    DATAFLOW,
     GPU_NODE_STACK,
     GPU_RESOURCE,
     LUSTRE_CLIENT,
@@ -68,6 +70,7 @@ from kiln.render.manifests.context import (
     role_label,
     s3_endpoint,
 )
+from kiln.render.manifests.dataflow import dataflow
 from kiln.render.manifests.gpu import gpu_node_stack, gpu_operator_values
 from kiln.render.manifests.helm import GIT_REPOSITORY, HELM_REPOSITORY, SOURCE_KINDS, HelmChart, helm_chart
 from kiln.render.manifests.lustre import lustre_claim_name, lustre_client, lustre_csi_values, lustre_volume_name
@@ -94,6 +97,7 @@ BUILDERS: dict[ComponentKind, Callable[[Ctx], list[Obj]]] = {
     OBJECT_STORE: object_store,
     MONITORING: monitoring_stack,
     ACCEPTANCE: acceptance,
+    DATAFLOW: dataflow,
 }
 
 
@@ -114,6 +118,7 @@ __all__ = [
     "BUILTIN_GROUPS",
     "COMPONENT_KINDS",
     "CREATE_WITH_ANNOTATION",
+    "DATAFLOW",
     "GIT_REPOSITORY",
     "GPU_NODE_STACK",
     "GPU_RESOURCE",

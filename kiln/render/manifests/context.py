@@ -47,8 +47,9 @@ LUSTRE_CLIENT = ComponentKind("lustre", "LustreClient", "lustre-client.yaml")
 OBJECT_STORE = ComponentKind("objectstore", "ObjectStore", "object-store.yaml")
 ACCEPTANCE = ComponentKind("acceptance", "Acceptance", "acceptance.yaml")
 MONITORING = ComponentKind("monitoring", "Monitoring", "monitoring.yaml")
+DATAFLOW = ComponentKind("dataflow", "DataMover", "dataflow.yaml")
 COMPONENT_KINDS: tuple[ComponentKind, ...] = (
-    GPU_NODE_STACK, NCCL_CONFIG, LUSTRE_CLIENT, OBJECT_STORE, MONITORING, ACCEPTANCE,
+    GPU_NODE_STACK, NCCL_CONFIG, LUSTRE_CLIENT, OBJECT_STORE, MONITORING, ACCEPTANCE, DATAFLOW,
 )
 
 

@@ -2,7 +2,20 @@
 
 from __future__ import annotations
 
-from kiln.verify.checks import conformance, fabric, gpu, monitoring, network, objectstore, security, storage
+from kiln.verify.checks import (
+    conformance,
+    dataflow,
+    fabric,
+    gpu,
+    monitoring,
+    network,
+    objectstore,
+    security,
+    storage,
+)
 from kiln.verify.checks.base import REGISTRY
 
-__all__ = ["REGISTRY", "conformance", "fabric", "gpu", "monitoring", "network", "objectstore", "security", "storage"]
+__all__ = [
+    "REGISTRY", "conformance", "dataflow", "fabric", "gpu", "monitoring", "network", "objectstore", "security",
+    "storage",
+]

@@ -41,6 +41,9 @@ class Options:
     # storage
     local_nvme_path: str | None = None  # default: host var kiln_local_nvme_mount, else /mnt/local-nvme
     lustre_dir: str | None = None  # default: the plan's scratch layout dir (or mount point)/kiln-verify
+    dataflow_python: str = "/opt/kiln-datamover/bin/python"  # the datamover role's kiln (dataflow.* checks)
+    dataflow_fast_tier: str | None = None  # default: the plan's Lustre mount point (the lab: /srv/kiln-fast)
+    dataflow_shard_MiB: int = 64  # checkpoint shard and model size of the dataflow.* pass (4 such files resume)
     fio_jobs: int = 4
     fio_size_per_job: str | None = None  # e.g. 4G: overrides acceptance.fio_size_factor × RAM
     fio_runtime_s: int = 60

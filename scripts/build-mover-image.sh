@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# build-mover-image.sh - build the data mover's container image (containers/datamover/Containerfile) with
+# podman from a wheelhouse of this checkout. The tag is the one kiln render uses
+# (kiln/knowledge/kubernetes.yaml dataflow.mover_image); push it to the cluster's registry.
+#
+# Usage: scripts/build-mover-image.sh [TAG]
+# Environment: BASE (base image, default docker.io/library/debian:bookworm-slim).
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+tag=${1:-localhost/kiln-datamover:0.1.0}
+ctx=$(mktemp -d)
+trap 'rm -rf "$ctx"' EXIT
+"$here/scripts/build-wheelhouse.sh" "$ctx/wheelhouse"
+cp "$here/containers/datamover/Containerfile" "$ctx/"
+podman build --build-arg "BASE=${BASE:-docker.io/library/debian:bookworm-slim}" -t "$tag" "$ctx"
