@@ -134,6 +134,9 @@ def stack_reference() -> str:
         " a NIC must support `fabric.kind`;",
         "- `devices`/`interfaces` lists have one entry per NIC; `nccl_hcas` must be compute-rail devices of the node;",
         "- `lustre.failover: pairs` needs an even number of OSS and of MDS nodes;",
+        "- `shared_storage_rails` must name compute-rail devices of the pool (RDMA fabrics only), each once, not also"
+        " under `storage_nics.devices`, and kept in `nccl_hcas` when that is given;",
+        "- `lustre.mds.colocated_with_oss` needs `mds.nodes` ≤ `oss.nodes` and `mds.nics` equal to `oss.nics`;",
         "- `lustre.lnet` must match the fabric (o2ib on InfiniBand/RoCE, tcp on tcp);",
         "- a directory's `stripe_count` may not exceed the OSTs it can use (its pool, or all);"
         " pool OST indexes must exist;",

@@ -228,7 +228,7 @@ class Lab:
             made = podman.ensure_network(name, subnet, self.spec.name)
             self.say("hosts", f"network {name} {subnet}: {'created' if made else 'exists'}")
         for h in self.plan.hosts:
-            storage_ips = [n.address for n in h.nics if n.role == "storage" and n.address]
+            storage_ips = [n.address for n in h.nics if n.carries_storage and n.address]
             nets = [(mgmt, h.management_address)] + [(storage, ip) for ip in storage_ips[:1]]
             vols: list[tuple[str, str]] = []
             pool = next((p for p in self.spec.compute.pools if p.name == h.pool), None)

@@ -256,7 +256,7 @@ def build_dataflow(
     movers = tuple(h.name for h in hosts if h.role == "compute" and h.pool in pools)[: df.movers.max_hosts]
     first = next(h for h in hosts if h.name == movers[0])
     payload = kb.factor("tcp_payload")
-    host_GBps = sum(n.link_Gbps for n in first.nics if n.role == "storage") / 8 * payload
+    host_GBps = sum(n.link_Gbps for n in first.nics if n.carries_storage) / 8 * payload
     stream = kb.factor("s3_stream_GBps")
     get, put, _how = objectstore_rates(spec)
     n = len(movers)

@@ -21,13 +21,23 @@ TargetKind = Literal["mgt", "mdt", "ost"]
 
 @dataclass(frozen=True, slots=True)
 class Nic:
-    role: Literal["compute", "storage"]
+    role: Literal["compute", "storage", "shared"]  # shared: a compute-rail port that also carries storage (LNet)
     model: str
     interface: str
     device: str | None
-    address: str | None  # storage NICs: storage subnet; RoCE compute rails: networks.roce_rails
-    nid: str | None  # LNet NID for storage NICs
+    address: str | None  # storage and shared ports: storage subnet; RoCE compute rails: networks.roce_rails
+    nid: str | None  # LNet NID for storage and shared ports
     link_Gbps: float
+
+    @property
+    def carries_storage(self) -> bool:
+        """The port carries Lustre (LNet) traffic: a storage NIC or a rail port shared with storage."""
+        return self.role != "compute"
+
+    @property
+    def is_rail(self) -> bool:
+        """The port is a compute rail (NCCL): a compute NIC or a rail port shared with storage."""
+        return self.role != "storage"
 
 
 @dataclass(frozen=True, slots=True)

@@ -120,9 +120,13 @@ def _regex(values: list[str] | tuple[str, ...]) -> str:
 
 
 def default_hosts(hosts: tuple[Host, ...]) -> tuple[str, ...]:
-    for role in ("objectstore", "mds", "mgs"):
+    # By group after the object store: an MDS on an OSS host (lustre.mds.colocated_with_oss) has role oss.
+    for h in hosts:
+        if h.role == "objectstore":
+            return (h.name,)
+    for group in ("kiln_lustre_mds", "kiln_lustre_mgs"):
         for h in hosts:
-            if h.role == role:
+            if group in h.groups:
                 return (h.name,)
     return (hosts[0].name,)
 

@@ -109,6 +109,37 @@ def server_ceiling(spec: ClusterSpec) -> tuple[float, float, str, tuple[str, ...
     return rate, rate, how, ("server_pcie",)
 
 
+def server_layer(spec: ClusterSpec) -> tuple[float, float, str, tuple[str, ...]]:
+    """(read, write) GB/s of all OSS together, the formula and the factors: the `oss_servers` layer.
+
+    With lustre.mds.colocated_with_oss the first mds.nodes OSS hosts run MDTs too and their ceiling is shared
+    between MDT and OST traffic. A published ceiling is the appliance's as measured with its MDTs on the same
+    controllers (DDN AI400X2: four VMs on two controllers run the OSS and MDS, MLPerf Storage v0.5 system
+    description closed/DDN/systems/AI400X2_24x13.9TiB_nvme_8xHDR200.json), so it is not split again. A derived
+    ceiling is split by the drives behind each kind of target (kit assumption, conservative: MDT drives busy
+    at the OST drives' pace): OST traffic gets OST drives ÷ (OST + MDT drives) of it on those hosts."""
+    lu = spec.lustre
+    sv_r, sv_w, how, factors = server_ceiling(spec)
+    formula = f"{lu.oss.nodes} OSS × server ceiling: {how}"
+    sv = lu.oss.server
+    published = sv is not None and sv.read_GBps is not None and sv.write_GBps is not None
+    if not lu.mds.colocated_with_oss:
+        return lu.oss.nodes * sv_r, lu.oss.nodes * sv_w, formula, factors
+    if published:
+        return lu.oss.nodes * sv_r, lu.oss.nodes * sv_w, formula + "; MDTs on the same controllers (in the figure)", (
+            factors
+        )
+    ost = lu.oss.osts.per_node * lu.oss.osts.devices_per_target
+    mdt = lu.mds.mdts.per_node * lu.mds.mdts.devices_per_target
+    share = ost / (ost + mdt)
+    plain, both = lu.oss.nodes - lu.mds.nodes, lu.mds.nodes
+    formula = (
+        f"({plain} OSS + {both} OSS with MDTs × OST share {ost}/({ost}+{mdt}) drives = {share:.3f}) × server "
+        f"ceiling: {how}"
+    )
+    return (plain + both * share) * sv_r, (plain + both * share) * sv_w, formula, factors
+
+
 def small_file_layers(spec: ClusterSpec) -> tuple[Layer, ...]:
     """Request-rate layers for a workload that reads samples as files: MDT opens and OST read IOPS, in GB/s.
 
@@ -202,6 +233,26 @@ def replica_count(code: str) -> int:
     return 1 + sum(int(c) for c in code)
 
 
+def shared_port_notes(spec: ClusterSpec) -> list[str]:
+    """The contention note of every pool whose rail ports also carry storage (compute.pools[].shared_storage_rails).
+
+    Assumption (docs/sizing-model.md, "One port for rails and storage"): the storage layers count a shared port
+    once, at its full line rate, as data loading sees it when no collective is in flight; the NCCL target counts
+    it as a rail at its full rate too, as all_reduce_perf sees it with no storage traffic. Both cannot hold at once:
+    while they overlap, storage reads and NCCL traffic on that port add up to at most its line rate."""
+    out = []
+    for p in spec.compute.pools:
+        if p.shared_storage_rails and p.compute_rails is not None:
+            link = catalog.nics(spec)[p.compute_rails.nic].link_Gbps
+            out.append(
+                f"pool {p.name}: rail port(s) {', '.join(p.shared_storage_rails)} also carry storage; the client "
+                f"layers count each once at {link:g} Gb/s and so does the NCCL inter-node target, each measured "
+                "alone: while data loading and collectives overlap they share that line rate, so expect less of "
+                "both (no split is modelled)"
+            )
+    return out
+
+
 def build_sizing(spec: ClusterSpec) -> tuple[Sizing, list[SpecIssue]]:
     kb = knowledge.load()
     lu = spec.lustre
@@ -222,14 +273,14 @@ def build_sizing(spec: ClusterSpec) -> tuple[Sizing, list[SpecIssue]]:
     budget_s = spec.workload.checkpoint.interval_min * 60 * spec.workload.checkpoint.budget_fraction
     required_write = ck_bytes / budget_s / 1e9
 
-    nic_models = catalog.nics(spec)
-    client_link = sum(p.nodes * p.storage_nics.count * nic_models[p.storage_nics.nic].link_GBps for p in pools)
+    # Each port that carries storage counts once, a rail port shared with storage included (catalog.storage_ports).
+    client_link = sum(p.nodes * sum(m.link_GBps for m in catalog.storage_ports(spec, p)) for p in pools)
     client = client_link * f_lnet
     f_single = kb.factor("client_single")
     fabric = client_link * payload / spec.fabric.oversubscription
     oss_link = lu.oss.nodes * lu.oss.nics.count * catalog.nics(spec)[lu.oss.nics.nic].link_GBps
     oss = oss_link * f_lnet
-    sv_r, sv_w, sv_how, sv_factors = server_ceiling(spec)
+    sv_read, sv_write, sv_formula, sv_factors = server_layer(spec)
     dev = device_figures(lu.oss.osts.device)
     n_dev = lu.oss.nodes * lu.oss.osts.per_node * lu.oss.osts.devices_per_target
     rf, wf = _ost_factors(spec)
@@ -280,9 +331,9 @@ def build_sizing(spec: ClusterSpec) -> tuple[Sizing, list[SpecIssue]]:
         Layer(
             "oss_servers",
             "supply",
-            lu.oss.nodes * sv_r,
-            lu.oss.nodes * sv_w,
-            f"{lu.oss.nodes} OSS × server ceiling: {sv_how}",
+            sv_read,
+            sv_write,
+            sv_formula,
             sv_factors,
         ),
         Layer(
@@ -308,9 +359,7 @@ def build_sizing(spec: ClusterSpec) -> tuple[Sizing, list[SpecIssue]]:
     wb = min(supply, key=lambda x: x.write_GBps)
     agg_read, agg_write = rb.read_GBps, wb.write_GBps
 
-    node_limits = [
-        p.storage_nics.count * nic_models[p.storage_nics.nic].link_GBps * min(f_lnet, f_single) for p in pools
-    ]
+    node_limits = [sum(m.link_GBps for m in catalog.storage_ports(spec, p)) * min(f_lnet, f_single) for p in pools]
     node_limit = min(node_limits)
     per_client_read = min(node_limit, agg_read / nodes)
     per_client_write = min(node_limit, agg_write / nodes)
@@ -373,6 +422,12 @@ def build_sizing(spec: ClusterSpec) -> tuple[Sizing, list[SpecIssue]]:
         "many threads) reaches; a per-GPU data-loader pipeline on the host reaches less (MLPerf Storage v0.5, "
         "one DGX H100: 0.34 of this figure; docs/sizing-model.md, Calibration)"
     )
+    notes += shared_port_notes(spec)
+    if lu.mds.colocated_with_oss:
+        notes.append(
+            f"MDS and OSS share hosts: the MDTs run on {lu.mds.nodes} of the {lu.oss.nodes} OSS hosts, whose "
+            "server ceiling MDT and OST traffic share (oss_servers; docs/sizing-model.md, MDS and OSS on shared hosts)"
+        )
     if spec.workload.samples is None:
         notes.append(
             "request rate not modelled: large sequential reads are assumed; give workload.samples (size_KB, "

@@ -189,7 +189,7 @@ def build_targets(spec: ClusterSpec, sizing: Sizing) -> tuple[Target, ...]:
                         ("nvme",),
                     )
                 )
-    storage_nic = nic_models[spec.compute.pools[0].storage_nics.nic]
+    storage_nic = catalog.storage_ports(spec, spec.compute.pools[0])[0]
     iperf = storage_nic.link_Gbps * kb.factor("tcp_payload")
     out.append(
         _perf(
@@ -239,7 +239,7 @@ def build_targets(spec: ClusterSpec, sizing: Sizing) -> tuple[Target, ...]:
     f_lnet, names = lnet_factor(spec)
     nic_models = catalog.nics(spec)
     oss_link = spec.lustre.oss.nics.count * nic_models[spec.lustre.oss.nics.nic].link_GBps
-    client_link = min(p.storage_nics.count * nic_models[p.storage_nics.nic].link_GBps for p in spec.compute.pools)
+    client_link = min(sum(m.link_GBps for m in catalog.storage_ports(spec, p)) for p in spec.compute.pools)
     out.append(
         _perf(
             spec,

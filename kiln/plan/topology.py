@@ -36,11 +36,12 @@ def lnet_nets(spec: ClusterSpec) -> tuple[LnetNet, ...]:
 
 def _nics_per_net(spec: ClusterSpec, names: list[str]) -> dict[str, int]:
     """Most storage NICs any one host puts on each LNet network (multi-rail when > 1)."""
-    groups = [p.storage_nics for p in spec.compute.pools] + [spec.lustre.mds.nics, spec.lustre.oss.nics]
+    ports = [p.storage_nics.count + len(p.shared_storage_rails) for p in spec.compute.pools]
+    ports += [spec.lustre.mds.nics.count, spec.lustre.oss.nics.count]
     out = dict.fromkeys(names, 0)
-    for g in groups:
-        # NIC j of a host goes on network j mod len(names) (as _nics assigns NIDs).
-        for n, count in Counter(names[j % len(names)] for j in range(g.count)).items():
+    for count_ in ports:
+        # Storage port j of a host goes on network j mod len(names) (as _nics assigns NIDs).
+        for n, count in Counter(names[j % len(names)] for j in range(count_)).items():
             out[n] = max(out[n], count)
     return out
 
@@ -59,19 +60,30 @@ def _nics(
     storage: NicGroup,
     storage_alloc: _Allocator,
     rail_alloc: _Allocator | None = None,
+    shared: tuple[str, ...] = (),
 ) -> tuple[Nic, ...]:
+    """A host's ports: compute rails (those named in `shared` also carry storage), then its storage NICs.
+
+    Storage port j (the storage NICs, then the shared rails) gets a storage address and a NID on LNet network
+    j mod len(lustre.lnet). A shared rail's one address serves LNet and, on RoCE, its RoCEv2 GID."""
     nic_models = catalog.nics(spec)
     fabric = spec.fabric.kind
     rdma = fabric != "tcp"
     out: list[Nic] = []
     n_compute = compute.count if compute is not None else 0
+    nets = [n.name for n in spec.lustre.lnet]
     if compute is not None:
         devs = rail_devices(compute) if rdma else [None] * compute.count
         for iface, dev in zip(_interfaces(compute, fabric, 0), devs, strict=True):
+            link = nic_models[compute.nic].link_Gbps
+            if dev is not None and dev in shared:
+                shared_addr = storage_alloc.take()
+                net = nets[(storage.count + shared.index(dev)) % len(nets)]
+                out.append(Nic("shared", compute.nic, iface, dev, shared_addr, f"{shared_addr}@{net}", link))
+                continue
             # RoCE rails carry an IPv4 address for their RoCEv2 GID; InfiniBand rails need none.
-            addr = rail_alloc.take() if rail_alloc is not None else None
-            out.append(Nic("compute", compute.nic, iface, dev, addr, None, nic_models[compute.nic].link_Gbps))
-    nets = [n.name for n in spec.lustre.lnet]
+            rail_addr = rail_alloc.take() if rail_alloc is not None else None
+            out.append(Nic("compute", compute.nic, iface, dev, rail_addr, None, link))
     devs = rail_devices(storage, start=n_compute) if rdma else [None] * storage.count
     for j, (iface, dev) in enumerate(zip(_interfaces(storage, fabric, n_compute), devs, strict=True)):
         addr = storage_alloc.take()
@@ -112,7 +124,9 @@ def build_hosts(spec: ClusterSpec) -> tuple[Host, ...]:
                     pool=pool.name,
                     management_address=mgmt.take(),
                     groups=pool_groups,
-                    nics=_nics(spec, pool.compute_rails, pool.storage_nics, stor, rails),
+                    nics=_nics(
+                        spec, pool.compute_rails, pool.storage_nics, stor, rails, tuple(pool.shared_storage_rails)
+                    ),
                     gpus=pool.gpus_per_node,
                     gpu_model=pool.gpu.model if pool.gpu is not None else None,
                     ram_GiB=pool.ram_GiB,
@@ -123,11 +137,16 @@ def build_hosts(spec: ClusterSpec) -> tuple[Host, ...]:
     pairs = lu.failover == "pairs"
     if lu.mgs.mode == "standalone":
         hosts.append(_server("mgs01", "mgs", ("kiln_lustre_mgs", "kiln_lustre_servers"), spec, lu.mds.nics, mgmt, stor))
-    for role, count, nics in (("mds", lu.mds.nodes, lu.mds.nics), ("oss", lu.oss.nodes, lu.oss.nics)):
+    colocated = lu.mds.colocated_with_oss
+    tiers = (("mds", lu.mds.nodes, lu.mds.nics), ("oss", lu.oss.nodes, lu.oss.nics))
+    for role, count, nics in tiers[1:] if colocated else tiers:
         w = _width(count)
         for i in range(1, count + 1):
             groups: tuple[str, ...] = (f"kiln_lustre_{role}", "kiln_lustre_servers")
-            if role == "mds" and i == 1 and lu.mgs.mode == "combined":
+            if colocated and i <= lu.mds.nodes:
+                # MDS and OSS share hosts (lustre.mds.colocated_with_oss): the first mds.nodes OSS run the MDTs too.
+                groups = ("kiln_lustre_mds", *groups)
+            if (role == "mds" or colocated) and i == 1 and lu.mgs.mode == "combined":
                 groups = ("kiln_lustre_mgs", *groups)
             partner = None
             if pairs:
@@ -245,7 +264,8 @@ def build_target_map(
     )
     kinds: tuple[tuple[TargetKind, str, TargetGroup], ...] = (("mdt", "mds", lu.mds.mdts), ("ost", "oss", lu.oss.osts))
     for kind, role, group in kinds:
-        servers = [h for h in hosts if h.role == role]
+        # By group, not role: with lustre.mds.colocated_with_oss an OSS host is an MDS too.
+        servers = [h for h in hosts if f"kiln_lustre_{role}" in h.groups]
         for m, host in enumerate(servers):
             indexes = [m * group.per_node + t for t in range(group.per_node)]
             for idx in indexes:

@@ -32,7 +32,7 @@ def _rule(name: str, proto: str, ports: list[int | str], sources: list[str], rea
 
 
 def _storage_addresses(h: Host) -> list[str]:
-    return [n.address for n in h.nics if n.role == "storage" and n.address]
+    return [n.address for n in h.nics if n.carries_storage and n.address]
 
 
 def _seaweedfs_ports() -> list[int]:

@@ -64,7 +64,7 @@ def _host_vars(plan: Plan, spec: ClusterSpec, h: Host) -> dict[str, Any]:
         out["ansible_host"] = h.name if spec.inventory.address_by == "hostname" else h.management_address
         if spec.inventory.ansible_user:
             out["ansible_user"] = spec.inventory.ansible_user
-    storage = [n for n in h.nics if n.role == "storage"]
+    storage = [n for n in h.nics if n.carries_storage]
     out["kiln_management_address"] = h.management_address
     out["kiln_storage_interfaces"] = [
         {"interface": n.interface, "address": n.address, "prefix": storage_prefix, "device": n.device, "nid": n.nid}
@@ -85,7 +85,7 @@ def _host_vars(plan: Plan, spec: ClusterSpec, h: Host) -> dict[str, Any]:
         out["rdma_roce_interfaces"] = [
             {
                 "name": n.interface,
-                "address": f"{n.address}/{storage_prefix if n.role == 'storage' else rail_prefix}",
+                "address": f"{n.address}/{storage_prefix if n.carries_storage else rail_prefix}",
                 "mtu": spec.fabric.mtu,
             }
             for n in h.nics

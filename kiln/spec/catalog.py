@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kiln import knowledge
 from kiln.knowledge import GpuModel, NicModel
-from kiln.spec.models import ClusterSpec
+from kiln.spec.models import ClusterSpec, ComputePool
 
 
 def nics(spec: ClusterSpec) -> dict[str, NicModel]:
@@ -29,4 +29,14 @@ def gpus(spec: ClusterSpec) -> dict[str, GpuModel]:
                      memory_GB=g.memory_GB, pcie_gen=g.pcie_gen, nvswitch=g.nvswitch, nvlink_GBps=g.nvlink_GBps,
                      nccl_intra_busbw_GBps=g.nccl_intra_busbw_GBps),
         )
+    return out
+
+
+def storage_ports(spec: ClusterSpec, pool: ComputePool) -> list[NicModel]:
+    """The NIC model of every port of one pool's node that carries storage traffic: its storage NICs, then the
+    compute-rail ports it shares with storage (shared_storage_rails). Each port is listed once."""
+    models = nics(spec)
+    out = [models[pool.storage_nics.nic]] * pool.storage_nics.count
+    if pool.compute_rails is not None:
+        out += [models[pool.compute_rails.nic]] * len(pool.shared_storage_rails)
     return out

@@ -9,7 +9,7 @@ from kiln import knowledge
 from kiln.knowledge import NicModel
 from kiln.spec import catalog
 from kiln.spec.errors import SpecIssue, suggest
-from kiln.spec.models import ClusterSpec, Device, NicGroup
+from kiln.spec.models import ClusterSpec, ComputePool, Device, NicGroup
 from kiln.spec.protection import default_drive_base, default_level, level_problem
 from kiln.spec.types import dns_name
 
@@ -145,9 +145,13 @@ def _compute(spec: ClusterSpec) -> Iterator[SpecIssue]:
         seen.setdefault(prefix, i)
         if pool.compute_rails is not None and pool.compute_rails.count == 0 and spec.fabric.kind != "tcp":
             yield SpecIssue(f"{p}.compute_rails.count", 0, "an RDMA fabric needs compute rails", "set count ≥ 1")
-        if pool.storage_nics.count == 0:
-            yield SpecIssue(f"{p}.storage_nics.count", 0, "clients need a storage NIC for Lustre", "set count ≥ 1")
+        if pool.storage_nics.count == 0 and not pool.shared_storage_rails:
+            yield SpecIssue(
+                f"{p}.storage_nics.count", 0, "clients need a storage NIC for Lustre",
+                "set count ≥ 1, or name the rail ports that carry storage in shared_storage_rails",
+            )
         rails = rail_devices(pool.compute_rails) if pool.compute_rails is not None else []
+        yield from _shared_rails(p, pool, rails, spec.fabric.kind)
         if pool.nccl_hcas is not None:
             for j, hca in enumerate(pool.nccl_hcas):
                 if hca not in rails:
@@ -168,6 +172,59 @@ def _compute(spec: ClusterSpec) -> Iterator[SpecIssue]:
                 )
 
 
+def _shared_rails(p: str, pool: ComputePool, rails: list[str], fabric: str) -> Iterator[SpecIssue]:
+    """A port shared by rails and storage must be a rail of this host, on an RDMA fabric, and one NCCL uses."""
+    shared = pool.shared_storage_rails
+    if not shared:
+        return
+    if fabric == "tcp":
+        yield SpecIssue(
+            f"{p}.shared_storage_rails", list(shared), "a shared port runs LNet o2ib on the rail's HCA: RDMA only",
+            "drop shared_storage_rails and give storage_nics (fabric.kind tcp), or use an RDMA fabric",
+        )
+        return
+    yield from _first_seen(f"{p}.shared_storage_rails[{{i}}]", list(shared), "shared rail device")
+    for j, dev in enumerate(shared):
+        if dev not in rails:
+            yield SpecIssue(
+                f"{p}.shared_storage_rails[{j}]", dev, "not a compute-rail device of this host",
+                f"name a device of compute_rails ({', '.join(rails) or 'none'}), or list the port under storage_nics",
+            )
+        elif pool.nccl_hcas is not None and dev not in pool.nccl_hcas:
+            yield SpecIssue(
+                f"{p}.nccl_hcas", list(pool.nccl_hcas), f"leaves out {dev}, a rail port shared with storage",
+                f"add {dev} to nccl_hcas (NCCL and LNet use the same port), or drop it from shared_storage_rails",
+            )
+    if pool.storage_nics.devices:
+        both = sorted(set(shared) & set(pool.storage_nics.devices))
+        if both:
+            yield SpecIssue(
+                f"{p}.storage_nics.devices", both, "a shared rail port is also listed as a storage NIC",
+                "list it once: in shared_storage_rails (one port for both) or in storage_nics (its own port)",
+            )
+
+
+def _colocated(spec: ClusterSpec) -> Iterator[SpecIssue]:
+    """MDS on OSS hosts: the MDTs need that many OSS hosts, and the hosts have one set of NICs."""
+    lu = spec.lustre
+    if not lu.mds.colocated_with_oss:
+        return
+    if lu.mds.nodes > lu.oss.nodes:
+        yield SpecIssue(
+            "lustre.mds.nodes", lu.mds.nodes,
+            f"colocated_with_oss puts the MDTs on the first mds.nodes OSS hosts, but there are {lu.oss.nodes}",
+            f"set lustre.mds.nodes ≤ {lu.oss.nodes} (raise mdts.per_node for more MDTs), or colocated_with_oss: false",
+        )
+    if lu.mds.nics != lu.oss.nics:
+        yield SpecIssue(
+            "lustre.mds.nics", lu.mds.nics.model_dump(exclude_none=True),
+            "MDS and OSS share hosts, so they share NICs, but lustre.mds.nics differs from lustre.oss.nics",
+            "copy lustre.oss.nics into lustre.mds.nics",
+        )
+    # Failover: OSS 2k-1 and 2k pair up and _lustre asks for an even MDS count, so the MDS hosts are whole
+    # pairs and every MDT's partner is an MDS host too.
+
+
 def _lustre(spec: ClusterSpec) -> Iterator[SpecIssue]:
     lu = spec.lustre
     if lu.failover == "pairs":
@@ -185,6 +242,7 @@ def _lustre(spec: ClusterSpec) -> Iterator[SpecIssue]:
                 "failover pairs need an even number of MDS nodes",
                 f"set lustre.mds.nodes to {lu.mds.nodes + 1}, or lustre.failover: none",
             )
+    yield from _colocated(spec)
     for role in ("mds", "oss"):
         count = getattr(lu, role).nics.count
         if count < 1:
@@ -334,11 +392,12 @@ def _server(spec: ClusterSpec) -> Iterator[SpecIssue]:
 
 def _count_hosts(spec: ClusterSpec) -> tuple[int, int]:
     lu = spec.lustre
-    hosts = sum(p.nodes for p in spec.compute.pools) + lu.mds.nodes + lu.oss.nodes
+    mds = 0 if lu.mds.colocated_with_oss else lu.mds.nodes  # colocated MDTs add no hosts
+    hosts = sum(p.nodes for p in spec.compute.pools) + mds + lu.oss.nodes
     hosts += 1 if lu.mgs.mode == "standalone" else 0
     hosts += spec.objectstore.nodes if spec.objectstore.backend == "seaweedfs" else 0
-    nics = sum(p.nodes * p.storage_nics.count for p in spec.compute.pools)
-    nics += lu.mds.nodes * lu.mds.nics.count + lu.oss.nodes * lu.oss.nics.count
+    nics = sum(p.nodes * (p.storage_nics.count + len(p.shared_storage_rails)) for p in spec.compute.pools)
+    nics += mds * lu.mds.nics.count + lu.oss.nodes * lu.oss.nics.count
     nics += lu.mds.nics.count if lu.mgs.mode == "standalone" else 0
     if spec.objectstore.backend == "seaweedfs" and spec.objectstore.nics is not None:
         nics += spec.objectstore.nodes * spec.objectstore.nics.count
@@ -506,7 +565,8 @@ def _host_names(spec: ClusterSpec) -> Iterator[SpecIssue]:
     ]
     if lu.mgs.mode == "standalone":
         families.append(("lustre.mgs.mode", "mgs", 2, 1))
-    families.append(("lustre.mds.nodes", "mds", max(2, len(str(lu.mds.nodes))), lu.mds.nodes))
+    if not lu.mds.colocated_with_oss:  # colocated MDTs live on OSS hosts: no mds<NN> names
+        families.append(("lustre.mds.nodes", "mds", max(2, len(str(lu.mds.nodes))), lu.mds.nodes))
     families.append(("lustre.oss.nodes", "oss", max(2, len(str(lu.oss.nodes))), lu.oss.nodes))
     if spec.objectstore.backend == "seaweedfs":
         n = spec.objectstore.nodes

@@ -139,7 +139,17 @@ class ComputePool(Model):
         default=None,
         description="NICs for GPU-to-GPU traffic (NCCL), one per rail; omitted with gpu on storage-only clients.",
     )
-    storage_nics: NicGroup = Field(description="NICs that carry storage (LNet) traffic.")
+    storage_nics: NicGroup = Field(
+        description="NICs that carry storage (LNet) traffic only; count 0 when shared_storage_rails carry it all."
+    )
+    shared_storage_rails: list[RdmaDevice] = Field(
+        default_factory=list,
+        max_length=32,
+        description="Compute-rail devices whose port also carries storage (a host whose one port serves both): "
+        "LNet runs o2ib on that HCA with a storage address and NID, NCCL keeps it as a rail. Each must be a device "
+        "of compute_rails (RDMA fabrics only). The sizing model counts the port once and notes that storage reads "
+        "and NCCL traffic share its line rate.",
+    )
     ram_GiB: int = Field(ge=1, le=65536, description="Host RAM per node, GiB.")
     cpu_cores: int = Field(default=64, ge=1, le=4096, description="CPU cores per node (lru_size, ksocklnd credits).")
     local_nvme: LocalNvme | None = Field(default=None, description="Local NVMe drives.")
@@ -159,8 +169,11 @@ class ComputePool(Model):
                 f"{given} is given without {missing}: a GPU pool has both, a storage-only client pool has "
                 f"neither; fix: add {missing} or drop {given}"
             )
-        if self.gpu is None and (self.nccl_hcas or self.topology_file):
-            raise ValueError("nccl_hcas and topology_file are for GPU pools; fix: drop them or give gpu")
+        if self.gpu is None and (self.nccl_hcas or self.topology_file or self.shared_storage_rails):
+            raise ValueError(
+                "nccl_hcas, topology_file and shared_storage_rails are for GPU pools (a storage-only client has no "
+                "rails); fix: drop them or give gpu and compute_rails"
+            )
         return self
 
     @property
@@ -352,6 +365,12 @@ class Mds(Model):
     nodes: int = Field(ge=1, le=256, description="MDS nodes.")
     nics: NicGroup = Field(description="Storage NICs per MDS.")
     mdts: TargetGroup = Field(description="MDTs per MDS node.")
+    colocated_with_oss: bool = Field(
+        default=False,
+        description="MDS and OSS share hosts and controllers (an appliance such as DDN AI400X2): the MDTs go on the "
+        "first `nodes` OSS hosts, no separate MDS hosts are generated, nics must equal lustre.oss.nics, and the "
+        "plan's server layer shares the server ceiling between MDT and OST traffic.",
+    )
 
 
 class ServerCeiling(Model):

@@ -161,7 +161,7 @@ def _first_host(plan: Plan, pool: str) -> Host:
 
 def pool_rails(plan: Plan, pool: str) -> list[tuple[int, str, str | None]]:
     """(rail index, interface, RDMA device) of a pool's compute rails, in rail order."""
-    nics = [n for n in _first_host(plan, pool).nics if n.role == "compute"]
+    nics = [n for n in _first_host(plan, pool).nics if n.is_rail]
     return [(i, n.interface, n.device) for i, n in enumerate(nics)]
 
 
@@ -187,7 +187,7 @@ def storage_interfaces(plan: Plan) -> list[str]:
     for h in plan.hosts:
         if h.role == "compute":
             for n in h.nics:
-                if n.role == "storage" and n.interface not in out:
+                if n.carries_storage and n.interface not in out:
                     out.append(n.interface)
     return out
 

@@ -26,12 +26,14 @@ RUNBOOK = "docs/runbooks/acceptance-fabric.md"
 
 
 def rails(ctx: Context, host: str) -> list[str]:
-    """The host's compute-rail RDMA devices: host_vars rdma_expected_devices (role compute), else the plan."""
-    devs = [d["device"] for d in ctx.hostvars(host).get("rdma_expected_devices") or [] if d.get("role") == "compute"]
+    """The host's compute-rail RDMA devices: host_vars rdma_expected_devices (role compute or
+    shared), else the plan."""
+    expected = ctx.hostvars(host).get("rdma_expected_devices") or []
+    devs = [d["device"] for d in expected if d.get("role") in ("compute", "shared")]
     if devs:
         return devs
     ph = ctx.plan_host(host)
-    return [n.device for n in (ph.nics if ph else ()) if n.role == "compute" and n.device]
+    return [n.device for n in (ph.nics if ph else ()) if n.is_rail and n.device]
 
 
 def management_address(ctx: Context, host: str) -> str:

@@ -29,7 +29,7 @@ def storage_address(ctx: Context, host: str) -> str:
         return addrs[0]
     ph = ctx.plan_host(host)
     for n in ph.nics if ph else ():
-        if n.role == "storage" and n.address:
+        if n.carries_storage and n.address:
             return n.address
     raise CheckError(f"{host} has no storage address (host_vars kiln_storage_interfaces is empty)")
 

@@ -58,6 +58,7 @@ def _base_spec() -> dict[str, Any]:
     rails["devices"] = [f"mlx5_{i}" for i in range(rails["count"])]
     rails["interfaces"] = [f"ib{i}" for i in range(rails["count"])]
     pool["nccl_hcas"] = list(rails["devices"])
+    pool["shared_storage_rails"] = [rails["devices"][0]]  # one rail port also carries storage
     storage = pool["storage_nics"]
     storage["devices"] = [f"mlx5_{rails['count'] + i}" for i in range(storage["count"])]
     lu = d["lustre"]
