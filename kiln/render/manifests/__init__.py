@@ -73,8 +73,10 @@ from kiln.render.manifests.lustre import lustre_claim_name, lustre_client, lustr
 from kiln.render.manifests.nccl import nccl_config, nccl_configmap_name
 from kiln.render.manifests.network import network_operator_values, rdma_device_plugin_config
 from kiln.render.manifests.objectstore import (
+    jwt_config_key,
     object_store,
     s3_secret_string_data,
+    seaweedfs_jwt_string_data,
     seaweedfs_s3_config,
     seaweedfs_values,
     secret_string_data,
@@ -111,10 +113,11 @@ __all__ = [
     "S3_ENDPOINT_CONFIGMAP", "S3_SECRET_NAME", "SECRET_SOURCE_ANNOTATION", "SOURCE_KINDS", "TARGETS_CONFIGMAP",
     "Component", "ComponentKind", "Ctx", "HelmChart", "JobCheck", "Obj", "acceptance_jobs", "api_group",
     "build_manifests", "client_mount_options", "credentials_config_key", "dns_name", "dump_objects",
-    "gpu_operator_values", "helm_chart", "is_builtin", "lustre_claim_name", "lustre_csi_values",
+    "gpu_operator_values", "helm_chart", "is_builtin", "jwt_config_key", "lustre_claim_name", "lustre_csi_values",
     "lustre_volume_name", "mgs_spec", "nccl_configmap_name", "network_operator_values", "node_labels",
     "object_role", "ost_capacity_TB", "policy_config", "pool_label", "pool_rails", "quantity_GB",
     "rail_network_name", "rail_resource", "rail_resource_format", "rail_resource_name", "rails_per_pool",
     "rdma_device_plugin_config", "rdma_enabled", "render_manifests", "role_label", "s3_endpoint",
-    "s3_secret_string_data", "seaweedfs_s3_config", "seaweedfs_values", "secret_string_data", "warp_bucket",
+    "s3_secret_string_data", "seaweedfs_jwt_string_data", "seaweedfs_s3_config", "seaweedfs_values",
+    "secret_string_data", "warp_bucket",
 ]
