@@ -13,6 +13,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from kiln.infra.resources import HELM_RELEASE, instantiate, is_source_only
+from kiln.knowledge.kubernetes import kubernetes
 from kiln.plan.model import Plan
 from kiln.render.manifests import (
     ACCEPTANCE,
@@ -26,7 +27,9 @@ from kiln.render.manifests import (
     ComponentKind,
     Obj,
     is_builtin,
+    jwt_config_key,
     object_role,
+    seaweedfs_jwt_string_data,
     secret_string_data,
 )
 
@@ -143,16 +146,23 @@ class ObjectStore(KilnComponent):
         secret_key: pulumi.Output[str],
         opts: pulumi.ResourceOptions | None = None,
         depends_on: Sequence[pulumi.Resource] = (),
+        jwt_key: pulumi.Output[str] | None = None,
     ) -> None:
         self._plan = plan
         # Output.secret's stub types its argument as Never; the value is an Output[str].
         self._secret_key: pulumi.Output[str] = pulumi.Output.secret(secret_key)  # type: ignore[arg-type]
+        self._jwt_key: pulumi.Output[str] | None = (
+            None if jwt_key is None else pulumi.Output.secret(jwt_key))  # type: ignore[arg-type]
         super().__init__(name, objects, opts, depends_on)
 
     def _overrides(self, obj: Obj) -> dict[str, Any] | None:
         annotations = obj["metadata"].get("annotations") or {}
         if obj["kind"] == "Secret" and SECRET_SOURCE_ANNOTATION in annotations:
             plan, secret = self._plan, str(obj["metadata"]["name"])
+            if secret == kubernetes().seaweedfs.jwt_secret.value:
+                if self._jwt_key is None:
+                    raise ValueError(f"Secret {secret} needs the Pulumi config secret {':'.join(jwt_config_key())}")
+                return {"stringData": self._jwt_key.apply(seaweedfs_jwt_string_data)}
             return {"stringData": self._secret_key.apply(lambda key: secret_string_data(plan, secret, key))}
         return None
 

@@ -36,6 +36,7 @@ from kiln.render.manifests import (
     OBJECT_STORE,
     build_manifests,
     credentials_config_key,
+    jwt_config_key,
     mgs_spec,
     node_labels,
     s3_endpoint,
@@ -93,7 +94,12 @@ def main() -> Program:
     base: list[pulumi.Resource] = list(gpu.namespaces)
     nccl = NcclConfig(f"{name}-nccl", comps[NCCL_CONFIG], depends_on=base)
     lustre = LustreClient(f"{name}-lustre", comps[LUSTRE_CLIENT], depends_on=base)
-    store = ObjectStore(f"{name}-objectstore", comps[OBJECT_STORE], plan, secret_key, depends_on=base)
+    jwt_key = None
+    if plan.objectstore.backend == "seaweedfs":
+        jwt_ns, jwt_name = jwt_config_key()
+        jwt_key = pulumi.Config(jwt_ns).require_secret(jwt_name)
+    store = ObjectStore(f"{name}-objectstore", comps[OBJECT_STORE], plan, secret_key, depends_on=base,
+                        jwt_key=jwt_key)
     monitoring = Monitoring(f"{name}-monitoring", comps[MONITORING], depends_on=[*base, store])
     acceptance = AcceptanceSuite(f"{name}-acceptance", comps[ACCEPTANCE],
                                  depends_on=[*base, nccl, lustre, store, monitoring])

@@ -128,6 +128,9 @@ class Seaweedfs(_Model):
     s3_config_secret: Pin[str]
     s3_config_key: Pin[str]
     s3_actions: Pin[list[str]]
+    jwt_signing: Pin[dict[str, bool]]
+    jwt_secret: Pin[str]
+    jwt_config_key: Pin[str]
     bucket_image: Pin[str]
 
 

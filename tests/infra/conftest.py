@@ -24,6 +24,7 @@ from kiln.infra import program, resources
 from tests.conftest import STACKS, stack_data
 
 SECRET = "kiln-test-Z3cr3tS3KeyV4lue-do-not-leak"  # the s3SecretKey the mocked stacks are given
+JWT_SECRET = "kiln-test-jwt-master-key-0123456789abcdef-do-not-leak"  # the seaweedfsJwtKey they are given
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,8 +91,9 @@ def run_program(stack: str, cluster: dict[str, Any], secret: str = SECRET, extra
     mocks = RecordingMocks()
     monitor = RecordingMonitor(mocks)
     pulumi.runtime.set_mocks(mocks, project="kiln", stack=stack, preview=False, monitor=monitor)
-    config = {"kiln:cluster": json.dumps(cluster), "kiln:s3SecretKey": secret, **(extra_config or {})}
-    pulumi.runtime.set_all_config(config, secret_keys=["kiln:s3SecretKey"])
+    config = {"kiln:cluster": json.dumps(cluster), "kiln:s3SecretKey": secret, "kiln:seaweedfsJwtKey": JWT_SECRET,
+              **(extra_config or {})}
+    pulumi.runtime.set_all_config(config, secret_keys=["kiln:s3SecretKey", "kiln:seaweedfsJwtKey"])
     run = Run(stack, monitor.records)
 
     @pulumi.runtime.test

@@ -28,6 +28,7 @@ from kiln.render.manifests import (
     object_role,
     rail_resource,
     render_manifests,
+    seaweedfs_jwt_string_data,
     secret_string_data,
 )
 from kiln.spec import ClusterSpec, load_stack
@@ -219,11 +220,14 @@ def test_secrets_are_rendered_without_data(built: Any) -> None:
     _spec, plan, objs = built
     secrets = _kind(objs, "Secret")
     seaweedfs = plan.objectstore.backend == "seaweedfs"
-    assert len(secrets) == 2 + seaweedfs  # credentials in storage and training; SeaweedFS identities
+    # credentials in storage and training; SeaweedFS identities and JWT signing keys
+    assert len(secrets) == 2 + 2 * seaweedfs
     for s in secrets:
         assert "data" not in s and "stringData" not in s
         ann = s["metadata"]["annotations"]
-        assert ann[SECRET_SOURCE_ANNOTATION] == f"pulumi-config:{plan.objectstore.credentials_secret}"
+        source = "kiln:seaweedfsJwtKey" if s["metadata"]["name"] == "kiln-seaweedfs-jwt" else \
+            plan.objectstore.credentials_secret
+        assert ann[SECRET_SOURCE_ANNOTATION] == f"pulumi-config:{source}"
         hint = ann[CREATE_WITH_ANNOTATION]
         # the key is read from a 0600 file, never put on kubectl's argv
         assert "--from-env-file=<0600 file" in hint or "--from-file=seaweedfs_s3_config=<0600 file" in hint
@@ -239,6 +243,28 @@ def test_seaweedfs_identities_secret_holds_the_plan_identity() -> None:
     assert secret_string_data(plan, "kiln-s3-credentials", "s3cr3t")["AWS_SECRET_ACCESS_KEY"] == "s3cr3t"
     with pytest.raises(KeyError):
         secret_string_data(plan, "other", "x")
+
+
+def test_seaweedfs_jwt_signing_keys_come_from_a_secret(built: Any) -> None:
+    """JWT signing is on in the chart values; the keys are env vars from the data-less JWT Secret, never values."""
+    spec, plan, objs = built
+    if plan.objectstore.backend != "seaweedfs":
+        pytest.skip("not applicable: the stack uses an external object store")
+    release = next(o for o in objs["objectstore"] if o["kind"] == "HelmRelease")
+    sw = release["spec"]["values"]["global"]["seaweedfs"]
+    assert sw["securityConfig"]["jwtSigning"] == {"volumeWrite": True, "volumeRead": False, "filerWrite": True,
+                                                  "filerRead": True}
+    env = sw["extraEnvironmentVars"]
+    assert set(env) == {"WEED_JWT_SIGNING_KEY", "WEED_JWT_FILER_SIGNING_KEY", "WEED_JWT_FILER_SIGNING_READ_KEY"}
+    assert all(v == {"secretKeyRef": {"name": "kiln-seaweedfs-jwt", "key": k}} for k, v in env.items())
+    jwt = [o for o in objs["objectstore"] if o["kind"] == "Secret" and o["metadata"]["name"] == "kiln-seaweedfs-jwt"]
+    assert len(jwt) == 1 and jwt[0]["metadata"]["namespace"] == spec.kubernetes.storage_namespace
+    # no key, and nothing that looks like one, anywhere in the rendered release
+    assert "secretKeyRef" in json.dumps(release) and "signing.key" not in json.dumps(release)
+    data = seaweedfs_jwt_string_data("m" * 32)
+    assert set(data) == set(env) and len(set(data.values())) == 3
+    assert all(len(v) == 64 and "m" * 32 not in v for v in data.values())
+    assert seaweedfs_jwt_string_data("n" * 32) != data  # a different stack secret gives different keys
 
 
 def test_object_store_is_sized_from_the_plan(built: Any) -> None:

@@ -23,10 +23,11 @@ from kiln.render.manifests import (
     helm_chart,
     object_role,
     s3_endpoint,
+    seaweedfs_jwt_string_data,
 )
 from kiln.spec import validate
 from tests.conftest import STACKS, stack_data
-from tests.infra.conftest import SECRET, Run, run_program, walk
+from tests.infra.conftest import JWT_SECRET, SECRET, Run, run_program, walk
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 
@@ -138,21 +139,27 @@ def test_persistent_volumes_carry_plan_capacity_and_nids(run: Run) -> None:
 def test_secrets_are_secret_and_never_plaintext(run: Run) -> None:
     secrets = [r for r in run.records if r.type == "kubernetes:core/v1:Secret"]
     seaweedfs = run.result is not None and run.result.plan.objectstore.backend == "seaweedfs"
-    assert len(secrets) == 2 + seaweedfs
+    assert len(secrets) == 2 + 2 * seaweedfs
     for rec in secrets:
         assert rpc.is_rpc_secret(rec.inputs["stringData"]), rec.name
         data = rpc.unwrap_rpc_secret(rec.inputs["stringData"])
-        if rec.inputs["metadata"]["name"] == "kiln-seaweedfs-s3-config":
+        if rec.inputs["metadata"]["name"] == "kiln-seaweedfs-jwt":
+            assert data == seaweedfs_jwt_string_data(JWT_SECRET)
+            assert set(data) == {"WEED_JWT_SIGNING_KEY", "WEED_JWT_FILER_SIGNING_KEY",
+                                 "WEED_JWT_FILER_SIGNING_READ_KEY"}
+        elif rec.inputs["metadata"]["name"] == "kiln-seaweedfs-s3-config":
             ident = json.loads(data["seaweedfs_s3_config"])["identities"][0]
             assert ident["credentials"][0]["secretKey"] == SECRET
         else:
             assert data["AWS_SECRET_ACCESS_KEY"] == SECRET
     assert run.secret_flags and all(run.secret_flags.values()), run.secret_flags  # Output.is_secret()
+    jwt_keys = list(seaweedfs_jwt_string_data(JWT_SECRET).values())
     leaks = [(rec.name, path) for rec in run.records for path, leaf, secret in walk(rec.inputs)
-             if isinstance(leaf, str) and SECRET in leaf and not secret]
+             if isinstance(leaf, str) and any(s in leaf for s in [SECRET, JWT_SECRET, *jwt_keys]) and not secret]
     assert leaks == []
     assert run.result is not None
     assert SECRET not in json.dumps(run.result.outputs)
+    assert not any(s in json.dumps(run.result.outputs) for s in [JWT_SECRET, *jwt_keys])
 
 
 def test_dependencies_order_the_stack(run: Run) -> None:
@@ -208,3 +215,11 @@ def test_the_spec_names_the_secret_config_key() -> None:
     assert run.error is None
     secret = next(r for r in run.records if r.type == "kubernetes:core/v1:Secret")
     assert rpc.unwrap_rpc_secret(secret.inputs["stringData"])["AWS_SECRET_ACCESS_KEY"] == other
+
+
+def test_seaweedfs_needs_the_jwt_config_secret() -> None:
+    """A seaweedfs stack whose kiln:seaweedfsJwtKey is too short stops with the key's name and the fix."""
+    run = run_program("lab", stack_data("lab"), extra_config={"kiln:seaweedfsJwtKey": "short"})
+    assert run.error is not None and "seaweedfsJwtKey" in str(run.error) and "32" in str(run.error)
+    with pytest.raises(ValueError, match="seaweedfsJwtKey"):
+        seaweedfs_jwt_string_data("short")

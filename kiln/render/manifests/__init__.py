@@ -78,8 +78,10 @@ from kiln.render.manifests.monitoring import kube_prometheus_values, monitoring_
 from kiln.render.manifests.nccl import nccl_config, nccl_configmap_name
 from kiln.render.manifests.network import network_operator_values, rdma_device_plugin_config
 from kiln.render.manifests.objectstore import (
+    jwt_config_key,
     object_store,
     s3_secret_string_data,
+    seaweedfs_jwt_string_data,
     seaweedfs_s3_config,
     seaweedfs_values,
     secret_string_data,
@@ -148,6 +150,7 @@ __all__ = [
     "gpu_operator_values",
     "helm_chart",
     "is_builtin",
+    "jwt_config_key",
     "kube_prometheus_values",
     "lustre_claim_name",
     "lustre_csi_values",
@@ -174,6 +177,7 @@ __all__ = [
     "role_label",
     "s3_endpoint",
     "s3_secret_string_data",
+    "seaweedfs_jwt_string_data",
     "seaweedfs_s3_config",
     "seaweedfs_values",
     "secret_string_data",

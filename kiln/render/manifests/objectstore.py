@@ -7,6 +7,8 @@ GitOps user creates it with the command in its annotation.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import shlex
 
@@ -43,6 +45,42 @@ def seaweedfs_s3_config(plan: Plan, secret_key: str) -> str:
     return json.dumps({"identities": [ident]})
 
 
+#: Chart JWT switch (global.seaweedfs.securityConfig.jwtSigning) → the environment variable SeaweedFS reads for
+#: that key instead of security.toml (SeaweedFS 4.44 weed/command/scaffold/security.toml; weed/util/config.go
+#: GetViper: AutomaticEnv with prefix "weed" and '.' → '_', so jwt.filer_signing.read.key is
+#: WEED_JWT_FILER_SIGNING_READ_KEY).
+JWT_ENV: dict[str, str] = {
+    "volumeWrite": "WEED_JWT_SIGNING_KEY",
+    "volumeRead": "WEED_JWT_SIGNING_READ_KEY",
+    "filerWrite": "WEED_JWT_FILER_SIGNING_KEY",
+    "filerRead": "WEED_JWT_FILER_SIGNING_READ_KEY",
+}
+
+
+def jwt_env_names() -> list[str]:
+    """The JWT signing-key variables the plan turns on, in the chart's switch order."""
+    return [JWT_ENV[switch] for switch, on in kubernetes().seaweedfs.jwt_signing.value.items() if on]
+
+
+def jwt_config_key() -> tuple[str, str]:
+    """(Pulumi config namespace, key) of the stack secret the JWT signing keys are derived from."""
+    ns, _, key = kubernetes().seaweedfs.jwt_config_key.value.partition(":")
+    return ns, key
+
+
+def seaweedfs_jwt_string_data(master_key: str) -> dict[str, str]:
+    """The JWT Secret's data: one key per variable, HMAC-SHA256(master key, variable name) in hex (Pulumi only).
+
+    Deterministic, so every `pulumi up` keeps the keys; distinct per variable, and none reveals the others or
+    the master key.
+    """
+    if len(master_key) < 32:
+        ns, key = jwt_config_key()
+        raise ValueError(f"Pulumi config {ns}:{key} is shorter than 32 characters; fix: "
+                         f"pulumi config set --secret {ns}:{key} \"$(openssl rand -hex 32)\"")
+    return {name: hmac.new(master_key.encode(), name.encode(), hashlib.sha256).hexdigest() for name in jwt_env_names()}
+
+
 def secret_string_data(plan: Plan, secret_name: str, secret_key: str) -> dict[str, str]:
     """The data of a data-less Secret this builder renders, given the S3 secret key (Pulumi program only)."""
     sw = kubernetes().seaweedfs
@@ -53,8 +91,8 @@ def secret_string_data(plan: Plan, secret_name: str, secret_key: str) -> dict[st
     raise KeyError(f"no data recipe for Secret {secret_name!r}")
 
 
-def _secret(c: Ctx, name: str, namespace: str, create: str) -> Obj:
-    ns_key = ":".join(credentials_config_key(c.plan))
+def _secret(c: Ctx, name: str, namespace: str, create: str, config_key: tuple[str, str] | None = None) -> Obj:
+    ns_key = ":".join(config_key or credentials_config_key(c.plan))
     # NOTE: Flux creates the data-less Secret only if it is absent and never updates it, so the data an
     # operator puts in it is kept; Pulumi ignores the annotation.
     meta = c.meta(OBJECT_STORE, name, namespace,
@@ -81,6 +119,17 @@ def _s3_config_secret(c: Ctx) -> Obj:
               f"--from-file={sw.s3_config_key.value}=<0600 file with the SeaweedFS S3 identities JSON> "
               "--dry-run=client -o yaml | kubectl apply -f -")
     return _secret(c, sw.s3_config_secret.value, c.storage, create)
+
+
+def _jwt_secret(c: Ctx) -> Obj:
+    """The SeaweedFS JWT signing-keys Secret, without data: Pulumi derives it from a stack secret; GitOps users
+    create it from a 0600 env file of random keys (docs/security.md)."""
+    sw = kubernetes().seaweedfs
+    names = ",".join(jwt_env_names())
+    create = (f"kubectl -n {c.storage} create secret generic {sw.jwt_secret.value} "
+              f"--from-env-file=<0600 file with {names}, each a random key such as `openssl rand -hex 32`> "
+              "--dry-run=client -o yaml | kubectl apply -f -")
+    return _secret(c, sw.jwt_secret.value, c.storage, create, jwt_config_key())
 
 
 def _s3_endpoint_configmap(c: Ctx, namespace: str) -> Obj:
@@ -110,7 +159,12 @@ def seaweedfs_values(c: Ctx) -> Obj:
         return out
 
     data_dir = {"name": sw.data_dir.value, **pvc(quantity_GB(os_.raw_capacity_TB / nodes)), "maxVolumes": 0}
+    # JWT signing (SeaweedFS's own security): the chart's switches mount its security.toml on every server,
+    # and the keys come from the JWT Secret as environment variables, which win over the file's keys.
+    jwt_env = {name: {"secretKeyRef": {"name": sw.jwt_secret.value, "key": name}} for name in jwt_env_names()}
     return {
+        "global": {"seaweedfs": {"securityConfig": {"jwtSigning": dict(sw.jwt_signing.value)},
+                                 "extraEnvironmentVars": jwt_env}},
         "master": {"replicas": masters, "defaultReplication": os_.replication, "data": pvc(sw.metadata_volume.value)},
         "volume": {"replicas": nodes, "dataDirs": [data_dir], "nodeSelector": f"{role_label()}: objectstore"},
         "filer": {"replicas": 1, "data": pvc(sw.metadata_volume.value)},
@@ -150,6 +204,7 @@ def object_store(c: Ctx) -> list[Obj]:
         objs.append(_s3_endpoint_configmap(c, ns))
     if c.plan.objectstore.backend == "seaweedfs":
         objs.append(_s3_config_secret(c))
+        objs.append(_jwt_secret(c))
         objs.append(helm_source(c, OBJECT_STORE, "seaweedfs"))
         objs.append(helm_release(c, OBJECT_STORE, "seaweedfs", seaweedfs_values(c), namespace=c.storage))
     objs.append(_bucket_job(c))
