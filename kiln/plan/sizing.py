@@ -202,6 +202,26 @@ def replica_count(code: str) -> int:
     return 1 + sum(int(c) for c in code)
 
 
+def router_layers(spec: ClusterSpec) -> tuple[Layer, ...]:
+    """`lnet_routers`: what the LNet routers forward between the client and the server networks, when every
+    client-to-server path crosses a router (no network of lustre.lnet is shared by clients and servers)."""
+    lu = spec.lustre
+    if not lu.routers or any(n.hosts == "all" for n in lu.lnet):
+        return ()
+    f_lnet, lnet_names = lnet_factor(spec)
+    f_rtr = knowledge.load().factor("lnet_router")
+    nic_models = catalog.nics(spec)
+    total, parts = 0.0, []
+    for rg in lu.routers:
+        c = rg.client_nics.count * nic_models[rg.client_nics.nic].link_GBps
+        s = rg.server_nics.count * nic_models[rg.server_nics.nic].link_GBps
+        total += rg.count * min(c, s)
+        parts.append(f"{rg.count} × min({c:g}, {s:g}) GB/s ({rg.name}: {rg.client_net}→{rg.server_net})")
+    rate = total * f_lnet * f_rtr
+    formula = f"Σ routers × narrower side's link: {' + '.join(parts)} × {f_lnet:.3f} × lnet_router {f_rtr:g}"
+    return (Layer("lnet_routers", "supply", rate, rate, formula, (*lnet_names, "lnet_router")),)
+
+
 def build_sizing(spec: ClusterSpec) -> tuple[Sizing, list[SpecIssue]]:
     kb = knowledge.load()
     lu = spec.lustre
@@ -269,6 +289,7 @@ def build_sizing(spec: ClusterSpec) -> tuple[Sizing, list[SpecIssue]]:
             f"client link {client_link:g} GB/s × {payload_name} ÷ oversubscription {spec.fabric.oversubscription:g}",
             (payload_name,),
         ),
+        *router_layers(spec),
         Layer(
             "oss_nics",
             "supply",

@@ -5,10 +5,11 @@ from __future__ import annotations
 import ipaddress
 from collections import Counter
 from dataclasses import dataclass
+from typing import Literal
 
-from kiln.plan.model import Host, LnetNet, LustreTarget, Nic, Role, TargetKind
+from kiln.plan.model import Host, LnetNet, LnetRoute, LustreTarget, Nic, Role, TargetKind
 from kiln.spec import catalog
-from kiln.spec.checks import rail_devices
+from kiln.spec.checks import rail_devices, router_prefix
 from kiln.spec.models import ClusterSpec, NicGroup, TargetGroup
 from kiln.spec.protection import default_drive_base, default_level, ext4_raid_options, zfs_vdevs
 
@@ -28,20 +29,26 @@ class _Allocator:
 
 def lnet_nets(spec: ClusterSpec) -> tuple[LnetNet, ...]:
     names = [n.name for n in spec.lustre.lnet]
-    counts = _nics_per_net(spec, names)
+    counts = _nics_per_net(spec)
     return tuple(
         LnetNet(name=n, lnd="o2ib" if n.startswith("o2ib") else "tcp", multi_rail=counts[n] > 1) for n in names
     )
 
 
-def _nics_per_net(spec: ClusterSpec, names: list[str]) -> dict[str, int]:
+def _nics_per_net(spec: ClusterSpec) -> dict[str, int]:
     """Most storage NICs any one host puts on each LNet network (multi-rail when > 1)."""
-    groups = [p.storage_nics for p in spec.compute.pools] + [spec.lustre.mds.nics, spec.lustre.oss.nics]
-    out = dict.fromkeys(names, 0)
-    for g in groups:
+    lu = spec.lustre
+    sides: list[tuple[list[str], NicGroup]] = [(lu.lnet_names("clients"), p.storage_nics) for p in spec.compute.pools]
+    sides += [(lu.lnet_names("servers"), g) for g in (lu.mds.nics, lu.oss.nics)]
+    sides += [([rg.client_net], rg.client_nics) for rg in lu.routers]
+    sides += [([rg.server_net], rg.server_nics) for rg in lu.routers]
+    out = dict.fromkeys((n.name for n in lu.lnet), 0)
+    for names, g in sides:
+        if not names:
+            continue
         # NIC j of a host goes on network j mod len(names) (as _nics assigns NIDs).
         for n, count in Counter(names[j % len(names)] for j in range(g.count)).items():
-            out[n] = max(out[n], count)
+            out[n] = max(out.get(n, 0), count)
     return out
 
 
@@ -59,7 +66,11 @@ def _nics(
     storage: NicGroup,
     storage_alloc: _Allocator,
     rail_alloc: _Allocator | None = None,
+    nets: list[str] | None = None,
+    start: int | None = None,
 ) -> tuple[Nic, ...]:
+    """A host's NICs: compute rails, then storage NICs with a NID each, NIC j on network j mod len(nets)
+    (default every network of the servers' side); `start` numbers the storage NICs after others the host has."""
     nic_models = catalog.nics(spec)
     fabric = spec.fabric.kind
     rdma = fabric != "tcp"
@@ -71,9 +82,10 @@ def _nics(
             # RoCE rails carry an IPv4 address for their RoCEv2 GID; InfiniBand rails need none.
             addr = rail_alloc.take() if rail_alloc is not None else None
             out.append(Nic("compute", compute.nic, iface, dev, addr, None, nic_models[compute.nic].link_Gbps))
-    nets = [n.name for n in spec.lustre.lnet]
-    devs = rail_devices(storage, start=n_compute) if rdma else [None] * storage.count
-    for j, (iface, dev) in enumerate(zip(_interfaces(storage, fabric, n_compute), devs, strict=True)):
+    nets = nets if nets is not None else spec.lustre.lnet_names("servers")
+    first = n_compute if start is None else start
+    devs = rail_devices(storage, start=first) if rdma else [None] * storage.count
+    for j, (iface, dev) in enumerate(zip(_interfaces(storage, fabric, first), devs, strict=True)):
         addr = storage_alloc.take()
         out.append(
             Nic(
@@ -94,12 +106,13 @@ def _width(n: int) -> int:
 
 
 def build_hosts(spec: ClusterSpec) -> tuple[Host, ...]:
-    """Every host of the environment, in a stable order: compute pools, MGS, MDS, OSS, object store."""
+    """Every host of the environment, in a stable order: compute pools, MGS, MDS, OSS, LNet routers, object store."""
     mgmt = _Allocator(ipaddress.ip_network(spec.networks.management))
     stor = _Allocator(ipaddress.ip_network(spec.networks.storage))
     roce = spec.networks.roce_rails if spec.fabric.kind == "roce" else None
     rails = _Allocator(ipaddress.ip_network(roce)) if roce else None
     hosts: list[Host] = []
+    lu = spec.lustre
     for pool in spec.compute.pools:
         prefix = pool.hostname_prefix or pool.name
         width = max(3, len(str(pool.nodes)))
@@ -112,14 +125,13 @@ def build_hosts(spec: ClusterSpec) -> tuple[Host, ...]:
                     pool=pool.name,
                     management_address=mgmt.take(),
                     groups=pool_groups,
-                    nics=_nics(spec, pool.compute_rails, pool.storage_nics, stor, rails),
+                    nics=_nics(spec, pool.compute_rails, pool.storage_nics, stor, rails, lu.lnet_names("clients")),
                     gpus=pool.gpus_per_node,
                     gpu_model=pool.gpu.model if pool.gpu is not None else None,
                     ram_GiB=pool.ram_GiB,
                     cpu_cores=pool.cpu_cores,
                 )
             )
-    lu = spec.lustre
     pairs = lu.failover == "pairs"
     if lu.mgs.mode == "standalone":
         hosts.append(_server("mgs01", "mgs", ("kiln_lustre_mgs", "kiln_lustre_servers"), spec, lu.mds.nics, mgmt, stor))
@@ -133,6 +145,22 @@ def build_hosts(spec: ClusterSpec) -> tuple[Host, ...]:
             if pairs:
                 partner = f"{role}{(i + 1 if i % 2 else i - 1):0{w}d}"
             hosts.append(_server(f"{role}{i:0{w}d}", role, groups, spec, nics, mgmt, stor, partner))  # type: ignore[arg-type]
+    for rg in lu.routers:
+        w = _width(rg.count)
+        groups = ("kiln_lnet_routers", f"kiln_lnet_router_{rg.name.replace('-', '_')}")
+        for i in range(1, rg.count + 1):
+            client_side = _nics(spec, None, rg.client_nics, stor, nets=[rg.client_net])
+            server_side = _nics(spec, None, rg.server_nics, stor, nets=[rg.server_net], start=rg.client_nics.count)
+            hosts.append(
+                Host(
+                    name=f"{router_prefix(rg)}{i:0{w}d}",
+                    role="router",
+                    pool=None,
+                    management_address=mgmt.take(),
+                    groups=groups,
+                    nics=client_side + server_side,
+                )
+            )
     os_ = spec.objectstore
     if os_.backend == "seaweedfs" and os_.nics is not None:
         w = _width(os_.nodes)
@@ -270,3 +298,21 @@ def build_target_map(
                     )
                 )
     return tuple(out), mgs_service
+
+
+def build_routes(spec: ClusterSpec, hosts: tuple[Host, ...]) -> tuple[LnetRoute, ...]:
+    """Every route a client or server may need: for each router NID on a network of one side, a route from
+    that network to the router's network on the other side (`lnetctl route add --net <net> --gateway <nid>`).
+    A host takes the routes whose gateway it reaches and whose network it is not on (Plan.routes_for)."""
+    out: list[LnetRoute] = []
+    client_nets = spec.lustre.lnet_names("clients")
+    for h in hosts:
+        if h.role != "router":
+            continue
+        nets = {nid.split("@", 1)[1] for nid in h.nids}
+        for nid in h.nids:
+            via = nid.split("@", 1)[1]
+            side: Literal["clients", "servers"] = "clients" if via in client_nets else "servers"
+            for remote in sorted(nets - {via}):
+                out.append(LnetRoute(side=side, net=remote, via=via, gateway=nid, router=h.name))
+    return tuple(out)
