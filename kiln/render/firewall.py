@@ -7,7 +7,8 @@ The role opens nothing by itself; every port comes from here, derived from the p
   (clients reach the gateway by name, which may resolve to either); master, volume and filer ports and their
   gRPC ports (+10000) only from the object-store hosts' own storage addresses — the master hands out write
   tokens over HTTP, and the filer and volume servers serve data, so no client may reach them;
-- Lustre servers, clients and LNet routers on an LNet TCP network: the LNet acceptor port (988) from the storage network;
+- Lustre servers, clients and LNet routers on an LNet TCP network: the LNet acceptor port (988) from the
+  storage network;
 - compute hosts: iperf3's port from the storage network (acceptance `network.iperf3` runs between them);
 - compute hosts: every TCP port from the other compute hosts (MPI launchers and NCCL bootstrap use
   ephemeral ports) and perftest's port from the management network (`fabric.ib_*_bw` exchange).

@@ -590,7 +590,11 @@ def _host_names(spec: ClusterSpec) -> Iterator[SpecIssue]:
                 continue  # reported by _compute as a shared prefix
             name = _collision(pa, wa, na, pb, wb, nb)
             if name is not None:
-                path = path_a if path_a.startswith(("compute", "lustre.routers")) else path_b
+                # Name a prefix the user chose: a router group's first (routers come last), then a pool's.
+                path = next(
+                    (x for pre in ("lustre.routers", "compute") for x in (path_a, path_b) if x.startswith(pre)),
+                    path_b,
+                )
                 yield SpecIssue(
                     path,
                     pa if path == path_a else pb,
