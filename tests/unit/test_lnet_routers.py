@@ -181,3 +181,12 @@ def test_router_nets_are_written_with_their_number() -> None:
     data["lustre"]["lnet"][0]["name"] = "o2ib"
     assert validate(data).lustre.routers[0].client_net == "o2ib0"
     assert plan_of(data).host("gpu001").nids[0].endswith("@o2ib0")
+
+
+def test_lnet_selftest_pair_target_counts_the_router_crossing() -> None:
+    def selftest(data: dict[str, Any]) -> float:
+        return next(t.expected for t in plan_of(data).targets if t.check == "storage.lnet_selftest")
+
+    direct = selftest(stack_data("dev"))
+    assert selftest(routed(count=4)) == pytest.approx(direct * 0.9)  # lnet_router on the same links
+    assert selftest(routed(count=1)) == pytest.approx(50 * 0.9 * 0.85 * 0.9)  # one router's single NIC
