@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kiln import knowledge
 from kiln.plan.model import Scope, Sizing, Target
-from kiln.plan.sizing import lnet_factor, objectstore_rates, router_link, routed_only
+from kiln.plan.sizing import lnet_factor, objectstore_rates, routed_only, router_link
 from kiln.spec import catalog
 from kiln.spec.models import ClusterSpec
 
