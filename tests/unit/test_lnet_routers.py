@@ -10,7 +10,9 @@ import yaml
 
 from kiln.plan import build_plan
 from kiln.plan.model import Plan
+from kiln.plan.serialize import plan_to_dict
 from kiln.render.inventory import render_inventory
+from kiln.render.report import render_plan_report
 from kiln.spec import SpecError, validate
 from kiln.yamlio import load_inventory
 from tests.conftest import stack_data
@@ -190,3 +192,19 @@ def test_lnet_selftest_pair_target_counts_the_router_crossing() -> None:
     direct = selftest(stack_data("dev"))
     assert selftest(routed(count=4)) == pytest.approx(direct * 0.9)  # lnet_router on the same links
     assert selftest(routed(count=1)) == pytest.approx(50 * 0.9 * 0.85 * 0.9)  # one router's single NIC
+
+
+def test_plan_json_and_report_list_the_gateways_only_when_routed() -> None:
+    plan = plan_of(routed())
+    routes = plan_to_dict(plan)["lustre"]["lnet_routes"]
+    assert {(r["side"], r["via"], r["net"], r["router"]) for r in routes} == {
+        ("clients", "o2ib0", "o2ib1", "rtr-01"), ("clients", "o2ib0", "o2ib1", "rtr-02"),
+        ("servers", "o2ib1", "o2ib0", "rtr-01"), ("servers", "o2ib1", "o2ib0", "rtr-02"),
+    }
+    report = render_plan_report(plan)
+    assert "LNET ROUTES (4 gateways" in report
+    assert f"clients on o2ib0 → o2ib1 via {plan.host('rtr-01').nids[0]} (rtr-01)" in report
+    assert "lnet_routers" in report.split("TUNING")[0]
+    plain = plan_of(stack_data("dev"))
+    assert "lnet_routes" not in plan_to_dict(plain)["lustre"]
+    assert "LNET ROUTES" not in render_plan_report(plain)
