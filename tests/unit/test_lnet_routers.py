@@ -11,6 +11,7 @@ import yaml
 from kiln.plan import build_plan
 from kiln.plan.model import Plan
 from kiln.plan.serialize import plan_to_dict
+from kiln.render.firewall import firewall_rules
 from kiln.render.inventory import render_inventory
 from kiln.render.report import render_plan_report
 from kiln.spec import SpecError, validate
@@ -208,3 +209,20 @@ def test_plan_json_and_report_list_the_gateways_only_when_routed() -> None:
     plain = plan_of(stack_data("dev"))
     assert "lnet_routes" not in plan_to_dict(plain)["lustre"]
     assert "LNET ROUTES" not in render_plan_report(plain)
+
+
+def test_routers_on_a_tcp_fabric_open_the_lnet_acceptor() -> None:
+    d = stack_data("lab")
+    lu = d["lustre"]
+    lu["lnet"] = [{"name": "tcp0", "hosts": "clients"}, {"name": "tcp1", "hosts": "servers"}]
+    lu["routers"] = [{
+        "name": "rtr", "count": 1, "client_net": "tcp0", "server_net": "tcp1",
+        "client_nics": {"count": 1, "nic": "lab-veth"}, "server_nics": {"count": 1, "nic": "lab-veth"},
+    }]
+    spec = validate(d)
+    plan = build_plan(spec)
+    router = plan.host("rtr-01")
+    assert [nid.split("@")[1] for nid in router.nids] == ["tcp0", "tcp1"]
+    assert [n.interface for n in router.nics] == ["eth1", "eth2"]
+    rules = {r["name"]: r for r in firewall_rules(plan, spec, router)}
+    assert rules["lnet"]["ports"] == [988]
