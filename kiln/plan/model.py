@@ -344,8 +344,9 @@ class Plan:
         raise KeyError(name)
 
     def routes_for(self, host: Host) -> tuple[LnetRoute, ...]:
-        """The routes a client or server needs: gateways on its own networks to networks it is not on."""
-        side = {"compute": "clients", "router": None}.get(host.role, "servers")
+        """The routes a Lustre client or server needs: gateways on its own networks to networks it is not on
+        (none for routers and object-store hosts, which run no Lustre)."""
+        side = {"compute": "clients", "mgs": "servers", "mds": "servers", "oss": "servers"}.get(host.role)
         own = {nid.split("@", 1)[1] for nid in host.nids}
         return tuple(r for r in self.lnet_routes if r.side == side and r.via in own and r.net not in own)
 
