@@ -14,7 +14,7 @@ from kiln.plan.objectstore import build_objectstore
 from kiln.plan.quotas import build_quota_defaults, quota_issues
 from kiln.plan.sizing import build_sizing
 from kiln.plan.targets import build_targets
-from kiln.plan.topology import build_groups, build_hosts, build_target_map, lnet_nets
+from kiln.plan.topology import build_groups, build_hosts, build_routes, build_target_map, lnet_nets
 from kiln.plan.tuning import (
     apply_overrides,
     brw_size_MiB,
@@ -138,6 +138,7 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
         hosts=hosts,
         groups=build_groups(hosts),
         lnet=lnet_nets(spec),
+        lnet_routes=build_routes(spec, hosts),
         mgs_nids=mgs_nids,
         targets_map=targets_map,
         tunables=tuple(tunables),

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 PLAN_SCHEMA = "kiln.plan/v2"
 
-Role = Literal["compute", "mgs", "mds", "oss", "objectstore"]
+Role = Literal["compute", "mgs", "mds", "oss", "router", "objectstore"]
 Side = Literal["client", "mds", "oss", "mgs", "lnet", "nccl", "host"]
 Scope = Literal["host", "pair", "aggregate", "node"]
 TargetKind = Literal["mgt", "mdt", "ost"]
@@ -64,6 +64,17 @@ class LnetNet:
     name: str
     lnd: Literal["o2ib", "tcp"]
     multi_rail: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LnetRoute:
+    """One gateway of a route: hosts of `side` on network `via` reach network `net` through `gateway`."""
+
+    side: Literal["clients", "servers"]
+    net: str  # the remote network
+    via: str  # the local network the gateway's NID is on
+    gateway: str  # the router's NID on `via`
+    router: str  # the router host
 
 
 @dataclass(frozen=True, slots=True)
@@ -373,6 +384,7 @@ class Plan:
     hosts: tuple[Host, ...]
     groups: dict[str, tuple[str, ...]]
     lnet: tuple[LnetNet, ...]
+    lnet_routes: tuple[LnetRoute, ...]
     mgs_nids: tuple[tuple[str, ...], ...]
     targets_map: tuple[LustreTarget, ...]
     tunables: tuple[Tunable, ...]
@@ -395,6 +407,13 @@ class Plan:
             if h.name == name:
                 return h
         raise KeyError(name)
+
+    def routes_for(self, host: Host) -> tuple[LnetRoute, ...]:
+        """The routes a Lustre client or server needs: gateways on its own networks to networks it is not on
+        (none for routers and object-store hosts, which run no Lustre)."""
+        side = {"compute": "clients", "mgs": "servers", "mds": "servers", "oss": "servers"}.get(host.role)
+        own = {nid.split("@", 1)[1] for nid in host.nids}
+        return tuple(r for r in self.lnet_routes if r.side == side and r.via in own and r.net not in own)
 
     def tunable(self, tid: str) -> Tunable:
         for t in self.tunables:

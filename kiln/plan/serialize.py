@@ -44,6 +44,18 @@ def _host(h: Host) -> dict[str, Any]:
     }
 
 
+def _routes(plan: Plan) -> dict[str, Any]:
+    """`lnet_routes`, present only where the spec has LNet routers (so routerless plans keep their shape)."""
+    if not plan.lnet_routes:
+        return {}
+    return {
+        "lnet_routes": [
+            {"side": r.side, "net": r.net, "via": r.via, "gateway": r.gateway, "router": r.router}
+            for r in plan.lnet_routes
+        ]
+    }
+
+
 def _tunable(t: Tunable) -> dict[str, Any]:
     return {
         "id": t.id,
@@ -277,6 +289,7 @@ def plan_to_dict(plan: Plan, include_hosts: bool = True) -> dict[str, Any]:
             "mount_point": plan.mount_point,
             "mgs_nids": [list(n) for n in plan.mgs_nids],
             "lnet": [{"name": n.name, "lnd": n.lnd, "multi_rail": n.multi_rail} for n in plan.lnet],
+            **_routes(plan),
             "targets": [
                 {
                     "name": t.name,

@@ -253,6 +253,37 @@ def shared_port_notes(spec: ClusterSpec) -> list[str]:
     return out
 
 
+def routed_only(spec: ClusterSpec) -> bool:
+    """Whether every client-to-server path crosses an LNet router (routers, and no network both sides share)."""
+    lu = spec.lustre
+    return bool(lu.routers) and not any(n.hosts == "all" for n in lu.lnet)
+
+
+def router_link(spec: ClusterSpec) -> tuple[float, str]:
+    """(GB/s, how) the LNet routers' links carry: Σ groups × routers × the narrower side's link."""
+    nic_models = catalog.nics(spec)
+    total, parts = 0.0, []
+    for rg in spec.lustre.routers:
+        c = rg.client_nics.count * nic_models[rg.client_nics.nic].link_GBps
+        s = rg.server_nics.count * nic_models[rg.server_nics.nic].link_GBps
+        total += rg.count * min(c, s)
+        parts.append(f"{rg.count} × min({c:g}, {s:g}) GB/s ({rg.name}: {rg.client_net}→{rg.server_net})")
+    return total, " + ".join(parts)
+
+
+def router_layers(spec: ClusterSpec) -> tuple[Layer, ...]:
+    """`lnet_routers`: what the LNet routers forward between the client and the server networks, when every
+    client-to-server path crosses a router (no network of lustre.lnet is shared by clients and servers)."""
+    if not routed_only(spec):
+        return ()
+    f_lnet, lnet_names = lnet_factor(spec)
+    f_rtr = knowledge.load().factor("lnet_router")
+    total, how = router_link(spec)
+    rate = total * f_lnet * f_rtr
+    formula = f"Σ routers × narrower side's link: {how} × {f_lnet:.3f} × lnet_router {f_rtr:g}"
+    return (Layer("lnet_routers", "supply", rate, rate, formula, (*lnet_names, "lnet_router")),)
+
+
 def build_sizing(spec: ClusterSpec) -> tuple[Sizing, list[SpecIssue]]:
     kb = knowledge.load()
     lu = spec.lustre
@@ -320,6 +351,7 @@ def build_sizing(spec: ClusterSpec) -> tuple[Sizing, list[SpecIssue]]:
             f"client link {client_link:g} GB/s × {payload_name} ÷ oversubscription {spec.fabric.oversubscription:g}",
             (payload_name,),
         ),
+        *router_layers(spec),
         Layer(
             "oss_nics",
             "supply",

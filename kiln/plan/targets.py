@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kiln import knowledge
 from kiln.plan.model import Scope, Sizing, Target
-from kiln.plan.sizing import lnet_factor, objectstore_rates
+from kiln.plan.sizing import lnet_factor, objectstore_rates, routed_only, router_link
 from kiln.spec import catalog
 from kiln.spec.models import ClusterSpec
 
@@ -240,15 +240,24 @@ def build_targets(spec: ClusterSpec, sizing: Sizing) -> tuple[Target, ...]:
     nic_models = catalog.nics(spec)
     oss_link = spec.lustre.oss.nics.count * nic_models[spec.lustre.oss.nics.nic].link_GBps
     client_link = min(sum(m.link_GBps for m in catalog.storage_ports(spec, p)) for p in spec.compute.pools)
+    pair_link = min(client_link, oss_link)
+    pair_how = f"min(client {client_link:g}, OSS {oss_link:g} GB/s of storage links) × {' × '.join(names)}"
+    if routed_only(spec):
+        # The pair's traffic crosses the routers (LNet spreads it over every live gateway).
+        rtr_link, _ = router_link(spec)
+        pair_link = min(pair_link, rtr_link) * kb.factor("lnet_router")
+        pair_how = (
+            f"min(client {client_link:g}, OSS {oss_link:g}, routers {rtr_link:g} GB/s of links) × "
+            f"{' × '.join(names)} × lnet_router (the path crosses an LNet router)"
+        )
     out.append(
         _perf(
             spec,
             "storage.lnet_selftest",
             "bw",
             "GB/s",
-            min(client_link, oss_link) * f_lnet,
-            f"one client to one OSS over LNet (lst brw write 1M): min(client {client_link:g}, OSS {oss_link:g} "
-            f"GB/s of storage links) × {' × '.join(names)}",
+            pair_link * f_lnet,
+            f"one client to one OSS over LNet (lst brw write 1M): {pair_how}",
             "pair",
             "kiln_lustre_clients",
             ("lustre",),

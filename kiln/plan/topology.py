@@ -5,10 +5,11 @@ from __future__ import annotations
 import ipaddress
 from collections import Counter
 from dataclasses import dataclass
+from typing import Literal
 
-from kiln.plan.model import Host, LnetNet, LustreTarget, Nic, Role, TargetKind
+from kiln.plan.model import Host, LnetNet, LnetRoute, LustreTarget, Nic, Role, TargetKind
 from kiln.spec import catalog
-from kiln.spec.checks import rail_devices
+from kiln.spec.checks import rail_devices, router_prefix
 from kiln.spec.models import ClusterSpec, NicGroup, TargetGroup
 from kiln.spec.protection import default_drive_base, default_level, ext4_raid_options, zfs_vdevs
 
@@ -28,21 +29,29 @@ class _Allocator:
 
 def lnet_nets(spec: ClusterSpec) -> tuple[LnetNet, ...]:
     names = [n.name for n in spec.lustre.lnet]
-    counts = _nics_per_net(spec, names)
+    counts = _nics_per_net(spec)
     return tuple(
         LnetNet(name=n, lnd="o2ib" if n.startswith("o2ib") else "tcp", multi_rail=counts[n] > 1) for n in names
     )
 
 
-def _nics_per_net(spec: ClusterSpec, names: list[str]) -> dict[str, int]:
+def _nics_per_net(spec: ClusterSpec) -> dict[str, int]:
     """Most storage NICs any one host puts on each LNet network (multi-rail when > 1)."""
-    ports = [p.storage_nics.count + len(p.shared_storage_rails) for p in spec.compute.pools]
-    ports += [spec.lustre.mds.nics.count, spec.lustre.oss.nics.count]
-    out = dict.fromkeys(names, 0)
-    for count_ in ports:
-        # Storage port j of a host goes on network j mod len(names) (as _nics assigns NIDs).
-        for n, count in Counter(names[j % len(names)] for j in range(count_)).items():
-            out[n] = max(out[n], count)
+    lu = spec.lustre
+    sides: list[tuple[list[str], int]] = [
+        (lu.lnet_names("clients"), p.storage_nics.count + len(p.shared_storage_rails)) for p in spec.compute.pools
+    ]
+    sides += [(lu.lnet_names("servers"), g.count) for g in (lu.mds.nics, lu.oss.nics)]
+    sides += [([rg.client_net], rg.client_nics.count) for rg in lu.routers]
+    sides += [([rg.server_net], rg.server_nics.count) for rg in lu.routers]
+    out = dict.fromkeys((n.name for n in lu.lnet), 0)
+    for names, ports in sides:
+        if not names:
+            continue
+        # Storage port j of a host (storage NICs, then shared rails) goes on network j mod len(names), as _nics
+        # assigns NIDs.
+        for n, count in Counter(names[j % len(names)] for j in range(ports)).items():
+            out[n] = max(out.get(n, 0), count)
     return out
 
 
@@ -61,17 +70,20 @@ def _nics(
     storage_alloc: _Allocator,
     rail_alloc: _Allocator | None = None,
     shared: tuple[str, ...] = (),
+    nets: list[str] | None = None,
+    start: int | None = None,
 ) -> tuple[Nic, ...]:
     """A host's ports: compute rails (those named in `shared` also carry storage), then its storage NICs.
 
     Storage port j (the storage NICs, then the shared rails) gets a storage address and a NID on LNet network
-    j mod len(lustre.lnet). A shared rail's one address serves LNet and, on RoCE, its RoCEv2 GID."""
+    j mod len(nets) (default every network of the servers' side). A shared rail's one address serves LNet and,
+    on RoCE, its RoCEv2 GID. `start` numbers the storage NICs after others the host has."""
     nic_models = catalog.nics(spec)
     fabric = spec.fabric.kind
     rdma = fabric != "tcp"
     out: list[Nic] = []
     n_compute = compute.count if compute is not None else 0
-    nets = [n.name for n in spec.lustre.lnet]
+    nets = nets if nets is not None else spec.lustre.lnet_names("servers")
     if compute is not None:
         devs = rail_devices(compute) if rdma else [None] * compute.count
         for iface, dev in zip(_interfaces(compute, fabric, 0), devs, strict=True):
@@ -84,8 +96,9 @@ def _nics(
             # RoCE rails carry an IPv4 address for their RoCEv2 GID; InfiniBand rails need none.
             rail_addr = rail_alloc.take() if rail_alloc is not None else None
             out.append(Nic("compute", compute.nic, iface, dev, rail_addr, None, link))
-    devs = rail_devices(storage, start=n_compute) if rdma else [None] * storage.count
-    for j, (iface, dev) in enumerate(zip(_interfaces(storage, fabric, n_compute), devs, strict=True)):
+    first = n_compute if start is None else start
+    devs = rail_devices(storage, start=first) if rdma else [None] * storage.count
+    for j, (iface, dev) in enumerate(zip(_interfaces(storage, fabric, first), devs, strict=True)):
         addr = storage_alloc.take()
         out.append(
             Nic(
@@ -106,12 +119,13 @@ def _width(n: int) -> int:
 
 
 def build_hosts(spec: ClusterSpec) -> tuple[Host, ...]:
-    """Every host of the environment, in a stable order: compute pools, MGS, MDS, OSS, object store."""
+    """Every host of the environment, in a stable order: compute pools, MGS, MDS, OSS, LNet routers, object store."""
     mgmt = _Allocator(ipaddress.ip_network(spec.networks.management))
     stor = _Allocator(ipaddress.ip_network(spec.networks.storage))
     roce = spec.networks.roce_rails if spec.fabric.kind == "roce" else None
     rails = _Allocator(ipaddress.ip_network(roce)) if roce else None
     hosts: list[Host] = []
+    lu = spec.lustre
     for pool in spec.compute.pools:
         prefix = pool.hostname_prefix or pool.name
         width = max(3, len(str(pool.nodes)))
@@ -125,7 +139,8 @@ def build_hosts(spec: ClusterSpec) -> tuple[Host, ...]:
                     management_address=mgmt.take(),
                     groups=pool_groups,
                     nics=_nics(
-                        spec, pool.compute_rails, pool.storage_nics, stor, rails, tuple(pool.shared_storage_rails)
+                        spec, pool.compute_rails, pool.storage_nics, stor, rails, tuple(pool.shared_storage_rails),
+                        nets=lu.lnet_names("clients"),
                     ),
                     gpus=pool.gpus_per_node,
                     gpu_model=pool.gpu.model if pool.gpu is not None else None,
@@ -133,7 +148,6 @@ def build_hosts(spec: ClusterSpec) -> tuple[Host, ...]:
                     cpu_cores=pool.cpu_cores,
                 )
             )
-    lu = spec.lustre
     pairs = lu.failover == "pairs"
     if lu.mgs.mode == "standalone":
         hosts.append(_server("mgs01", "mgs", ("kiln_lustre_mgs", "kiln_lustre_servers"), spec, lu.mds.nics, mgmt, stor))
@@ -152,6 +166,22 @@ def build_hosts(spec: ClusterSpec) -> tuple[Host, ...]:
             if pairs:
                 partner = f"{role}{(i + 1 if i % 2 else i - 1):0{w}d}"
             hosts.append(_server(f"{role}{i:0{w}d}", role, groups, spec, nics, mgmt, stor, partner))  # type: ignore[arg-type]
+    for rg in lu.routers:
+        w = _width(rg.count)
+        groups = ("kiln_lnet_routers", f"kiln_lnet_router_{rg.name.replace('-', '_')}")
+        for i in range(1, rg.count + 1):
+            client_side = _nics(spec, None, rg.client_nics, stor, nets=[rg.client_net])
+            server_side = _nics(spec, None, rg.server_nics, stor, nets=[rg.server_net], start=rg.client_nics.count)
+            hosts.append(
+                Host(
+                    name=f"{router_prefix(rg)}{i:0{w}d}",
+                    role="router",
+                    pool=None,
+                    management_address=mgmt.take(),
+                    groups=groups,
+                    nics=client_side + server_side,
+                )
+            )
     os_ = spec.objectstore
     if os_.backend == "seaweedfs" and os_.nics is not None:
         w = _width(os_.nodes)
@@ -290,3 +320,21 @@ def build_target_map(
                     )
                 )
     return tuple(out), mgs_service
+
+
+def build_routes(spec: ClusterSpec, hosts: tuple[Host, ...]) -> tuple[LnetRoute, ...]:
+    """Every route a client or server may need: for each router NID on a network of one side, a route from
+    that network to the router's network on the other side (`lnetctl route add --net <net> --gateway <nid>`).
+    A host takes the routes whose gateway it reaches and whose network it is not on (Plan.routes_for)."""
+    out: list[LnetRoute] = []
+    client_nets = spec.lustre.lnet_names("clients")
+    for h in hosts:
+        if h.role != "router":
+            continue
+        nets = {nid.split("@", 1)[1] for nid in h.nids}
+        for nid in h.nids:
+            via = nid.split("@", 1)[1]
+            side: Literal["clients", "servers"] = "clients" if via in client_nets else "servers"
+            for remote in sorted(nets - {via}):
+                out.append(LnetRoute(side=side, net=remote, via=via, gateway=nid, router=h.name))
+    return tuple(out)

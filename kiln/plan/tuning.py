@@ -177,6 +177,15 @@ def lnet_tunables(spec: ClusterSpec) -> list[Tunable]:
                 "lnet.lnet.lnet_transaction_timeout",
             )
         ]
+    if spec.lustre.routers:
+        out += [
+            _tunable(spec, tid, _c(r[tid], "routed"))
+            for tid in (
+                "lnet.lnet.check_routers_before_use",
+                "lnet.lnet.alive_router_check_interval",
+                "lnet.lnet.router_ping_timeout",
+            )
+        ]
     return _present(out)
 
 

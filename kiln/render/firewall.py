@@ -7,7 +7,8 @@ The role opens nothing by itself; every port comes from here, derived from the p
   (clients reach the gateway by name, which may resolve to either); master, volume and filer ports and their
   gRPC ports (+10000) only from the object-store hosts' own storage addresses — the master hands out write
   tokens over HTTP, and the filer and volume servers serve data, so no client may reach them;
-- Lustre servers and clients on an LNet TCP network: the LNet acceptor port (988) from the storage network;
+- Lustre servers, clients and LNet routers on an LNet TCP network: the LNet acceptor port (988) from the
+  storage network;
 - compute hosts: iperf3's port from the storage network (acceptance `network.iperf3` runs between them);
 - compute hosts: every TCP port from the other compute hosts (MPI launchers and NCCL bootstrap use
   ephemeral ports) and perftest's port from the management network (`fabric.ib_*_bw` exchange);
@@ -58,7 +59,11 @@ def firewall_rules(plan: Plan, spec: ClusterSpec, h: Host) -> list[dict[str, Any
         if peers:
             rules.append(_rule("seaweedfs", "tcp", list(_seaweedfs_ports()), peers,
                                "SeaweedFS master, volume and filer (HTTP and gRPC): object-store hosts only"))
-    lustre = {*plan.groups.get("kiln_lustre_servers", ()), *plan.groups.get("kiln_lustre_clients", ())}
+    lustre = {
+        *plan.groups.get("kiln_lustre_servers", ()),
+        *plan.groups.get("kiln_lustre_clients", ()),
+        *plan.groups.get("kiln_lnet_routers", ()),
+    }
     if any(n.lnd == "tcp" for n in plan.lnet) and h.name in lustre and _storage_addresses(h):
         rules.append(_rule("lnet", "tcp", [LNET_ACCEPTOR_PORT], [storage], "LNet TCP (socklnd) acceptor"))
     compute = plan.groups.get(COMPUTE_GROUP, ())

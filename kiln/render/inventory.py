@@ -75,6 +75,11 @@ def _host_vars(plan: Plan, spec: ClusterSpec, h: Host) -> dict[str, Any]:
         for n in storage
         if n.nid and n.nid.split("@")[1] in nets
     ]
+    routes = plan.routes_for(h)
+    if routes:
+        out["lnet_routes"] = [{"net": r.net, "gateway": r.gateway} for r in routes]
+    if h.role == "router":
+        out["lnet_routing"] = True
     if plan.fabric == "infiniband":
         ipoib_mtu = spec.fabric.mtu - knowledge.load().tuning.protocol.ipoib_header_bytes.value
         out["rdma_ipoib_interfaces"] = [

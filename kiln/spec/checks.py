@@ -9,7 +9,7 @@ from kiln import knowledge
 from kiln.knowledge import NicModel
 from kiln.spec import catalog
 from kiln.spec.errors import SpecIssue, suggest
-from kiln.spec.models import ClusterSpec, ComputePool, Device, NicGroup
+from kiln.spec.models import ClusterSpec, ComputePool, Device, LnetRouterGroup, NicGroup
 from kiln.spec.protection import default_drive_base, default_level, level_problem
 from kiln.spec.types import dns_name
 
@@ -22,6 +22,7 @@ def check(spec: ClusterSpec) -> list[SpecIssue]:
         *(_catalog(spec)),
         *(_compute(spec)),
         *(_lustre(spec)),
+        *(_routers(spec)),
         *(_server(spec)),
         *(_objectstore(spec)),
         *(_workload(spec)),
@@ -119,6 +120,9 @@ def _catalog(spec: ClusterSpec) -> Iterator[SpecIssue]:
             )
     yield from _nic("lustre.mds.nics", spec.lustre.mds.nics, fabric, nic_models)
     yield from _nic("lustre.oss.nics", spec.lustre.oss.nics, fabric, nic_models)
+    for i, rg in enumerate(spec.lustre.routers):
+        yield from _nic(f"lustre.routers[{i}].client_nics", rg.client_nics, fabric, nic_models)
+        yield from _nic(f"lustre.routers[{i}].server_nics", rg.server_nics, fabric, nic_models)
     yield from _device("lustre.mds.mdts.device", spec.lustre.mds.mdts.device)
     yield from _device("lustre.oss.osts.device", spec.lustre.oss.osts.device)
     os_ = spec.objectstore
@@ -309,6 +313,68 @@ def _lustre(spec: ClusterSpec) -> Iterator[SpecIssue]:
             yield SpecIssue(f"{p}.stripe_count", 0, "a stripe count of 0 means 'default'", "drop it, or use ≥ 1 or -1")
 
 
+def router_prefix(group: LnetRouterGroup) -> str:
+    """Host-name prefix of a router group: its hostname_prefix, default <name>-."""
+    return group.hostname_prefix or f"{group.name}-"
+
+
+def _routers(spec: ClusterSpec) -> Iterator[SpecIssue]:
+    """LNet routers: each joins a client-side and a server-side network of lustre.lnet, and every pair of
+    client-only and server-only networks has a router group (else clients could not reach the servers)."""
+    lu = spec.lustre
+    kinds = {n.name: n.hosts for n in lu.lnet}
+    client_only = [n for n, h in kinds.items() if h == "clients"]
+    server_only = [n for n, h in kinds.items() if h == "servers"]
+    yield from _first_seen("lustre.routers[{i}].name", [rg.name for rg in lu.routers], "router group name")
+    for i, rg in enumerate(lu.routers):
+        p = f"lustre.routers[{i}]"
+        for key, net, side in (("client_net", rg.client_net, "clients"), ("server_net", rg.server_net, "servers")):
+            if net not in kinds:
+                yield SpecIssue(
+                    f"{p}.{key}", net, "not a network of lustre.lnet",
+                    f"add {{name: {net}, hosts: {side}}} to lustre.lnet or name one of {sorted(kinds)}",
+                )
+            elif kinds[net] != side:
+                other = "servers" if side == "clients" else "clients"
+                yield SpecIssue(
+                    f"{p}.{key}", net,
+                    f"lustre.lnet gives {net} hosts: {kinds[net]}, so the {other} are already on it and a route "
+                    "to it would point at a network they reach directly",
+                    f"set hosts: {side} on {net} in lustre.lnet, or route between a clients and a servers network",
+                )
+        if rg.client_net == rg.server_net:
+            yield SpecIssue(
+                f"{p}.server_net", rg.server_net, "a router joins two different networks (client_net is the same)",
+                "name the storage-side network, e.g. o2ib1",
+            )
+        for key, group in (("client_nics", rg.client_nics), ("server_nics", rg.server_nics)):
+            if group.count < 1:
+                yield SpecIssue(f"{p}.{key}.count", group.count, "a router needs a NIC on each side", "set count ≥ 1")
+    if (client_only or server_only) and not (client_only and server_only):
+        have, lack = ("clients", "servers") if client_only else ("servers", "clients")
+        yield SpecIssue(
+            "lustre.lnet", [n.name for n in lu.lnet],
+            f"networks {client_only or server_only} are for {have} only but no network is for {lack} only, so "
+            "no router could join the two sides",
+            f"give the other side its own network (hosts: {lack}) or set hosts: all",
+        )
+    joined = {(rg.client_net, rg.server_net) for rg in lu.routers}
+    for c in client_only:
+        for s in server_only:
+            if (c, s) not in joined:
+                yield SpecIssue(
+                    "lustre.routers", [f"{rg.client_net}->{rg.server_net}" for rg in lu.routers],
+                    f"clients on {c} cannot reach servers on {s}: no router group joins them",
+                    f"add a router group with client_net: {c} and server_net: {s}",
+                )
+    if lu.routers and not (client_only and server_only):
+        yield SpecIssue(
+            "lustre.routers", [rg.name for rg in lu.routers],
+            "every network of lustre.lnet is shared by clients and servers (hosts: all), so there is nothing to route",
+            "mark the client-side network hosts: clients and the server-side one hosts: servers, or drop routers",
+        )
+
+
 def _objectstore(spec: ClusterSpec) -> Iterator[SpecIssue]:
     os_ = spec.objectstore
     if os_.backend == "external":
@@ -394,10 +460,12 @@ def _count_hosts(spec: ClusterSpec) -> tuple[int, int]:
     lu = spec.lustre
     mds = 0 if lu.mds.colocated_with_oss else lu.mds.nodes  # colocated MDTs add no hosts
     hosts = sum(p.nodes for p in spec.compute.pools) + mds + lu.oss.nodes
+    hosts += sum(rg.count for rg in lu.routers)
     hosts += 1 if lu.mgs.mode == "standalone" else 0
     hosts += spec.objectstore.nodes if spec.objectstore.backend == "seaweedfs" else 0
     nics = sum(p.nodes * (p.storage_nics.count + len(p.shared_storage_rails)) for p in spec.compute.pools)
     nics += mds * lu.mds.nics.count + lu.oss.nodes * lu.oss.nics.count
+    nics += sum(rg.count * (rg.client_nics.count + rg.server_nics.count) for rg in lu.routers)
     nics += lu.mds.nics.count if lu.mgs.mode == "standalone" else 0
     if spec.objectstore.backend == "seaweedfs" and spec.objectstore.nics is not None:
         nics += spec.objectstore.nodes * spec.objectstore.nics.count
@@ -571,6 +639,9 @@ def _host_names(spec: ClusterSpec) -> Iterator[SpecIssue]:
     if spec.objectstore.backend == "seaweedfs":
         n = spec.objectstore.nodes
         families.append(("objectstore.nodes", "s3-", max(2, len(str(n))), n))
+    for i, rg in enumerate(lu.routers):
+        width = max(2, len(str(rg.count)))
+        families.append((f"lustre.routers[{i}].hostname_prefix", router_prefix(rg), width, rg.count))
     for a, (path_a, pa, wa, na) in enumerate(families):
         for b, (path_b, pb, wb, nb) in enumerate(families):
             if a == b or (pa == pb and a > b) or not pb.startswith(pa):
@@ -579,7 +650,11 @@ def _host_names(spec: ClusterSpec) -> Iterator[SpecIssue]:
                 continue  # reported by _compute as a shared prefix
             name = _collision(pa, wa, na, pb, wb, nb)
             if name is not None:
-                path = path_a if path_a.startswith("compute") else path_b
+                # Name a prefix the user chose: a router group's first (routers come last), then a pool's.
+                path = next(
+                    (x for pre in ("lustre.routers", "compute") for x in (path_a, path_b) if x.startswith(pre)),
+                    path_b,
+                )
                 yield SpecIssue(
                     path,
                     pa if path == path_a else pb,

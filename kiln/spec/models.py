@@ -122,10 +122,14 @@ class LocalNvme(Model):
     )
 
 
+#: Host names are <prefix><zero-padded number> (kiln.plan.topology).
+HostnamePrefix = Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,30}$")]
+
+
 class ComputePool(Model):
     name: Name = Field(description="Pool name; also the Ansible group kiln_pool_<name>.")
     nodes: int = Field(ge=1, le=65536, description="Number of nodes in the pool.")
-    hostname_prefix: Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,30}$")] | None = Field(
+    hostname_prefix: HostnamePrefix | None = Field(
         default=None,
         description="Host names are <prefix><NNN> (e.g. gpu-001 for gpu-); default the pool name. Generated names "
         "may not collide with another pool's or a server's.",
@@ -418,18 +422,44 @@ class Oss(Model):
     )
 
 
+def _canonical_lnet_net(v: str) -> str:
+    # LNet reads a network without a number as number 0, and the number as a decimal (lnet/lnet/config.c).
+    kind = v.rstrip("0123456789")
+    return f"{kind}{int(v[len(kind):] or 0)}"
+
+
+#: An LNet network name (o2ib0, tcp1), written with its number: o2ib means o2ib0.
+LnetNetName = Annotated[str, Field(pattern=r"^(o2ib|tcp)\d{0,3}$"), AfterValidator(_canonical_lnet_net)]
+
+
 class LnetNetwork(Model):
-    name: str = Field(
-        pattern=r"^(o2ib|tcp)\d{0,3}$",
+    name: LnetNetName = Field(
         description="LNet network name, e.g. o2ib0 or tcp0; o2ib means o2ib0 (it is written with its number).",
     )
+    hosts: Literal["all", "clients", "servers"] = Field(
+        default="all",
+        description="Which hosts have NIDs on it: all (clients and servers meet on it), clients (the compute "
+        "side of a routed filesystem) or servers (the storage side: MGS, MDS, OSS and object-store hosts). "
+        "Clients and servers on different networks reach each other through lustre.routers.",
+    )
 
-    @field_validator("name")
-    @classmethod
-    def _canonical(cls, v: str) -> str:
-        # LNet reads a network without a number as number 0, and the number as a decimal (lnet/lnet/config.c).
-        kind = v.rstrip("0123456789")
-        return f"{kind}{int(v[len(kind):] or 0)}"
+
+class LnetRouterGroup(Model):
+    """Identical LNet router hosts that forward between one client-side and one server-side network."""
+
+    name: Name = Field(description="Group name; also the Ansible group kiln_lnet_router_<name>.")
+    count: int = Field(ge=1, le=256, description="Router hosts in the group (every one is a gateway of the route).")
+    hostname_prefix: HostnamePrefix | None = Field(
+        default=None, description="Host names are <prefix><NN> (e.g. rtr-01 for rtr-); default <name>-."
+    )
+    client_net: LnetNetName = Field(
+        description="The network the clients are on (lustre.lnet with hosts: clients), e.g. o2ib0."
+    )
+    server_net: LnetNetName = Field(
+        description="The network the servers are on (lustre.lnet with hosts: servers), e.g. o2ib1 or tcp0."
+    )
+    client_nics: NicGroup = Field(description="NICs of one router on client_net.")
+    server_nics: NicGroup = Field(description="NICs of one router on server_net.")
 
 
 class OstPool(Model):
@@ -514,6 +544,12 @@ class Lustre(Model):
     lnet: list[LnetNetwork] = Field(
         min_length=1, max_length=16, description="LNet networks (multi-rail over all storage NICs)."
     )
+    routers: list[LnetRouterGroup] = Field(
+        default_factory=list,
+        max_length=64,
+        description="LNet router groups between client-side and server-side networks (docs/lnet.md); one per "
+        "pair of networks that clients and servers must cross.",
+    )
     mount_point: MountPoint = Field(default="/lustre", description="Client mount point (absolute, not '/').")
     pools: list[OstPool] = Field(default_factory=list, max_length=4096, description="OST pools.")
     directories: list[Directory] = Field(
@@ -525,6 +561,10 @@ class Lustre(Model):
         description="Job scheduler whose jobs Lustre's job stats are keyed by: slurm → jobid_var SLURM_JOB_ID; "
         "kubernetes → procname_uid (command name and uid); none → job stats off.",
     )
+
+    def lnet_names(self, side: Literal["clients", "servers"]) -> list[str]:
+        """The LNet networks one side's hosts put their storage NICs on, in spec order."""
+        return [n.name for n in self.lnet if n.hosts in ("all", side)]
 
 
 class Bucket(Model):

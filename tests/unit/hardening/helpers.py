@@ -70,6 +70,13 @@ def _base_spec() -> dict[str, Any]:
     fencing = lu.setdefault("ha", {}).setdefault("fencing", {"agent": "fence_ipmilan"})
     fencing.update(address="{host}-bmc.mgmt", username="admin", password_secret="kiln:fencePassword",
                    options={"lanplus": "1"})
+    # A routed filesystem: clients on o2ib0, servers on o2ib1, one router group between them.
+    lu["lnet"] = [{"name": "o2ib0", "hosts": "clients"}, {"name": "o2ib1", "hosts": "servers"}]
+    lu["routers"] = [{
+        "name": "rtr", "count": 4, "hostname_prefix": "lnet-rtr", "client_net": "o2ib0", "server_net": "o2ib1",
+        "client_nics": {"count": 2, "nic": "cx7-ndr400", "devices": ["mlx5_0", "mlx5_1"], "interfaces": ["ib0", "ib1"]},
+        "server_nics": {"count": 2, "nic": "cx7-ndr400", "devices": ["mlx5_2", "mlx5_3"], "interfaces": ["ib2", "ib3"]},
+    }]
     lu["pools"] = [{"name": "flash", "osts": [0, 1]}]
     lu["directories"] = [{"path": "/datasets", "purpose": "datasets", "pool": "flash"}]
     limits = {"block_soft": "2T", "block_hard": "3T"}

@@ -80,7 +80,8 @@ NO_SPEC_VALUES: dict[str, str] = {
 #: The host whose variables render each role's templates (a host the role's play runs on).
 ROLE_HOST = {
     "bench_tools": "gpu001", "common": "gpu001", "firewall": "gpu001", "gpu": "gpu001", "lnet": "gpu001",
-    "datamover": "gpu001", "lustre_client": "gpu001", "lustre_ha": "mds01", "lustre_server": "mds01", "monitoring": "gpu001",
+    "datamover": "gpu001", "lustre_client": "gpu001", "lustre_ha": "mds01", "lustre_server": "mds01",
+    "monitoring": "gpu001",
     "nccl": "gpu001", "objectstore": "s3-01", "rdma": "gpu001",
 }
 

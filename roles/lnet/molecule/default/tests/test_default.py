@@ -17,6 +17,14 @@ def test_lnet_conf_is_multi_rail_import_yaml(host):
     assert [ni["interfaces"][0] for ni in nets["o2ib0"]["local NI(s)"]] == ["ib0", "ib1"]
     assert [ni["interfaces"][0] for ni in nets["tcp0"]["local NI(s)"]] == ["eth0"]
     assert data["global"]["discovery"] == 1
+    assert data["route"] == [
+        {"net": "o2ib1", "gateway": "10.0.0.11@tcp0"},
+        {"net": "o2ib1", "gateway": "10.0.0.12@tcp0"},
+    ]
+    assert data["routing"] == {"enable": 1}
+    # lnetctl imports in document order: the local networks must come before the routes that use them.
+    text = conf.content_string
+    assert text.index("\nnet:") < text.index("\nroute:") < text.index("\nrouting:")
 
 
 def test_modprobe_options_with_reasons(host):
