@@ -18,5 +18,5 @@ rm -rf "$here/build/lib"
 # Only kiln's own wheel is rebuilt; the dependencies already in DIR are reused (pip --find-links).
 rm -f "$dir"/kiln-*.whl
 # Fixed zip timestamps: the same sources give the same wheel bytes, so the role reinstalls only on change.
-SOURCE_DATE_EPOCH=315532800 PIP_DISABLE_PIP_VERSION_CHECK=1 "$py" -m pip wheel --quiet --find-links "$dir" --wheel-dir "$dir" "$here[dataflow]"
+SOURCE_DATE_EPOCH=315532800 PIP_DISABLE_PIP_VERSION_CHECK=1 "$py" -m pip wheel --quiet --find-links "$dir" --wheel-dir "$dir" "${here}[dataflow]"
 echo "wheelhouse: $dir ($(find "$dir" -name '*.whl' | wc -l) wheels)"
