@@ -16,7 +16,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         lab = Lab.load(args.stack, getattr(args, "stacks_dir", None))
         if args.action == "up":
-            return lab.up(skip_prepare=args.skip_prepare)
+            return lab.up(skip_prepare=args.skip_prepare, only=args.only)
         if args.action == "down":
             lab.down()
             return 0
@@ -40,4 +40,6 @@ def register(sub: argparse._SubParsersAction, parents: Sequence[argparse.Argumen
     p.add_argument("--stack", default="lab", help="stack to run as a lab, a name or a path (default: lab; names "
                    "resolve against the checkout's stacks/ unless --stacks-dir or KILN_STACKS_DIR is given)")
     p.add_argument("--skip-prepare", action="store_true", help="skip host packages, image and tool builds")
+    p.add_argument("--only", nargs="+", metavar="CHECK", default=None,
+                   help="verify only these checks (ids, prefixes or globs, as `kiln verify --only`; default: all)")
     p.set_defaults(func=_run)

@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 import urllib.parse
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -387,7 +388,7 @@ class Lab:
         self.say("configure", "recap: " + ", ".join(f"{h} changed={n}" for h, n in changed.items()))
         return changed
 
-    def verify(self) -> int:
+    def verify(self, only: Sequence[str] | None = None) -> int:
         out = self.state / "report"
         cmd = [
             sys.executable,
@@ -406,6 +407,8 @@ class Lab:
             cmd += ["--option", f"{key}={value}"]
         if self.stacks_dir is not None:
             cmd += ["--stacks-dir", str(self.stacks_dir)]
+        if only:
+            cmd += ["--only", *only]
         self.say("verify", f"kiln verify {self.stack} (report in {out.relative_to(self.root)}/)")
         env = {**os.environ, **self.secret_env()}
         proc = subprocess.run(cmd, cwd=self.root, env=env, check=False)
@@ -415,7 +418,7 @@ class Lab:
         return proc.returncode
 
     # -- commands ------------------------------------------------------------------------------
-    def up(self, skip_prepare: bool = False) -> int:
+    def up(self, skip_prepare: bool = False, only: Sequence[str] | None = None) -> int:
         """All steps; prints and records (timings.json) how long each took."""
         self.state.mkdir(parents=True, exist_ok=True)
         times: dict[str, float] = {}
@@ -442,7 +445,7 @@ class Lab:
         lap("configure")
         total = sum(changed.values())
         self.say("configure", f"changed={total} in total" + (" (nothing to do: converged)" if total == 0 else ""))
-        rc = self.verify()
+        rc = self.verify(only)
         lap("verify")
         times["total"] = round(time.monotonic() - start, 1)
         record = {"finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "changed": total, "verify_exit": rc,

@@ -126,12 +126,17 @@ def test_lab_up_verify_rerun_down() -> None:
     assert_real_figures(report)
     assert_monitoring(report)
 
-    second = kiln("lab", "up", "--skip-prepare")
+    # The second pass proves the converge is idempotent and that verify re-runs; the measurements were judged
+    # above, so it re-runs only the quick conformance and security checks (CI time).
+    second = kiln("lab", "up", "--skip-prepare", "--only", "conformance", "security")
     assert second.returncode == 0
     assert "changed=0 in total" in second.stdout, "the second converge changed something"
     again = json.loads(REPORT.read_text())
     assert again["started"] != report["started"], "verification was not re-run"
-    assert_real_figures(again)
+    checks = {r["check"] for r in again["results"]}
+    assert checks and all(c.startswith(("conformance.", "security.")) for c in checks), checks
+    assert checks == {r["check"] for r in report["results"] if r["check"].startswith(("conformance.", "security."))}
+    assert {r["verdict"] for r in again["results"]} <= {"PASS", "NOT_APPLICABLE"}, again["summary"]
     # Each step's time is recorded (docs/benchmarks.md quotes them; no budget is asserted here).
     timings = json.loads((ROOT / ".kiln" / "lab" / "timings.json").read_text())
     assert timings["changed"] == 0 and timings["verify_exit"] == 0

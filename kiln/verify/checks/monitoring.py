@@ -71,6 +71,23 @@ def prom_query(ctx: Context, expr: str) -> list[dict[str, Any]]:
     return result if isinstance(result, list) else []
 
 
+def wait_first_scrapes(ctx: Context) -> None:
+    """Wait (bounded) until Prometheus has scraped every active target at least once (then, if it had to wait, two
+    more scrape intervals), so that `health` is no longer "unknown" and rate() has two samples: right after
+    the monitoring host (re)starts, a check must not judge targets Prometheus has not tried yet."""
+    interval = ctx.plan.monitoring.scrape_interval_s
+    deadline = time.monotonic() + max(60, 6 * interval)
+    waited = False
+    while time.monotonic() < deadline:
+        data = prom_api(ctx, "/api/v1/targets", {"state": "active"})
+        if all(t.get("health") != "unknown" for t in data.get("activeTargets", [])):
+            if waited:  # scraped just now: give rate() its second sample
+                time.sleep(min(2 * interval, max(0.0, deadline - time.monotonic())))
+            return
+        waited = True
+        time.sleep(min(interval, 2))
+
+
 class _PromCheck(Check):
     kind = "conformance"
     runbook = RUNBOOK
@@ -79,6 +96,13 @@ class _PromCheck(Check):
     def subjects(self, ctx: Context, target: Target) -> list[Subject]:
         hosts = [h for h in ctx.plan.monitoring.hosts if h in ctx.remotes]
         return [Subject(f"Prometheus on {hosts[0]}", (hosts[0],))] if hosts else []
+
+    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+        wait_first_scrapes(ctx)
+        return self.judge_live(ctx, target, subject, rep)
+
+    def judge_live(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+        raise NotImplementedError
 
 
 def _hardware_reason(ctx: Context, job: str, hosts: list[str]) -> str | None:
@@ -96,7 +120,7 @@ def _hardware_reason(ctx: Context, job: str, hosts: list[str]) -> str | None:
 class TargetsUp(_PromCheck):
     id = "monitoring.targets_up"
 
-    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+    def judge_live(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
         data = prom_api(ctx, "/api/v1/targets", {"state": "active"})
         active = {(t["labels"].get("job"), t["labels"].get("instance")): t for t in data.get("activeTargets", [])}
         s = Sample(0.0, raw={"targets.json": json.dumps(data, indent=1)})
@@ -169,7 +193,7 @@ class PanelsWithData(_PromCheck):
                     return f"no RDMA device on any host ({reasons[0]})"
         return None
 
-    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+    def judge_live(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
         s = Sample(0.0)
         queries = panel_queries(ctx)
         rows = []
