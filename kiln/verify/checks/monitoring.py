@@ -97,13 +97,6 @@ class _PromCheck(Check):
         hosts = [h for h in ctx.plan.monitoring.hosts if h in ctx.remotes]
         return [Subject(f"Prometheus on {hosts[0]}", (hosts[0],))] if hosts else []
 
-    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
-        wait_first_scrapes(ctx)
-        return self.judge_live(ctx, target, subject, rep)
-
-    def judge_live(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
-        raise NotImplementedError
-
 
 def _hardware_reason(ctx: Context, job: str, hosts: list[str]) -> str | None:
     """Why an exporter of `job` has nothing to serve on these hosts (None: it should)."""
@@ -120,7 +113,8 @@ def _hardware_reason(ctx: Context, job: str, hosts: list[str]) -> str | None:
 class TargetsUp(_PromCheck):
     id = "monitoring.targets_up"
 
-    def judge_live(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+        wait_first_scrapes(ctx)
         data = prom_api(ctx, "/api/v1/targets", {"state": "active"})
         active = {(t["labels"].get("job"), t["labels"].get("instance")): t for t in data.get("activeTargets", [])}
         s = Sample(0.0, raw={"targets.json": json.dumps(data, indent=1)})
@@ -193,7 +187,8 @@ class PanelsWithData(_PromCheck):
                     return f"no RDMA device on any host ({reasons[0]})"
         return None
 
-    def judge_live(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+        wait_first_scrapes(ctx)
         s = Sample(0.0)
         queries = panel_queries(ctx)
         rows = []
