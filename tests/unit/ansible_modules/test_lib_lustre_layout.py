@@ -262,6 +262,13 @@ def test_getdirstripe_text_and_yaml_forms() -> None:
     assert kl.parse_getdirstripe(load_fixture("getstripe_yaml_plain.txt")) is None
 
 
+def test_getdirstripe_real_2_15_5_fixed_mdt_index_one_line_per_directory() -> None:
+    """Real 2.15.5 output for two directories; the parser reads one directory, so each line on its own."""
+    lines = load_fixture("getdirstripe_default_mdt_index.txt").splitlines()
+    assert [kl.parse_getdirstripe(line) for line in lines] == [kl.DirDefault(0, 0, 3), kl.DirDefault(0, 1, 3)]
+    assert kl.build_setdirstripe_args(kl.DirDefault(0, 1)) == ["-D", "-c", "0", "-i", "1"]
+
+
 def test_setdirstripe_args_and_round_trip() -> None:
     want = kl.dir_default_from_spec({"mdt_count": 2, "max_inherit": 3})
     assert kl.build_setdirstripe_args(want) == ["-D", "-c", "2", "-i", "-1", "-X", "3"]
