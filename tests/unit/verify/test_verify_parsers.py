@@ -37,6 +37,7 @@ FORMAT_EXAMPLES = {
     "ansible_modules/getstripe_yaml_pfl_dom_pool.txt",
     "ansible_modules/getstripe_yaml_plain.txt",
     "ansible_modules/lctl_get_param_dirty.txt",
+    "ansible_modules/lctl_get_param_osc_multi.txt",
     "ansible_modules/tunefs_ldiskfs_mdt_mgs_failnode.txt",
     "ansible_modules/tunefs_ldiskfs_ost_servicenode.txt",
     "ansible_modules/tunefs_mgs.txt",
