@@ -70,12 +70,22 @@ def param_drift(name: str, wanted: Any, entries: list[tuple[str, str]], page_siz
 
 
 def parse_llog_records(text: str) -> list[dict[str, str]]:
-    """``lctl --device MGS llog_print LOG`` -> list of records (dicts of strings)."""
+    """``lctl --device MGS llog_print LOG`` -> list of records (dicts of strings).
+
+    A key that appears twice keeps its first value: class_config_yaml_output()
+    (lustre/obdclass/obd_config.c) prints the record's own ``index`` first, and the
+    command's buffers after it may reuse a name (``add_osc`` has an ``index`` buffer,
+    lcfg_data_table in lustre/include/uapi/linux/lustre/lustre_cfg.h), e.g.
+    ``- { index: 138, event: add_osc, device: testfs-clilov, ost: testfs-OST0003_UUID, index: 3, gen: 1 }``.
+    """
     records = []
     for line in text.splitlines():
         match = _LLOG_RECORD.match(line)
         if match:
-            records.append({key: value.strip() for key, value in _LLOG_FIELD.findall(match.group("body"))})
+            record: dict[str, str] = {}
+            for key, value in _LLOG_FIELD.findall(match.group("body")):
+                record.setdefault(key, value.strip())
+            records.append(record)
     return records
 
 

@@ -41,7 +41,7 @@ def test_verbose_components_form_with_overstriping() -> None:
 @pytest.mark.parametrize(
     ("fixture", "expected"),
     [
-        ("getstripe_plain.txt", C(extent_end=None, stripe_count=1, stripe_size=M, pool="original")),
+        ("getstripe_plain.txt", C(extent_end=None, stripe_count=1, stripe_size=M, pool="ddn_hdd")),
         ("getstripe_plain_overstriped.txt", C(extent_end=None, overstripe_count=8, stripe_size=M)),
         ("getstripe_yaml_plain.txt", C(extent_end=None, stripe_count=-1, stripe_size=4 * M)),
     ],
@@ -255,17 +255,28 @@ def _fields(comp: kl.LayoutComponent) -> list[tuple[str, object]]:
 
 
 def test_getdirstripe_text_and_yaml_forms() -> None:
-    assert kl.parse_getdirstripe(load_fixture("getdirstripe_default_text.txt")) == kl.DirDefault(4, -1, 3)
+    # real: the manual's `lfs setdirstripe testdir1 -D -c 2` (max_inherit defaults to 3 for a count above 1)
+    assert kl.parse_getdirstripe(load_fixture("getdirstripe_default_text.txt")) == kl.DirDefault(2, -1, 3)
     assert kl.parse_getdirstripe(load_fixture("getdirstripe_default_yaml.txt")) == kl.DirDefault(1, 2, -1)
     assert kl.parse_getdirstripe("") is None
     assert kl.parse_getdirstripe(load_fixture("getstripe_yaml_plain.txt")) is None
 
 
+def test_getdirstripe_real_2_15_5_fixed_mdt_index_one_line_per_directory() -> None:
+    """Real 2.15.5 output for two directories; the parser reads one directory, so each line on its own."""
+    lines = load_fixture("getdirstripe_default_mdt_index.txt").splitlines()
+    # no -c given: lfs stores count 0 but, its count option unset, picks the striped max_inherit default 3
+    # (lfs_setdirstripe() in lustre/utils/lfs.c, tag v2_15_0)
+    assert [kl.parse_getdirstripe(line) for line in lines] == [kl.DirDefault(0, 0, 3), kl.DirDefault(0, 1, 3)]
+
+
 def test_setdirstripe_args_and_round_trip() -> None:
-    want = kl.dir_default_from_spec({"mdt_count": 4, "max_inherit": 3})
-    assert kl.build_setdirstripe_args(want) == ["-D", "-c", "4", "-i", "-1", "-X", "3"]
+    want = kl.dir_default_from_spec({"mdt_count": 2, "max_inherit": 3})
+    assert kl.build_setdirstripe_args(want) == ["-D", "-c", "2", "-i", "-1", "-X", "3"]
     assert kl.build_setdirstripe_args(kl.DirDefault(1)) == ["-D", "-c", "1", "-i", "-1"]
-    assert kl.dir_default_drift(kl.parse_getdirstripe(load_fixture("getdirstripe_default_text.txt")), want) == []
+    current = kl.parse_getdirstripe(load_fixture("getdirstripe_default_text.txt"))
+    assert kl.dir_default_drift(current, want) == []
+    assert kl.dir_default_drift(current, kl.DirDefault(4, -1, 3)) != []
 
 
 def test_dir_default_validation() -> None:

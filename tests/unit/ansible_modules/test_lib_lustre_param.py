@@ -14,10 +14,12 @@ OSC_RPC = "osc.*.max_pages_per_rpc"
 
 
 def test_get_param_multi_device_lines() -> None:
+    """The lctl-get_param(8) man page's example (edited, so a format example): five OSCs of two file systems."""
     entries = kl.parse_get_param(load_fixture("lctl_get_param_osc_multi.txt"))
-    assert len(entries) == 4
-    assert entries[0] == ("osc.lab-OST0000-osc-ffff8803c9c0f000.max_pages_per_rpc", "4096")
-    assert entries[2][1] == "256"
+    assert len(entries) == 5
+    assert entries[0] == ("osc.myth-OST0000-osc-ffff8803c9c0f000.max_pages_per_rpc", "1024")
+    assert entries[-1] == ("osc.testfs-OST0002-osc-ffff8803c9c0f000.max_pages_per_rpc", "1024")
+    assert {value for _, value in entries} == {"1024"}
 
 
 def test_get_param_multiline_values_are_kept_together() -> None:
@@ -50,17 +52,22 @@ def test_get_param_real_tunables_one_line_per_device() -> None:
     assert {d["current"] for d in drift} == {"64"}
 
 
+def test_wildcard_drift_on_multi_device_output() -> None:
+    """1024 pages of 4 KiB are 4 MiB: no drift for 4M, every device drifts for 16M."""
+    entries = kl.parse_get_param(load_fixture("lctl_get_param_osc_multi.txt"))
+    assert kl.param_drift(OSC_RPC, "4M", entries, page_size=4096) == []
+    assert kl.param_drift(OSC_RPC, 1024, entries, page_size=4096) == []
+    drift = kl.param_drift(OSC_RPC, "16M", entries, page_size=4096)
+    assert [d["device"] for d in drift] == [name for name, _ in entries]
+    assert {d["current"] for d in drift} == {"1024"}
+
+
 def test_wildcard_drift_names_only_the_device_that_differs() -> None:
     entries = kl.parse_get_param(load_fixture("lctl_get_param_osc_multi.txt"))
-    drift = kl.param_drift(OSC_RPC, "16M", entries, page_size=4096)
-    assert drift == [
-        {
-            "name": OSC_RPC,
-            "device": "osc.lab-OST0002-osc-ffff8803c9c0f000.max_pages_per_rpc",
-            "current": "256",
-            "wanted": "16M",
-        }
-    ]
+    odd = entries[2][0]
+    entries[2] = (odd, "256")  # one device changed
+    drift = kl.param_drift(OSC_RPC, "4M", entries, page_size=4096)
+    assert drift == [{"name": OSC_RPC, "device": odd, "current": "256", "wanted": "4M"}]
 
 
 def test_no_drift_when_all_devices_match_in_other_units() -> None:
@@ -116,18 +123,21 @@ def test_drift_uses_the_parameter_name_for_units_not_the_device_label() -> None:
     assert kl.param_drift("osc.*.max_*", "2G", [("osc.a.max_dirty_mb", "2048")]) == []
 
 
-def test_llog_params_latest_record_wins_and_name_is_exact() -> None:
+def test_llog_params_real_record_and_name_is_exact() -> None:
+    """Real output from the operations manual: one set_param -P record."""
     records = kl.parse_llog_records(load_fixture("llog_print_params.txt"))
-    assert records[0] == {
-        "index": "2",
-        "event": "set_param",
-        "device": "general",
-        "parameter": "osc.*.max_dirty_mb",
-        "value": "1024",
-    }
-    assert kl.persistent_value(records, "osc.*.max_dirty_mb") == "2048"
-    assert kl.persistent_value(records, "mdt.lab-MDT*.identity_upcall") == "NONE"
-    assert kl.persistent_value(records, "osc.lab-OST*.max_dirty_mb") is None
+    assert records == [
+        {"index": "2", "event": "set_param", "device": "general", "parameter": "osc.*.max_dirty_mb", "value": "1024"}
+    ]
+    assert kl.persistent_value(records, "osc.*.max_dirty_mb") == "1024"
+    assert kl.persistent_value(records, "osc.testfs-OST*.max_dirty_mb") is None
+    assert kl.persistent_value(records, "osc.*.max_dirty") is None
+
+
+def test_llog_params_latest_record_wins() -> None:
+    records = kl.parse_llog_records(load_fixture("llog_print_params.txt"))
+    later = dict(records[0], index="5", value="2048")  # the same parameter set again: the next record index
+    assert kl.persistent_value([later, *records], "osc.*.max_dirty_mb") == "2048"
 
 
 def test_llog_record_without_value_reads_as_deleted() -> None:
@@ -138,10 +148,40 @@ def test_llog_record_without_value_reads_as_deleted() -> None:
     assert kl.persistent_value(records, "a.b.c") is None
 
 
-def test_conf_param_values_per_device_latest_wins() -> None:
+def test_llog_client_log_real_records_keep_their_own_index() -> None:
+    """Real output from the operations manual: four client-log records of one OST (grep-filtered).
+
+    The add_osc record repeats the key ``index`` (the OST index after the record index).
+    """
     records = kl.parse_llog_records(load_fixture("llog_print_client_conf.txt"))
+    assert [r["index"] for r in records] == ["135", "136", "137", "138"]
+    assert [r["event"] for r in records] == ["add_uuid", "attach", "setup", "add_osc"]
+    assert records[0]["nid"] == "192.168.10.99@tcp(0x20000c0a80a63)"
+    assert records[2] == {
+        "index": "137",
+        "event": "setup",
+        "device": "testfs-OST0003-osc",
+        "UUID": "testfs-OST0003_UUID",
+        "node": "192.168.10.99@tcp",
+    }
+    assert records[3]["ost"] == "testfs-OST0003_UUID" and records[3]["gen"] == "1"
+    assert kl.conf_param_values(records, "testfs.osc.max_dirty_mb") == {}
+
+
+def test_conf_param_values_per_device_latest_wins() -> None:
+    """conf_param records as parse_llog_records returns them (LCFG_PARAM buffers: parameter)."""
+
+    def rec(index: int, device: str, parameter: str) -> dict[str, str]:
+        return {"index": str(index), "event": "conf_param", "device": device, "parameter": parameter}
+
+    records = [
+        rec(17, "lab-OST0000-osc", "osc.max_dirty_mb=64"),
+        rec(21, "lab-OST0001-osc", "osc.max_dirty_mb=64"),
+        rec(25, "lab-OST0000-osc", "osc.max_dirty_mb=512"),
+        rec(29, "lab-client", "llite.max_read_ahead_mb=16"),
+    ]
     assert kl.conf_param_values(records, "lab-OST0000.osc.max_dirty_mb") == {"lab-OST0000-osc": "512"}
-    assert kl.conf_param_values(records, "lab.osc.max_dirty_mb") == {
+    assert kl.conf_param_values(records[::-1], "lab.osc.max_dirty_mb") == {
         "lab-OST0000-osc": "512",
         "lab-OST0001-osc": "64",
     }

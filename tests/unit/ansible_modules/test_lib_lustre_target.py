@@ -57,6 +57,20 @@ def test_never_registered_name_with_colon_is_normalised_and_index_is_decimal() -
     assert "first_time" in target.flag_words
 
 
+def test_real_print_ldd_block_of_a_zfs_mdt_with_servicenodes() -> None:
+    """Real mkfs.lustre 2.15.5 output: its print_ldd() block is the one tunefs.lustre --dryrun prints."""
+    target = kl.parse_tunefs_dryrun(load_fixture("mkfs_zfs_mdt_servicenode.txt"))
+    assert target is not None
+    assert (target.name, target.index, target.fsname, target.mount_type) == ("demo-MDT0002", 2, "demo", "zfs")
+    assert target.flags == 0x1061
+    assert target.flag_words == ["MDT", "first_time", "update", "no_primnode"]
+    assert target.kinds == ["mdt"] and target.no_primnode
+    assert target.mount_opts == ""
+    assert target.mgsnode == [["192.168.234.10@tcp"], ["192.168.234.11@tcp"]]
+    assert target.servicenode == [["192.168.234.10@tcp"], ["192.168.234.11@tcp"]]
+    assert set(target.params) == {"mgsnode", "failover.node"}
+
+
 def test_mgs_has_no_index_and_no_fsname() -> None:
     target = kl.parse_tunefs_dryrun(load_fixture("tunefs_mgs.txt"))
     assert target is not None
