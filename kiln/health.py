@@ -1,7 +1,10 @@
 """The node health check: what a compute node needs to take work, checked against the plan.
 
 `kiln-health --expect /etc/kiln/health.json [--drain slurm|kubernetes|none]` runs every check, prints one
-line each and exits with the first fault's code (0 when healthy). A check whose part the host lacks says
+line each and exits with the first fault's code (0 when healthy). In the kit's Kubernetes DaemonSet
+(kiln/render/manifests/health.py) it runs as `kiln-health --kubernetes --root /host --every 300`: the host's
+/proc and /sys mounted read-only under /host, and a faulty node cordoned and tainted through the in-cluster API
+(plain HTTPS with the pod's service-account token; `KubeApi`, `reconcile_node`). A check whose part the host lacks says
 NOT APPLICABLE with the reason and never counts as a pass or a fault. Fault codes (docs/monitoring.md):
 
   10 GPU count differs from the plan       11 uncorrectable ECC errors      12 GPU in hardware slowdown
@@ -20,11 +23,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import socket
+import ssl
 import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -101,10 +109,16 @@ def expectations(plan: Plan, host: str, nvme_mount: str | None = None) -> Expect
 
 
 def _mounts(root: Path) -> list[tuple[str, str]]:
-    """(mount point, fs type) from /proc/mounts."""
-    try:
-        text = (root / "proc/mounts").read_text()
-    except OSError:
+    """(mount point, fs type) of the host: /proc/1/mounts (init's mount namespace, so a pod reading the host's
+    /proc under --root sees the host's mounts, not its own), else /proc/mounts; node_exporter 1.5.0 reads them
+    the same way (collector/filesystem_linux.go, mountPointDetails)."""
+    for name in ("proc/1/mounts", "proc/mounts"):
+        try:
+            text = (root / name).read_text()
+            break
+        except OSError:
+            continue
+    else:
         return []
     return [(f[1], f[2]) for f in (line.split() for line in text.splitlines()) if len(f) >= 3]
 
@@ -254,29 +268,192 @@ def scheduler_actions(kind: str, host: str, fault: Result | None, runner: Runner
     return []
 
 
+# ---------------------------------------------------------------------------------------- Kubernetes API
+
+#: The taint a faulty node gets (value fault-<code>), and the node annotations kiln-health keeps on it.
+TAINT_KEY = "kiln.io/health"
+REASON_ANNOTATION = "kiln.io/health-reason"
+CORDONED_ANNOTATION = "kiln.io/health-cordoned"  # "true": kiln-health set spec.unschedulable, so it may unset it
+SA_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+
+
+class KubeError(Exception):
+    """A Kubernetes API request failed; the message names the request, the answer and the fix."""
+
+    def __init__(self, message: str, status: int = 0) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class KubeApi:
+    """The few Kubernetes API calls kiln-health makes, over HTTPS with a bearer token (standard library only, as
+    the node runs this file alone). The token is read for every request: the kubelet rotates projected tokens."""
+
+    def __init__(self, base: str, token_file: Path, ca_file: Path | None = None, timeout: float = 15) -> None:
+        self.base = base.rstrip("/")
+        self.token_file = token_file
+        self.timeout = timeout
+        self.context = ssl.create_default_context(cafile=str(ca_file)) if ca_file else None
+
+    @classmethod
+    def in_cluster(cls) -> KubeApi:
+        """The pod's own API server and service account (the variables and files the kubelet provides)."""
+        host, port = os.environ.get("KUBERNETES_SERVICE_HOST"), os.environ.get("KUBERNETES_SERVICE_PORT", "443")
+        if not host or not (SA_DIR / "token").is_file():
+            raise KubeError("not in a Kubernetes pod (no KUBERNETES_SERVICE_HOST or service-account token); fix: run "
+                            "--kubernetes only in the kiln-health DaemonSet, or use --drain kubernetes (kubectl)")
+        return cls(f"https://{host}:{port}" if ":" not in host else f"https://[{host}]:{port}",
+                   SA_DIR / "token", SA_DIR / "ca.crt")
+
+    def request(self, method: str, path: str, body: object | None = None,
+                content_type: str = "application/json") -> dict[str, object]:
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.base + path, data=data, method=method)
+        req.add_header("Authorization", f"Bearer {self.token_file.read_text().strip()}")
+        req.add_header("Accept", "application/json")
+        if data is not None:
+            req.add_header("Content-Type", content_type)
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout, context=self.context) as res:
+                doc = json.loads(res.read() or b"{}")
+        except urllib.error.HTTPError as exc:
+            try:
+                detail = str(json.loads(exc.read()).get("message", ""))
+            except ValueError:
+                detail = exc.reason
+            fix = ("; fix: bind the ClusterRole kiln-health (nodes get/patch) and the Role kiln-health (events "
+                   "create) to this pod's service account" if exc.code == 403 else "")
+            raise KubeError(f"{method} {path}: {exc.code} {detail}{fix}", exc.code) from None
+        except (OSError, ValueError) as exc:
+            raise KubeError(f"{method} {path}: {exc}") from None
+        return doc if isinstance(doc, dict) else {}
+
+
+def _node_patch(node: dict[str, object], fault: Result | None) -> tuple[dict[str, object] | None, str]:
+    """The merge patch (RFC 7386) that takes the node out on a fault or returns it when healthy, and the event
+    reason; (None, "") when the node is already as it should be. A cordon kiln-health did not set is never
+    undone; the patch carries the node's resourceVersion, so a concurrent change makes it fail (409) and retry."""
+    meta = node.get("metadata") if isinstance(node.get("metadata"), dict) else {}
+    spec = node.get("spec") if isinstance(node.get("spec"), dict) else {}
+    assert isinstance(meta, dict) and isinstance(spec, dict)
+    annotations = meta.get("annotations") or {}
+    taints = [t for t in spec.get("taints") or [] if isinstance(t, dict)]
+    others = [t for t in taints if t.get("key") != TAINT_KEY]
+    unschedulable = spec.get("unschedulable") is True
+    ours_cordon = annotations.get(CORDONED_ANNOTATION) == "true"
+    if fault is not None:
+        want = {"key": TAINT_KEY, "value": f"fault-{fault.code}", "effect": "NoSchedule"}
+        if want in taints and unschedulable and annotations.get(REASON_ANNOTATION) == fault.line():
+            return None, ""
+        ann: dict[str, object] = {REASON_ANNOTATION: fault.line()}
+        new_spec: dict[str, object] = {"taints": [*others, want]}
+        if not unschedulable:
+            new_spec["unschedulable"] = True
+            ann[CORDONED_ANNOTATION] = "true"
+        return {"metadata": {"resourceVersion": meta.get("resourceVersion"), "annotations": ann},
+                "spec": new_spec}, "KilnHealthFault"
+    if len(others) == len(taints) and REASON_ANNOTATION not in annotations and not ours_cordon:
+        return None, ""  # nothing of kiln-health's on this node: an operator's cordon stays
+    healthy_spec: dict[str, object] = {"taints": others}
+    if ours_cordon and unschedulable:
+        healthy_spec["unschedulable"] = False
+    return {"metadata": {"resourceVersion": meta.get("resourceVersion"),
+                         "annotations": {REASON_ANNOTATION: None, CORDONED_ANNOTATION: None}},
+            "spec": healthy_spec}, "KilnHealthRecovered"
+
+
+def reconcile_node(api: KubeApi, node: str, fault: Result | None, namespace: str) -> str | None:
+    """Cordon and taint `node` on a fault (the reason as an annotation and an event), or return it when healthy;
+    returns what was done, None when nothing had to change."""
+    for attempt in (1, 2):
+        current = api.request("GET", f"/api/v1/nodes/{node}")
+        patch, reason = _node_patch(current, fault)
+        if patch is None:
+            return None
+        try:
+            api.request("PATCH", f"/api/v1/nodes/{node}", patch, "application/merge-patch+json")
+            break
+        except KubeError as exc:
+            if exc.status != 409 or attempt == 2:
+                raise
+    meta = current.get("metadata") if isinstance(current.get("metadata"), dict) else {}
+    assert isinstance(meta, dict)
+    message = (f"kiln-health cordoned and tainted {TAINT_KEY}=fault-{fault.code}:NoSchedule: {fault.line()}"
+               if fault else "kiln-health: healthy again; its taint removed (and its own cordon undone)")
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    api.request("POST", f"/api/v1/namespaces/{namespace}/events", {
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"generateName": "kiln-health-", "namespace": namespace},
+        "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": node, "uid": meta.get("uid", "")},
+        "reason": reason, "message": message, "type": "Warning" if fault else "Normal",
+        "source": {"component": "kiln-health", "host": node}, "reportingComponent": "kiln-health",
+        "reportingInstance": node, "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+    })
+    return message
+
+
+def _namespace() -> str:
+    try:
+        return (SA_DIR / "namespace").read_text().strip()
+    except OSError:
+        return "default"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="kiln-health", description="Check this node against the plan.")
     p.add_argument("--expect", default="/etc/kiln/health.json", help="expectations file (kiln.health.Expect)")
     p.add_argument("--drain", choices=["none", "slurm", "kubernetes"], default="none",
                    help="take the node out of the scheduler on a fault, and back when healthy")
     p.add_argument("--json", action="store_true", help="print the results as JSON")
+    p.add_argument("--root", default="/", type=Path,
+                   help="where the host's /proc and /sys are (the DaemonSet mounts them read-only under /host)")
+    p.add_argument("--kubernetes", action="store_true",
+                   help="cordon and taint this node through the in-cluster API on a fault, and return it when "
+                        "healthy (the pod's service account; node name from $NODE_NAME, else the plan's host)")
+    p.add_argument("--every", type=int, default=0, metavar="SECONDS",
+                   help="run the checks every SECONDS until stopped (the DaemonSet); 0: once")
     args = p.parse_args(argv)
+    if args.kubernetes and args.drain != "none":
+        p.error("--kubernetes takes the node out itself; leave out --drain")
     try:
         e = Expect(**json.loads(Path(args.expect).read_text()))
+        api = KubeApi.in_cluster() if args.kubernetes else None
     except (OSError, ValueError, TypeError) as exc:
         print(f"kiln-health: cannot read {args.expect}: {exc}; fix: render it from the plan", file=sys.stderr)
         return 2
-    results = run_checks(e)
+    except KubeError as exc:
+        print(f"kiln-health: {exc}", file=sys.stderr)
+        return 2
+    while True:
+        code = _once(e, args, api)
+        if args.every <= 0:
+            return code
+        time.sleep(args.every)
+
+
+def _once(e: Expect, args: argparse.Namespace, api: KubeApi | None) -> int:
+    """One round: every check, its lines (or JSON), the scheduler actions; the first fault's code."""
+    results = run_checks(e, args.root)
     if args.json:
         print(json.dumps([asdict(r) for r in results], indent=2))
     else:
         for r in results:
             print(r.line())
     fault = next((r for r in results if r.status == "fault"), None)
+    if api is not None:
+        node = os.environ.get("NODE_NAME") or e.host
+        try:
+            done = reconcile_node(api, node, fault, _namespace())
+        except KubeError as exc:
+            print(f"kiln-health: node {node}: {exc}", file=sys.stderr)
+        else:
+            if done:
+                print(f"kiln-health: node {node}: {done}")
     for cmd in scheduler_actions(args.drain, e.host or socket.gethostname(), fault):
         out = run(cmd)
         if out is None or out[0] != 0:
             print(f"kiln-health: {' '.join(cmd)} failed", file=sys.stderr)
+    sys.stdout.flush()
     return fault.code if fault else 0
 
 
