@@ -6,7 +6,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from kiln.cli import load
-from kiln.health import FAULTS, Expect, Result, expectations, run_checks, scheduler_actions
+from kiln.health import (
+    FAULTS,
+    Expect,
+    Result,
+    adjtimex_maxerror_us,
+    check_clock,
+    expectations,
+    run_checks,
+    scheduler_actions,
+)
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "health"
 EXPECT = Expect(host="gpu001", gpus=2, rdma={"mlx5_0": 400.0}, lustre_mount="/lustre",
@@ -60,7 +69,7 @@ def test_missing_gpu_and_throttled_gpu() -> None:
 
 
 def test_host_without_the_parts_says_not_applicable() -> None:
-    res = by_check(run_checks(EXPECT, FIX / "bare", fake({})))
+    res = by_check(run_checks(EXPECT, FIX / "bare", fake({}), lambda: None))  # no timedatectl, no adjtimex
     assert res["health.gpu"].status == "not_applicable" and "nvidia-smi" in res["health.gpu"].detail
     assert res["health.lustre"].status == "not_applicable"
     assert res["health.lnet"].status == "not_applicable"
@@ -109,3 +118,22 @@ def test_clock_in_a_container_is_not_applicable(tmp_path: Path) -> None:
     assert res["health.clock"].status == "not_applicable" and "host's clock" in res["health.clock"].detail
     bare = by_check(run_checks(EXPECT, FIX / "healthy", fake({"timedatectl": (0, "no\n")})))
     assert bare["health.clock"].code == 50
+
+
+def test_clock_without_systemd_uses_adjtimex_as_timedated_does(tmp_path: Path) -> None:
+    """The kiln-health pod has no timedatectl: maxerror < 16 s is synchronised (systemd's ntp_synced)."""
+    ok = by_check(list(check_clock(fake({}), tmp_path, lambda: 1_500)))
+    assert ok["health.clock"].status == "ok" and "1500 µs" in ok["health.clock"].detail
+    bad = by_check(list(check_clock(fake({}), tmp_path, lambda: 16_000_000)))
+    assert bad["health.clock"].code == 50
+    gone = by_check(list(check_clock(fake({}), tmp_path, lambda: None)))
+    assert gone["health.clock"].status == "not_applicable"
+    # the real call answers on Linux (a read: no capability needed)
+    err = adjtimex_maxerror_us()
+    assert err is not None and err >= 0
+
+
+def test_lnet_in_the_pod_says_why_it_cannot_ping(tmp_path: Path) -> None:
+    (tmp_path / "sys/module/lnet").mkdir(parents=True)
+    res = by_check(run_checks(EXPECT, tmp_path, fake({})))
+    assert res["health.lnet"].status == "not_applicable" and "/dev/lnet" in res["health.lnet"].detail

@@ -214,8 +214,11 @@ def test_main_in_a_pod_reads_the_host_under_root_and_takes_the_node_out(
     monkeypatch.setattr(KubeApi, "in_cluster", classmethod(lambda cls: KubeApi(server.url, token)))
     monkeypatch.setattr(health, "_namespace", lambda: "kiln-health")
     monkeypatch.setenv("NODE_NAME", "gpu001")
+    monkeypatch.setattr(health, "run", lambda argv: None)  # no tool in the pod (timedatectl, nvidia-smi, lnetctl)
+    monkeypatch.setattr(health, "adjtimex_maxerror_us", lambda: 2_000)  # the kernel clock: synchronised
     assert health.main(["--expect", str(expect), "--kubernetes", "--root", str(host)]) == 60
     out = capsys.readouterr().out
     assert "health.nvme: FAULT 60: nothing mounted at /mnt/local-nvme" in out
+    assert "health.clock: OK: adjtimex maxerror 2000 µs" in out
     assert "node gpu001: kiln-health cordoned" in out
     assert server.node["spec"]["unschedulable"] is True and _ours(server.node)[0]["value"] == "fault-60"
