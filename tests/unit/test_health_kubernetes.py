@@ -222,3 +222,13 @@ def test_main_in_a_pod_reads_the_host_under_root_and_takes_the_node_out(
     assert "health.clock: OK: adjtimex maxerror 2000 µs" in out
     assert "node gpu001: kiln-health cordoned" in out
     assert server.node["spec"]["unschedulable"] is True and _ours(server.node)[0]["value"] == "fault-60"
+
+
+def test_removing_the_cordon_annotation_makes_the_cordon_the_operators(server: FakeApiServer, token: Path) -> None:
+    """The runbook's step: without kiln.io/health-cordoned, recovery removes only kiln-health's taint."""
+    api = KubeApi(server.url, token)
+    reconcile_node(api, "gpu001", FAULT, "kiln-health")
+    del server.node["metadata"]["annotations"][CORDONED_ANNOTATION]
+    assert reconcile_node(api, "gpu001", FAULT, "kiln-health") is None  # still faulty: no new claim
+    reconcile_node(api, "gpu001", None, "kiln-health")
+    assert server.node["spec"]["unschedulable"] is True and not _ours(server.node)
