@@ -291,8 +291,8 @@ def run_checks(e: Expect, root: Path = Path("/"), runner: Runner = run,
 
 def scheduler_actions(kind: str, host: str, fault: Result | None, runner: Runner = run) -> list[list[str]]:
     """Commands that take the node out of the scheduler on a fault, or return it when healthy. A node is
-    returned only if kiln-health took it out (Slurm reason or Kubernetes taint), never one an operator
-    drained."""
+    returned only if kiln-health took it out (Slurm reason; on Kubernetes its cordon annotation), never one an
+    operator drained."""
     if kind == "slurm":
         if fault:
             return [["scontrol", "update", f"nodename={host}", "state=drain", f"reason=kiln-health {fault.code}"]]
@@ -300,13 +300,18 @@ def scheduler_actions(kind: str, host: str, fault: Result | None, runner: Runner
         ours = out is not None and out[0] == 0 and out[1].strip().startswith("kiln-health")
         return [["scontrol", "update", f"nodename={host}", "state=resume"]] if ours else []
     if kind == "kubernetes":
-        if fault:
-            return [["kubectl", "cordon", host],
-                    ["kubectl", "taint", "nodes", host, f"kiln.io/health=fault-{fault.code}:NoSchedule", "--overwrite"]]
-        out = runner(["kubectl", "get", "node", host, "-o", "jsonpath={.spec.taints[*].key}"])
-        ours = out is not None and out[0] == 0 and "kiln.io/health" in out[1].split()
-        return [["kubectl", "taint", "nodes", host, "kiln.io/health:NoSchedule-"], ["kubectl", "uncordon", host]] \
-            if ours else []
+        # the patch of --kubernetes (_node_patch: taint, reason, a cordon only kiln-health undoes), through kubectl
+        out = runner(["kubectl", "get", "node", host, "-o", "json"])
+        try:
+            node = json.loads(out[1]) if out is not None and out[0] == 0 else None
+        except ValueError:
+            node = None
+        if not isinstance(node, dict):
+            print(f"kiln-health: kubectl get node {host} failed: the node is left as it is", file=sys.stderr)
+            return []
+        patch, _ = _node_patch(node, fault)
+        return [] if patch is None else [["kubectl", "patch", "node", host, "--type", "merge", "-p",
+                                          json.dumps(patch, separators=(",", ":"))]]
     return []
 
 

@@ -3,6 +3,7 @@ and recorded command output."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from kiln.cli import load
@@ -96,11 +97,21 @@ def test_scheduler_actions_drain_and_return_only_their_own() -> None:
     assert scheduler_actions("slurm", "gpu001", None, ours) == [["scontrol", "update", "nodename=gpu001",
                                                                  "state=resume"]]
     assert scheduler_actions("slurm", "gpu001", None, theirs) == []
-    k8s = scheduler_actions("kubernetes", "gpu001", fault, fake({}))
-    assert k8s[0] == ["kubectl", "cordon", "gpu001"] and "kiln.io/health=fault-21:NoSchedule" in k8s[1]
-    tainted = fake({"kubectl": (0, "kiln.io/health")})
-    assert scheduler_actions("kubernetes", "gpu001", None, tainted)[-1] == ["kubectl", "uncordon", "gpu001"]
-    assert scheduler_actions("kubernetes", "gpu001", None, fake({"kubectl": (0, "other")})) == []
+    # Kubernetes through kubectl: the same merge patch as --kubernetes (tests/unit/test_health_kubernetes.py)
+    node = {"metadata": {"name": "gpu001", "resourceVersion": "3"}, "spec": {}}
+    (cmd,) = scheduler_actions("kubernetes", "gpu001", fault, fake({"kubectl": (0, json.dumps(node))}))
+    assert cmd[:6] == ["kubectl", "patch", "node", "gpu001", "--type", "merge"]
+    patch = json.loads(cmd[-1])
+    assert patch["spec"]["unschedulable"] is True
+    assert patch["spec"]["taints"] == [{"key": "kiln.io/health", "value": "fault-21", "effect": "NoSchedule"}]
+    ours = {"metadata": {"name": "gpu001", "resourceVersion": "4", "annotations": {
+        "kiln.io/health-cordoned": "true", "kiln.io/health-reason": "x"}},
+        "spec": {"unschedulable": True, "taints": patch["spec"]["taints"]}}
+    (back,) = scheduler_actions("kubernetes", "gpu001", None, fake({"kubectl": (0, json.dumps(ours))}))
+    assert json.loads(back[-1])["spec"] == {"taints": [], "unschedulable": False}
+    operators = {"metadata": {"name": "gpu001", "resourceVersion": "5"}, "spec": {"unschedulable": True}}
+    assert scheduler_actions("kubernetes", "gpu001", None, fake({"kubectl": (0, json.dumps(operators))})) == []
+    assert scheduler_actions("kubernetes", "gpu001", fault, fake({})) == []  # no kubectl: said on stderr
     assert scheduler_actions("none", "gpu001", fault, fake({})) == []
 
 
