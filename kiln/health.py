@@ -109,19 +109,26 @@ def expectations(plan: Plan, host: str, nvme_mount: str | None = None) -> Expect
     )
 
 
-def _mounts(root: Path) -> list[tuple[str, str]]:
+#: Why the host's mount table cannot be read (then the mount checks are NOT APPLICABLE, never a fault).
+NO_HOST_MOUNTS = ("the host's /proc/1/mounts is not readable here (procfs hidepid?), and /proc/mounts under "
+                  "--root would be this container's own mounts")
+
+
+def _mounts(root: Path) -> list[tuple[str, str]] | None:
     """(mount point, fs type) of the host: /proc/1/mounts (init's mount namespace, so a pod reading the host's
     /proc under --root sees the host's mounts, not its own), else /proc/mounts; node_exporter 1.5.0 reads them
-    the same way (collector/filesystem_linux.go, mountPointDetails)."""
-    for name in ("proc/1/mounts", "proc/mounts"):
+    the same way (collector/filesystem_linux.go, mountPointDetails). Under a --root that is a real procfs
+    (it has /proc/self), /proc/mounts is the reader's own mount namespace: None rather than a wrong answer."""
+    names = ["proc/1/mounts"]
+    if root == Path("/") or not (root / "proc/self").exists():
+        names.append("proc/mounts")
+    for name in names:
         try:
             text = (root / name).read_text()
-            break
         except OSError:
             continue
-    else:
-        return []
-    return [(f[1], f[2]) for f in (line.split() for line in text.splitlines()) if len(f) >= 3]
+        return [(f[1], f[2]) for f in (line.split() for line in text.splitlines()) if len(f) >= 3]
+    return None if len(names) == 1 else []
 
 
 def check_gpus(e: Expect, runner: Runner) -> Iterator[Result]:
@@ -182,7 +189,11 @@ def check_lustre(e: Expect, root: Path) -> Iterator[Result]:
     if not (root / "sys/fs/lustre").is_dir():
         yield Result("health.lustre", "not_applicable", "no Lustre client modules loaded (/sys/fs/lustre absent)")
         return
-    if (e.lustre_mount, "lustre") not in _mounts(root):
+    mounts = _mounts(root)
+    if mounts is None:
+        yield Result("health.lustre", "not_applicable", NO_HOST_MOUNTS)
+        return
+    if (e.lustre_mount, "lustre") not in mounts:
         yield Result("health.lustre", "fault", f"no Lustre mount at {e.lustre_mount}", 30)
         return
     bad = []
@@ -273,9 +284,12 @@ def check_clock(runner: Runner, root: Path = Path("/"),
 
 
 def check_nvme(e: Expect, root: Path) -> Iterator[Result]:
+    mounts = _mounts(root) if e.nvme_mount else []
     if not e.nvme_mount:
         yield Result("health.nvme", "not_applicable", "the plan gives this host no local NVMe")
-    elif any(mp == e.nvme_mount for mp, _ in _mounts(root)):
+    elif mounts is None:
+        yield Result("health.nvme", "not_applicable", NO_HOST_MOUNTS)
+    elif any(mp == e.nvme_mount for mp, _ in mounts):
         yield Result("health.nvme", "ok", f"{e.nvme_mount} mounted")
     else:
         yield Result("health.nvme", "fault", f"nothing mounted at {e.nvme_mount}", 60)

@@ -232,3 +232,16 @@ def test_removing_the_cordon_annotation_makes_the_cordon_the_operators(server: F
     assert reconcile_node(api, "gpu001", FAULT, "kiln-health") is None  # still faulty: no new claim
     reconcile_node(api, "gpu001", None, "kiln-health")
     assert server.node["spec"]["unschedulable"] is True and not _ours(server.node)
+
+
+def test_a_pod_that_cannot_read_the_hosts_mount_table_never_reports_a_mount_fault(tmp_path: Path) -> None:
+    """hidepid on the host's /proc hides /proc/1: the pod's own /proc/mounts must not stand in for the host's."""
+    host = tmp_path / "host"
+    (host / "proc/self").mkdir(parents=True)  # a real procfs, without a readable /proc/1
+    (host / "proc/mounts").write_text("overlay / overlay rw 0 0\n")
+    (host / "sys/fs/lustre").mkdir(parents=True)
+    e = health.Expect(host="gpu001", gpus=0, rdma={}, lustre_mount="/lustre", server_nids=[],
+                      nvme_mount="/mnt/local-nvme")
+    res = {r.check: r for r in health.run_checks(e, host, lambda argv: None, lambda: 2_000)}
+    for check in ("health.lustre", "health.nvme"):
+        assert res[check].status == "not_applicable" and "hidepid" in res[check].detail, res[check]
