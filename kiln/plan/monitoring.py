@@ -311,7 +311,8 @@ def _host_rules(sysctls: list[Tunable], every_s: int) -> list[AlertRule]:
     out = [AlertRule(
         "ExporterDown", "exporters", "up == 0", 2 * every_s, "critical",
         "{{ $labels.job }} exporter on {{ $labels.host }} is down",
-        "Prometheus could not scrape {{ $labels.instance }} for two scrape intervals.",
+        "Prometheus could not scrape {{ $labels.instance }} (up == 0 for the rule's for:, two scrape intervals "
+        "unless monitoring.alert_for_max_s caps it).",
     )]
     for t in sysctls:
         values = str(t.value).split()
