@@ -190,7 +190,8 @@ class AcceptanceSuite(KilnComponent):
 
 
 class Monitoring(KilnComponent):
-    """kube-prometheus-stack (its chart), the plan's PrometheusRule, SeaweedFS ServiceMonitors, dashboards."""
+    """kube-prometheus-stack (its chart), the plan's PrometheusRule, SeaweedFS ServiceMonitors, dashboards, and
+    the kiln-health DaemonSet on the GPU nodes with its namespace, RBAC and expectations."""
 
     kind = MONITORING
 

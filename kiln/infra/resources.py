@@ -34,6 +34,10 @@ TYPED: dict[tuple[str, str], Callable[..., pulumi.CustomResource]] = {
     ("apps/v1", "StatefulSet"): k8s.apps.v1.StatefulSet,
     ("batch/v1", "Job"): k8s.batch.v1.Job,
     ("networking.k8s.io/v1", "NetworkPolicy"): k8s.networking.v1.NetworkPolicy,
+    ("rbac.authorization.k8s.io/v1", "ClusterRole"): k8s.rbac.v1.ClusterRole,
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): k8s.rbac.v1.ClusterRoleBinding,
+    ("rbac.authorization.k8s.io/v1", "Role"): k8s.rbac.v1.Role,
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): k8s.rbac.v1.RoleBinding,
     ("storage.k8s.io/v1", "CSIDriver"): k8s.storage.v1.CSIDriver,
 }
 

@@ -150,6 +150,13 @@ class Dataflow(_Model):
     mover_image: Pin[str]
 
 
+class Health(_Model):
+    image: Pin[str]
+    interval_s: Pin[int]
+    gpu_runtime_class: Pin[str]
+    gpu_node_taint: Pin[str]
+
+
 class KubernetesKnowledge(_Model):
     schema_: Literal[1]
     labels: Labels
@@ -163,6 +170,7 @@ class KubernetesKnowledge(_Model):
     seaweedfs: Seaweedfs
     acceptance: Acceptance
     dataflow: Dataflow
+    health: Health
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 

@@ -311,7 +311,8 @@ def _host_rules(sysctls: list[Tunable], every_s: int) -> list[AlertRule]:
     out = [AlertRule(
         "ExporterDown", "exporters", "up == 0", 2 * every_s, "critical",
         "{{ $labels.job }} exporter on {{ $labels.host }} is down",
-        "Prometheus could not scrape {{ $labels.instance }} for two scrape intervals.",
+        "Prometheus could not scrape {{ $labels.instance }} (up == 0 for the rule's for:, two scrape intervals "
+        "unless monitoring.alert_for_max_s caps it).",
     )]
     for t in sysctls:
         values = str(t.value).split()
@@ -484,9 +485,14 @@ HEALTH_CHECKS: dict[str, str] = {
 
 
 def fire_bound_s(m: MonitoringPlan, rule: AlertRule) -> int:
-    """How long an injected fault may take to fire its alert: two scrape intervals (the first scrape that
-    sees it, one more for a slow target) + the rule's `for:` + one evaluation interval."""
-    return 3 * m.scrape_interval_s + rule.for_s
+    """How long an injected fault may take to fire its alert: 2 × scrape interval + the rule's `for:`.
+
+    Prometheus evaluates rules every evaluation_interval, which kiln sets to the scrape interval (role
+    monitoring's prometheus.yml, kube-prometheus-stack's evaluationInterval). The worst case is one scrape
+    interval until the first scrape that sees the fault, one evaluation interval until a rule evaluation reads
+    that sample, then the rule's `for:`; a rule with `for: 0` fires at that evaluation. So with `for: 0` (the
+    lab's alert_for_max_s) an injected fault fires within two scrape intervals."""
+    return 2 * m.scrape_interval_s + rule.for_s
 
 
 def monitoring_targets(m: MonitoringPlan) -> list[Target]:
@@ -505,7 +511,7 @@ def monitoring_targets(m: MonitoringPlan) -> list[Target]:
         bound = fire_bound_s(m, m.rule(alert))
         out.append(Target(
             f"monitoring.fault_{name}", "seconds to fire", "s", bound, bound, bound,
-            f"{what}: {alert} fires within 3 scrape intervals + its for: ({bound} s) and clears after repair",
+            f"{what}: {alert} fires within 2 scrape intervals + its for: ({bound} s) and clears after repair",
             "aggregate", False, "all",
         ))
     for check, why in HEALTH_CHECKS.items():

@@ -99,9 +99,9 @@ def _host_vars(plan: Plan, spec: ClusterSpec, h: Host) -> dict[str, Any]:
     out["rdma_expected_devices"] = [
         {"device": n.device, "role": n.role, "rate_gbps": n.link_Gbps} for n in h.nics if n.device
     ]
-    pool = next((p for p in spec.compute.pools if p.name == h.pool), None)
-    if pool is not None and pool.local_nvme is not None and pool.local_nvme.count:
-        out["kiln_local_nvme_mount"] = pool.local_nvme.mount_point
+    nvme = local_nvme_mount(spec, h.pool)
+    if nvme is not None:
+        out["kiln_local_nvme_mount"] = nvme
     targets = [t for t in plan.targets_map if t.host == h.name]
     if targets:
         out["lustre_server_targets"] = [_target(plan, t) for t in targets]
@@ -119,6 +119,14 @@ def _host_vars(plan: Plan, spec: ClusterSpec, h: Host) -> dict[str, Any]:
         out["monitoring_health_expect"] = asdict(expectations(plan, h.name, out.get("kiln_local_nvme_mount")))
     out["firewall_rules"] = firewall_rules(plan, spec, h)
     return out
+
+
+def local_nvme_mount(spec: ClusterSpec, pool_name: str | None) -> str | None:
+    """Where a compute pool's local NVMe scratch is mounted; None for a pool without one (or no pool)."""
+    pool = next((p for p in spec.compute.pools if p.name == pool_name), None)
+    if pool is not None and pool.local_nvme is not None and pool.local_nvme.count:
+        return pool.local_nvme.mount_point
+    return None
 
 
 def hostid(address: str) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from kiln.plan.model import Plan
-from kiln.plan.monitoring import PORTS, AlertRule, MonitoringPlan
+from kiln.plan.monitoring import FAULTS, PORTS, AlertRule, MonitoringPlan, fire_bound_s
 
 RULES_FILE = "rules/kiln.rules.yml"
 RULES_TEST_FILE = "rules/kiln.rules.test.yml"
@@ -290,8 +290,43 @@ def rules_tests(plan: Plan) -> dict[str, Any]:
             "input_series": series,
             "alert_rule_test": [{"eval_time": f"{ev}s", "alertname": alert, "exp_alerts": exp}],
         })
+    tests += _bound_tests(plan)
     return {"rule_files": [RULES_FILE.split("/", 1)[1]], "evaluation_interval": f"{m.scrape_interval_s}s",
             "tests": tests}
+
+
+#: Good samples before the fault in a bound test: the fault starts right after sample GOOD_SAMPLES - 1.
+GOOD_SAMPLES = 3
+
+
+def _bound_tests(plan: Plan) -> list[dict[str, Any]]:
+    """The fire bound (kiln.plan.monitoring.fire_bound_s) of each injectable fault's alert as promtool tests:
+    the bad host's series hold the healthy host's value for GOOD_SAMPLES samples, then the faulty value. The
+    fault starts right after the last good sample, at t0 = (GOOD_SAMPLES - 1) × interval; the alert must not
+    fire one evaluation before its `for:` can have elapsed (the first bad sample + for: - one interval) and must
+    fire at t0 + fire_bound_s."""
+    m = plan.monitoring
+    iv = m.scrape_interval_s
+    alerts = {alert for alert, _ in FAULTS.values()}
+    out = []
+    for alert, series, _, exp in _cases(plan):
+        if alert not in alerts or not exp:
+            continue
+        values = {s["series"]: s["values"] for s in series}
+        shifted = []
+        for s in series:
+            healthy = values.get(s["series"].replace("bad-host", "ok-host"))
+            if "bad-host" in s["series"] and healthy is not None:
+                good_v, bad_v = healthy.split("x", 1)[0], s["values"]
+                shifted.append({**s, "values": f"{good_v}x{GOOD_SAMPLES - 1} {bad_v}"})
+            else:
+                shifted.append(s)
+        rule = m.rule(alert)
+        t0 = (GOOD_SAMPLES - 1) * iv
+        cases = [{"eval_time": f"{t0 + fire_bound_s(m, rule)}s", "alertname": alert, "exp_alerts": exp}]
+        cases.insert(0, {"eval_time": f"{t0 + rule.for_s}s", "alertname": alert, "exp_alerts": []})
+        out.append({"interval": f"{iv}s", "input_series": shifted, "alert_rule_test": cases})
+    return out
 
 
 # --- Grafana dashboards -----------------------------------------------------------------------------------

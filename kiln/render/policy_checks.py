@@ -91,27 +91,67 @@ NAMESPACE = "kubernetes:core/v1:Namespace"
 PSA_LABELS = tuple(f"pod-security.kubernetes.io/{mode}" for mode in ("enforce", "audit", "warn"))
 
 
+def _host_path_namespace(ns: str, paths: set[str], resource_type: str, props: Props) -> list[str]:
+    """A host-path namespace (kiln-health's): read-only mounts of the listed host paths and nothing more. Every
+    container drops ALL capabilities and adds none, and sets allowPrivilegeEscalation: false (Pod Security
+    cannot say this: Baseline forbids every hostPath, so the namespace is labelled privileged)."""
+    out = []
+    for where, pod in pod_specs(resource_type, props):
+        host_vols = {}
+        for vol in pod.get("volumes") or []:
+            if isinstance(vol, Mapping) and "hostPath" in vol:
+                path = str(_get(vol, ("hostPath", "path")))
+                host_vols[vol.get("name")] = path
+                if path not in paths:
+                    out.append(f"pod ({where}) mounts hostPath {path!r} in namespace {ns!r}; allowed there: "
+                               f"{', '.join(sorted(paths))} (read-only)")
+        pod_escalation = _get(pod, ("securityContext", "allowPrivilegeEscalation"))
+        for ctr in _containers(pod):
+            name = f"container {ctr.get('name')!r} ({where})"
+            sc = ctr.get("securityContext") or {}
+            for m in ctr.get("volumeMounts") or []:
+                if isinstance(m, Mapping) and m.get("name") in host_vols and m.get("readOnly") is not True:
+                    out.append(f"{name} mounts hostPath {host_vols[m.get('name')]!r} writable in namespace "
+                               f"{ns!r}; set readOnly: true")
+            if sc.get("allowPrivilegeEscalation", pod_escalation) is not False:
+                out.append(f"{name} does not set allowPrivilegeEscalation: false in namespace {ns!r}")
+            if sc.get("privileged") is True:
+                out.append(f"{name} is privileged in namespace {ns!r}; it may only read host paths")
+            added = _get(sc, ("capabilities", "add")) or []
+            dropped = {str(c).upper() for c in (_get(sc, ("capabilities", "drop")) or [])}
+            if added or "ALL" not in dropped:
+                out.append(f"{name} must drop ALL capabilities and add none in namespace {ns!r} (adds "
+                           f"{', '.join(map(str, added)) or 'none'}, drops {', '.join(sorted(dropped)) or 'none'})")
+    return out
+
+
 def check_pod_security(resource_type: str, props: Props, config: Mapping[str, Any]) -> list[str]:
     """Outside the storage and system namespaces: no hostPath, hostNetwork, hostPID or hostIPC, no privilege
-    escalation, no capabilities beyond the allow-list, and no namespace labelled Pod Security 'privileged'."""
+    escalation, no capabilities beyond the allow-list, and no namespace labelled Pod Security 'privileged'.
+    A host-path namespace (config hostPathNamespaces: namespace → host paths) may be labelled privileged and its
+    pods may mount exactly those host paths read-only, with no capabilities and no escalation."""
     allowed = set(config.get("allowedNamespaces") or DEFAULT_PRIVILEGED_NAMESPACES)
+    host_path_ns: Mapping[str, Any] = config.get("hostPathNamespaces") or {}
     caps_ok = {str(c).upper() for c in (config.get("allowedCapabilities") or DEFAULT_ALLOWED_CAPABILITIES)}
     where_ok = ", ".join(sorted(allowed))
     if resource_type == NAMESPACE:
         name = str(_get(props, ("metadata", "name")) or "")
         labels = _get(props, ("metadata", "labels")) or {}
         return [f"namespace {name!r} has {key}=privileged; only {where_ok} may"
-                for key in PSA_LABELS if labels.get(key) == "privileged" and name not in allowed]
+                for key in PSA_LABELS
+                if labels.get(key) == "privileged" and name not in allowed and name not in host_path_ns]
     ns = _namespace(props)
     if ns in allowed:
         return []
     out = []
+    if ns in host_path_ns:
+        out += _host_path_namespace(ns, {str(p) for p in host_path_ns[ns]}, resource_type, props)
     for where, pod in pod_specs(resource_type, props):
         for field in ("hostNetwork", "hostPID", "hostIPC"):
             if pod.get(field) is True:
                 out.append(f"pod ({where}) sets {field}: true in namespace {ns!r}; host namespaces belong in "
                            f"{where_ok}")
-        for vol in pod.get("volumes") or []:
+        for vol in pod.get("volumes") or [] if ns not in host_path_ns else []:
             if isinstance(vol, Mapping) and "hostPath" in vol:
                 path = _get(vol, ("hostPath", "path"))
                 out.append(f"pod ({where}) mounts hostPath {path!r} (volume {vol.get('name')!r}) in namespace "

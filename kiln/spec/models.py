@@ -766,6 +766,10 @@ class Kubernetes(Model):
     training_namespace: K8sName = Field(
         default="training", description="Namespace of training jobs and acceptance Jobs."
     )
+    health_namespace: K8sName = Field(
+        default="kiln-health",
+        description="Namespace of the kiln-health DaemonSet (read-only host /proc and /sys; docs/monitoring.md).",
+    )
     storage_class: K8sName | Literal[""] = Field(
         default="", description="StorageClass for SeaweedFS volumes ('' = default)."
     )

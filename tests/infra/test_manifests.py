@@ -175,7 +175,9 @@ def test_chart_sources_are_the_pinned_upstream_charts(built: Any) -> None:
     lustre = releases["lustre-csi-driver"]["spec"]
     assert lustre["targetNamespace"] == spec.kubernetes.storage_namespace
     assert lustre["values"] == {"deployment": {"image": "ghcr.io/hewlettpackard/lustre-csi-driver", "tag": "0.1.11"}}
-    assert _kind(objs, "DaemonSet") == [] and _kind(objs, "CSIDriver") == []  # the chart brings them
+    # the chart brings the CSI node DaemonSet and CSIDriver; kiln's only DaemonSet is kiln-health (Monitoring)
+    assert [d["metadata"]["name"] for d in _kind(objs, "DaemonSet")] == ["kiln-health"]
+    assert _kind(objs, "CSIDriver") == []
     assert ("seaweedfs" in releases) is (plan.objectstore.backend == "seaweedfs")
 
 

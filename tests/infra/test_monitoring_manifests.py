@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
+from kiln.health import TAINT_KEY, Expect
+from kiln.knowledge.kubernetes import kubernetes
 from kiln.plan import build_plan
 from kiln.render.manifests import MONITORING, build_manifests
 from kiln.render.monitoring import dashboards, rules_file
@@ -41,9 +44,52 @@ def test_rules_dashboards_and_service_monitors() -> None:
     ep = monitors["seaweedfs-volume"]["spec"]["endpoints"][0]
     assert ep["port"] == "metrics" and ep["interval"] == "5s"
     assert ep["relabelings"][0]["targetLabel"] == "host"
-    boards = {o["metadata"]["name"]: o for o in objs if o["kind"] == "ConfigMap"}
+    boards = {o["metadata"]["name"]: o for o in objs
+              if o["kind"] == "ConfigMap" and o["metadata"]["name"].startswith("kiln-dashboard-")}
     assert len(boards) == len(dashboards(plan))  # type: ignore[arg-type]
     for cm in boards.values():
         assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
         (text,) = cm["data"].values()
         assert json.loads(text)["panels"]
+
+
+def _health(stack: str) -> dict[tuple[str, str], dict[str, Any]]:
+    _, objs = _objects(stack)
+    return {(o["kind"], o["metadata"]["name"]): o for o in objs if o["metadata"].get("namespace") == "kiln-health"
+            or o["metadata"]["name"].startswith("kiln-health")}
+
+
+def test_health_daemonset_runs_kiln_health_on_the_gpu_nodes_with_least_privilege() -> None:
+    objs = _health("dev")
+    assert set(objs) == {("Namespace", "kiln-health"), ("ServiceAccount", "kiln-health"),
+                         ("ClusterRole", "kiln-health"), ("ClusterRoleBinding", "kiln-health"),
+                         ("Role", "kiln-health"), ("RoleBinding", "kiln-health"),
+                         ("ConfigMap", "kiln-health-expect"), ("DaemonSet", "kiln-health")}
+    ns = objs[("Namespace", "kiln-health")]
+    assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"  # Baseline: no hostPath
+    # RBAC: nodes get/patch cluster-wide, events create in its own namespace, nothing else
+    assert objs[("ClusterRole", "kiln-health")]["rules"] == [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}]
+    assert objs[("Role", "kiln-health")]["rules"] == [
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}]
+    for kind in ("ClusterRoleBinding", "RoleBinding"):
+        assert objs[(kind, "kiln-health")]["subjects"] == [
+            {"kind": "ServiceAccount", "name": "kiln-health", "namespace": "kiln-health"}]
+    pod = objs[("DaemonSet", "kiln-health")]["spec"]["template"]["spec"]
+    (ctr,) = pod["containers"]
+    assert ctr["image"] == kubernetes().health.image.value
+    assert ctr["args"][:3] == ["--kubernetes", "--root", "/host"] and "--every" in ctr["args"]
+    assert {(v["hostPath"]["path"]) for v in pod["volumes"] if "hostPath" in v} == {"/proc", "/sys"}
+    assert all(m["readOnly"] for m in ctr["volumeMounts"])
+    sc = ctr["securityContext"]
+    assert sc["allowPrivilegeEscalation"] is False and sc["capabilities"] == {"drop": ["ALL"]}
+    assert sc["runAsNonRoot"] is True and sc["readOnlyRootFilesystem"] is True
+    assert not any(pod.get(k) for k in ("hostPID", "hostNetwork", "hostIPC"))
+    assert {"key": TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert {"key": "kiln.io/pool", "operator": "In", "values": ["gpu"]} in terms[0]["matchExpressions"]
+    # one expectations file per planned compute host, as kiln-health reads it
+    data = objs[("ConfigMap", "kiln-health-expect")]["data"]
+    assert set(data) == {"gpu001.json", "gpu002.json"}
+    e = Expect(**json.loads(data["gpu001.json"]))
+    assert e.host == "gpu001" and e.gpus == 8 and e.nvme_mount and e.server_nids

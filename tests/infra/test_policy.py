@@ -224,6 +224,49 @@ def test_privileged_pod_security_labels_only_where_needed() -> None:
     assert P.check_pod_security(NS, ns("training", "privileged", "warn"), SEC) != []
 
 
+DS = "kubernetes:apps/v1:DaemonSet"
+
+
+def _health_ds() -> tuple[dict[str, Any], dict[str, Any]]:
+    """The dev stack's rendered kiln-health DaemonSet and its kiln-pod-security config."""
+    spec = load_stack("dev")
+    plan = build_plan(spec, "dev")
+    objs = {(o["kind"], o["metadata"]["name"]): o for c in build_manifests(plan, spec) for o in c.objects}
+    return copy.deepcopy(objs[("DaemonSet", "kiln-health")]), policy_config(plan, spec)["kiln-pod-security"]
+
+
+def test_the_health_namespace_allows_exactly_read_only_proc_and_sys() -> None:
+    ds, cfg = _health_ds()
+    assert cfg["hostPathNamespaces"] == {"kiln-health": ["/proc", "/sys"]}
+    assert P.check_pod_security(DS, ds, cfg) == []
+    assert P.check_privileged(DS, ds, {"allowedNamespaces": cfg["allowedNamespaces"]}) == []
+    label = {"metadata": {"name": "kiln-health", "labels": {"pod-security.kubernetes.io/enforce": "privileged"}}}
+    assert P.check_pod_security(NS, label, cfg) == []
+    assert P.check_pod_security(NS, label, SEC) != []  # without the allow-list entry: refused
+    ds["metadata"]["namespace"] = "training"  # the same pod elsewhere: its host paths are refused
+    assert any("hostPath '/proc'" in m for m in P.check_pod_security(DS, ds, cfg))
+
+
+@pytest.mark.parametrize(("change", "words"), [
+    (lambda pod: pod["volumes"].append({"name": "dev", "hostPath": {"path": "/dev"}}), "hostPath '/dev'"),
+    (lambda pod: pod["containers"][0]["volumeMounts"][0].update(readOnly=False), "writable"),
+    (lambda pod: pod["containers"][0]["securityContext"].pop("allowPrivilegeEscalation"),
+     "does not set allowPrivilegeEscalation: false"),
+    (lambda pod: pod["containers"][0]["securityContext"]["capabilities"].update(add=["SYS_ADMIN"]),
+     "must drop ALL capabilities and add none"),
+    (lambda pod: pod["containers"][0]["securityContext"]["capabilities"].update(drop=["NET_RAW"]),
+     "must drop ALL capabilities"),
+    (lambda pod: pod["containers"][0]["securityContext"].update(privileged=True), "is privileged"),
+    (lambda pod: pod.update(hostPID=True), "hostPID: true"),
+    (lambda pod: pod.update(hostNetwork=True), "hostNetwork: true"),
+])
+def test_the_health_namespace_refuses_anything_more(change: Any, words: str) -> None:
+    ds, cfg = _health_ds()
+    change(_pod(ds))
+    msgs = P.check_pod_security(DS, ds, cfg)
+    assert any(words in m and "'kiln-health'" in m for m in msgs), msgs
+
+
 def test_render_runs_the_policy_pack_and_writes_nothing_on_violations(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     from kiln import cli

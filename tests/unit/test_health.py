@@ -3,10 +3,20 @@ and recorded command output."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from kiln.cli import load
-from kiln.health import FAULTS, Expect, Result, expectations, run_checks, scheduler_actions
+from kiln.health import (
+    FAULTS,
+    Expect,
+    Result,
+    adjtimex_maxerror_us,
+    check_clock,
+    expectations,
+    run_checks,
+    scheduler_actions,
+)
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "health"
 EXPECT = Expect(host="gpu001", gpus=2, rdma={"mlx5_0": 400.0}, lustre_mount="/lustre",
@@ -60,7 +70,7 @@ def test_missing_gpu_and_throttled_gpu() -> None:
 
 
 def test_host_without_the_parts_says_not_applicable() -> None:
-    res = by_check(run_checks(EXPECT, FIX / "bare", fake({})))
+    res = by_check(run_checks(EXPECT, FIX / "bare", fake({}), lambda: None))  # no timedatectl, no adjtimex
     assert res["health.gpu"].status == "not_applicable" and "nvidia-smi" in res["health.gpu"].detail
     assert res["health.lustre"].status == "not_applicable"
     assert res["health.lnet"].status == "not_applicable"
@@ -87,11 +97,21 @@ def test_scheduler_actions_drain_and_return_only_their_own() -> None:
     assert scheduler_actions("slurm", "gpu001", None, ours) == [["scontrol", "update", "nodename=gpu001",
                                                                  "state=resume"]]
     assert scheduler_actions("slurm", "gpu001", None, theirs) == []
-    k8s = scheduler_actions("kubernetes", "gpu001", fault, fake({}))
-    assert k8s[0] == ["kubectl", "cordon", "gpu001"] and "kiln.io/health=fault-21:NoSchedule" in k8s[1]
-    tainted = fake({"kubectl": (0, "kiln.io/health")})
-    assert scheduler_actions("kubernetes", "gpu001", None, tainted)[-1] == ["kubectl", "uncordon", "gpu001"]
-    assert scheduler_actions("kubernetes", "gpu001", None, fake({"kubectl": (0, "other")})) == []
+    # Kubernetes through kubectl: the same merge patch as --kubernetes (tests/unit/test_health_kubernetes.py)
+    node = {"metadata": {"name": "gpu001", "resourceVersion": "3"}, "spec": {}}
+    (cmd,) = scheduler_actions("kubernetes", "gpu001", fault, fake({"kubectl": (0, json.dumps(node))}))
+    assert cmd[:6] == ["kubectl", "patch", "node", "gpu001", "--type", "merge"]
+    patch = json.loads(cmd[-1])
+    assert patch["spec"]["unschedulable"] is True
+    assert patch["spec"]["taints"] == [{"key": "kiln.io/health", "value": "fault-21", "effect": "NoSchedule"}]
+    ours = {"metadata": {"name": "gpu001", "resourceVersion": "4", "annotations": {
+        "kiln.io/health-cordoned": "true", "kiln.io/health-reason": "x"}},
+        "spec": {"unschedulable": True, "taints": patch["spec"]["taints"]}}
+    (back,) = scheduler_actions("kubernetes", "gpu001", None, fake({"kubectl": (0, json.dumps(ours))}))
+    assert json.loads(back[-1])["spec"] == {"taints": [], "unschedulable": False}
+    operators = {"metadata": {"name": "gpu001", "resourceVersion": "5"}, "spec": {"unschedulable": True}}
+    assert scheduler_actions("kubernetes", "gpu001", None, fake({"kubectl": (0, json.dumps(operators))})) == []
+    assert scheduler_actions("kubernetes", "gpu001", fault, fake({})) == []  # no kubectl: said on stderr
     assert scheduler_actions("none", "gpu001", fault, fake({})) == []
 
 
@@ -109,3 +129,22 @@ def test_clock_in_a_container_is_not_applicable(tmp_path: Path) -> None:
     assert res["health.clock"].status == "not_applicable" and "host's clock" in res["health.clock"].detail
     bare = by_check(run_checks(EXPECT, FIX / "healthy", fake({"timedatectl": (0, "no\n")})))
     assert bare["health.clock"].code == 50
+
+
+def test_clock_without_systemd_uses_adjtimex_as_timedated_does(tmp_path: Path) -> None:
+    """The kiln-health pod has no timedatectl: maxerror < 16 s is synchronised (systemd's ntp_synced)."""
+    ok = by_check(list(check_clock(fake({}), tmp_path, lambda: 1_500)))
+    assert ok["health.clock"].status == "ok" and "1500 µs" in ok["health.clock"].detail
+    bad = by_check(list(check_clock(fake({}), tmp_path, lambda: 16_000_000)))
+    assert bad["health.clock"].code == 50
+    gone = by_check(list(check_clock(fake({}), tmp_path, lambda: None)))
+    assert gone["health.clock"].status == "not_applicable"
+    # the real call answers on Linux (a read: no capability needed)
+    err = adjtimex_maxerror_us()
+    assert err is not None and err >= 0
+
+
+def test_lnet_in_the_pod_says_why_it_cannot_ping(tmp_path: Path) -> None:
+    (tmp_path / "sys/module/lnet").mkdir(parents=True)
+    res = by_check(run_checks(EXPECT, tmp_path, fake({})))
+    assert res["health.lnet"].status == "not_applicable" and "/dev/lnet" in res["health.lnet"].detail

@@ -26,8 +26,8 @@ def test_lab_stack_monitoring_section() -> None:
     m = plan.monitoring
     assert m.hosts == ("s3-01",)
     assert m.scrape_interval_s == 5 and m.retention_days == 2
-    # the lab caps every rule's for: so that injected faults fire within a run
-    assert m.for_max_s == 10 and max(r.for_s for r in m.rules) == 10
+    # the lab sets every rule's for: to 0 so that injected faults fire within two scrape intervals
+    assert m.for_max_s == 0 and max(r.for_s for r in m.rules) == 0
     assert m.fault_injection and m.fault_filesystem == "/mnt/kiln-fault"
 
 
@@ -172,8 +172,10 @@ def test_monitoring_targets_only_with_fault_injection() -> None:
     faults = {c for c in checks if c.startswith("monitoring.fault_")}
     assert faults == {"monitoring.fault_objectstore_volume_down", "monitoring.fault_disk_fill",
                       "monitoring.fault_sysctl_drift", "monitoring.fault_exporter_down"}
-    # 3 scrape intervals + the capped for: 3 × 5 + 10
-    assert checks["monitoring.fault_exporter_down"].fail == 25
+    # 2 scrape intervals + the capped for: 2 × 5 + 0, the "within two scrape intervals"
+    assert checks["monitoring.fault_exporter_down"].fail == 10
+    capped = {t.check: t for t in build_plan(_spec("lab", alert_for_max_s=10)).targets}
+    assert capped["monitoring.fault_exporter_down"].fail == 2 * 5 + 10
     assert not checks["monitoring.fault_exporter_down"].higher_is_better
     assert {"monitoring.targets_up", "monitoring.panels_with_data", "health.gpu", "health.clock"} <= set(checks)
     quiet = build_plan(_spec("lab", fault_injection=False))

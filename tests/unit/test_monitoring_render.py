@@ -64,6 +64,28 @@ def test_every_alert_has_a_test_and_the_tests_catch_a_wrong_threshold(tmp_path: 
 
 
 @needs_promtool
+def test_fault_alerts_fire_within_two_scrape_intervals(tmp_path: Path) -> None:
+    """The lab's for: 0 makes fire_bound_s two scrape intervals; promtool holds each fault's alert to it, and a
+    rule that fires later than the bound (a for: of two scrape intervals) fails its bound test. promtool scrapes
+    and evaluates in step, so its alert fires one interval inside the bound: the worst-case phase is the rest."""
+    files = _render("lab", tmp_path)
+    tests = yaml.safe_load(files["prometheus/rules/kiln.rules.test.yml"])
+    bound = {c["alertname"]: c["eval_time"] for t in tests["tests"] if len(t["alert_rule_test"]) == 2
+             for c in t["alert_rule_test"][1:]}
+    assert bound == {"ObjectStoreVolumeServerDown": "20s", "HostFilesystemFilling": "20s", "SysctlDrift": "20s",
+                     "ExporterDown": "20s"}  # the fault at t0 = 10 s, + 2 × 5 s
+    path = tmp_path / "prometheus" / "rules" / "kiln.rules.yml"
+    rules = yaml.safe_load(path.read_text())
+    for g in rules["groups"]:
+        for r in g["rules"]:
+            if r.get("alert") == "ExporterDown":
+                r["for"] = "10s"
+    path.write_text(yaml.safe_dump(rules))
+    res = _tool(str(PROMTOOL), "test", "rules", "rules/kiln.rules.test.yml", cwd=tmp_path / "prometheus")
+    assert res.returncode != 0 and "ExporterDown" in res.stdout + res.stderr
+
+
+@needs_promtool
 @pytest.mark.parametrize("stack", STACKS)
 def test_every_dashboard_query_is_valid_promql(stack: str, tmp_path: Path) -> None:
     files = _render(stack, tmp_path)

@@ -1,6 +1,7 @@
 """Monitoring on Kubernetes: the kube-prometheus-stack chart (pinned) with the plan's scrape interval, retention,
 node_exporter collectors and Alertmanager config; the plan's alert rules as a PrometheusRule; ServiceMonitors for
-the SeaweedFS chart's metrics Services; the plan's dashboards as ConfigMaps Grafana's sidecar loads.
+the SeaweedFS chart's metrics Services; the plan's dashboards as ConfigMaps Grafana's sidecar loads; the node
+health check's DaemonSet on the GPU nodes (kiln/render/manifests/health.py).
 
 The same rules and dashboards as on bare metal (kiln/render/monitoring.py); what differs is only how they are
 installed. Every ServiceMonitor relabels the node name into `host`, the label the rules and dashboards use.
@@ -12,6 +13,7 @@ import json
 
 from kiln.knowledge.kubernetes import kubernetes
 from kiln.render.manifests.context import MONITORING, Ctx, Obj, obj
+from kiln.render.manifests.health import node_health
 from kiln.render.manifests.helm import helm_release, helm_source
 from kiln.render.monitoring import alertmanager_config, dashboards, rules_file
 
@@ -87,4 +89,4 @@ def monitoring_stack(c: Ctx) -> list[Obj]:
                                                   c.system, labels={DASHBOARD_LABEL: "1"},
                                                   annotations={"kiln.io/dashboard-uid": uid}),
                         data={name: text}))
-    return objs
+    return objs + node_health(c)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from kiln.plan.model import Plan
-from kiln.render.manifests.context import GPU_RESOURCE, pool_label, rail_resource_format, rails_per_pool
+from kiln.render.manifests.context import GPU_RESOURCE, Ctx, pool_label, rail_resource_format, rails_per_pool
+from kiln.render.manifests.health import host_path_namespaces
 from kiln.spec.models import ClusterSpec
 
 
@@ -15,7 +16,8 @@ def policy_config(plan: Plan, spec: ClusterSpec) -> dict[str, Any]:
     return {
         "kiln-privileged-namespaces": {"allowedNamespaces": [k8s.storage_namespace, k8s.system_namespace]},
         "kiln-pod-security": {"allowedNamespaces": [k8s.storage_namespace, k8s.system_namespace],
-                              "allowedCapabilities": ["IPC_LOCK"]},
+                              "allowedCapabilities": ["IPC_LOCK"],
+                              "hostPathNamespaces": host_path_namespaces(Ctx(plan, spec))},
         "kiln-gpu-pods-request-rails": {"poolLabel": pool_label(), "gpuResource": GPU_RESOURCE,
                                         "railResourceFormat": rail_resource_format(),
                                         "railsPerPool": rails_per_pool(plan, spec)},

@@ -350,6 +350,16 @@ class FaultSession:
                 out.add(f.name)
         return out
 
+    def _first_firing(self, f: Fault, since: float) -> float | None:
+        """When Prometheus first evaluated f's alert as firing (epoch seconds, from the timestamps of its ALERTS
+        samples), so that the time to fire excludes this check's polling and SSH round trips; None when
+        Prometheus has no such sample at or after `since` (then the poll's time stands)."""
+        window = int(time.time() - since) + 2 * self.ctx.plan.monitoring.scrape_interval_s + 1
+        got = prom_query(self.ctx, f"{f.selector}[{window}s]")
+        stamps = [float(v[0]) for r in got for v in r.get("values", []) if isinstance(v, list) and v]
+        first = min(stamps, default=None)
+        return first if first is not None and first >= since else None
+
     def _say(self, text: str) -> None:
         self.log.append(text)
         self.ctx.progress(f"monitoring faults: {text}")
@@ -370,6 +380,7 @@ class FaultSession:
                 f.error = f"{f.alert} for {f.labels} was already firing before the fault: nothing to prove"
         live = [f for f in faults if f.error is None]
         started: dict[str, float] = {}
+        started_at: dict[str, float] = {}  # wall clock, to compare with Prometheus's sample timestamps
         try:
             for f in live:
                 r = self.ctx.run(f.host, f.inject, 60)
@@ -377,6 +388,7 @@ class FaultSession:
                     f.error = f"{f.host}: injecting ({f.inject}) failed with rc {r.rc}: {r.stderr.strip()[-200:]}"
                     continue
                 started[f.name] = time.monotonic()
+                started_at[f.name] = time.time()
                 self._say(f"{f.name}: injected on {f.host} ({f.inject})")
             waiting = [f for f in live if f.name in started]
             deadline = time.monotonic() + 2 * max((f.bound_s for f in waiting), default=0) + interval
@@ -385,7 +397,11 @@ class FaultSession:
                 fired = self._firing(waiting)
                 now = time.monotonic()
                 for f in [f for f in waiting if f.name in fired]:
-                    f.fired_s = round(now - started[f.name], 1)
+                    seen = now - started[f.name]
+                    at = self._first_firing(f, started_at[f.name])
+                    f.fired_s = round(seen if at is None else at - started_at[f.name], 1)
+                    f.notes.append(f"the poll saw it firing after {seen:.0f} s" + (
+                        "" if at is None else "; the time to fire is Prometheus's first firing evaluation"))
                     self._say(f"{f.name}: {f.alert} firing after {f.fired_s:.0f} s")
                 waiting = [f for f in waiting if f.name not in fired]
             for f in waiting:
@@ -439,7 +455,7 @@ class FaultCheck(Check):
         s = Sample(res.fired_s)
         s.details = [
             f"on {res.host}: {res.inject}",
-            f"{res.alert} fired after {res.fired_s:.0f} s (bound {res.bound_s} s: 3 scrape intervals + for:)",
+            f"{res.alert} fired after {res.fired_s:.0f} s (bound {res.bound_s} s: 2 scrape intervals + for:)",
             f"repaired ({res.repair}); cleared after {res.cleared_s:.0f} s",
             *res.notes,
         ]

@@ -26,6 +26,7 @@ class FakeProm:
     def __init__(self) -> None:
         self.down: set[tuple[str, str]] = set()  # (job, instance)
         self.firing: list[dict[str, str]] = []
+        self.fired_at: dict[str, float] = {}  # alertname → when Prometheus first evaluated it firing
         self.empty: Callable[[str], bool] = lambda expr: False
 
     def __call__(self, command: str) -> tuple[int, str, str]:
@@ -42,6 +43,10 @@ class FakeProm:
             return 0, json.dumps({"status": "success", "data": {"activeTargets": active}}), ""
         if parsed.path == "/api/v1/query":
             expr = q["query"]
+            if expr.startswith("ALERTS") and expr.endswith("s]"):  # a range: the firing evaluations' timestamps
+                result = [{"metric": m, "values": [[self.fired_at[m["alertname"]], "1"]]} for m in self.firing
+                          if m["alertname"] in self.fired_at and all(f'{k}="{v}"' in expr for k, v in m.items())]
+                return 0, json.dumps({"status": "success", "data": {"resultType": "matrix", "result": result}}), ""
             if expr.startswith("ALERTS"):
                 result = [{"metric": m, "value": [0, "1"]} for m in self.firing]
             else:
@@ -111,6 +116,9 @@ class Clock:
     def monotonic(self) -> float:
         return self.now
 
+    def time(self) -> float:
+        return self.now
+
     def sleep(self, s: float) -> None:
         self.now += s
 
@@ -125,6 +133,8 @@ def _fault_hosts(prom: FakeProm, fire_after: float, clock: Clock, stuck: str = "
 
     def firing(command: str) -> tuple[int, str, str]:
         prom.firing = [labels for at, labels in pending.values() if clock.now >= at]
+        prom.fired_at = {labels["alertname"]: at for at, labels in pending.values() if clock.now >= at}
+        clock.sleep(0.8)  # the poll's SSH round trip
         return prom(command)
 
     remotes["s3-01"].on(r"urllib\.request", firing)
@@ -169,13 +179,15 @@ def test_faults_fire_and_clear_in_one_session(monkeypatch: pytest.MonkeyPatch) -
     clock = Clock()
     monkeypatch.setattr(mon, "time", clock)
     prom = FakeProm()
-    remotes = _fault_hosts(prom, fire_after=12, clock=clock)
+    remotes = _fault_hosts(prom, fire_after=9.5, clock=clock)
     ctx = context(remotes)
     samples = {c: _measure(ctx, c) for c in FAULT_CHECKS}
     for check, s in samples.items():
-        assert 12 <= s.value <= 14, (check, s.value)
+        # Prometheus's own firing time, not the poll's (which lags by its sleep and SSH round trips)
+        assert s.value == 9.5, (check, s.value)
         assert any("cleared after" in d for d in s.details)
-        assert s.value <= _target(check).fail
+        assert any(re.search(r"the poll saw it firing after 1\d s", d) for d in s.details), s.details
+        assert s.value <= _target(check).fail == 10
     # one session: each fault injected once and repaired once
     cmds = remotes["gpu001"].commands + remotes["s3-01"].commands + remotes["oss02"].commands
     for pattern in ("systemctl stop seaweedfs-volume", "systemctl start seaweedfs-volume",
