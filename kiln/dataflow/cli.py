@@ -228,7 +228,7 @@ def cmd_models(args: argparse.Namespace) -> int:
     if not weed:
         raise DataError("no weed binary for the filer subscription; fix: pass --weed PATH or put weed on PATH")
     mover = _mover(plan, args)
-    targets = [Path(t) for t in args.target] or [Path(m.target)]
+    targets = [Path(t) for t in args.target or m.targets or (m.target,)]
     relay = Path(args.relay)
 
     def on_key(key: str) -> None:
@@ -321,7 +321,7 @@ def register(sub: argparse._SubParsersAction, parents: Sequence[argparse.Argumen
     q.add_argument("--filer", required=True, help="SeaweedFS filer host:port")
     q.add_argument("--weed", help="weed binary (default: weed on PATH)")
     q.add_argument("--relay", required=True, help="relay directory on the shared fast tier (Lustre)")
-    q.add_argument("--target", action="append", default=[], help="receiver directory (default the plan's target)")
+    q.add_argument("--target", action="append", default=[], help="receiver directory (default the plan's targets)")
     q.add_argument("--time-ago", default="0s", help="also replay events this far back (e.g. 1h) after a restart")
     q.set_defaults(func=cmd_models)
     q = dsub.add_parser("status", parents=list(parents), help="progress and lag of every link on this host")

@@ -3,8 +3,7 @@
 Run by the `dataflow.*` acceptance checks on a mover host (kiln/verify/checks/dataflow.py) and by hand:
 
   KILN_S3_ACCESS_KEY=... KILN_S3_SECRET_KEY=... python -m kiln.dataflow.measure --endpoint URL --bucket B \
-      --work DIR [--concurrency N] [--part-MiB P] [--files 200] [--file-KiB 256] [--shards 2] [--shard-MiB 64] \
-      [--receivers 3]
+      --work DIR [--concurrency N] [--part-MiB P] [--files 200] [--file-KiB 256] [--shards 2] [--shard-MiB 64]
 
 Prints one JSON object. Every figure is measured in this pass on the same data (the bucket prefix
 `kiln-measure/` is emptied first and afterwards):
@@ -14,8 +13,6 @@ Prints one JSON object. Every figure is measured in this pass on the same data (
   commit marker (the shards are generated before the clock starts: a trainer holds its state in memory);
 - checkpoint_restore_ratio: restore of that checkpoint from the lake ÷ from the fast tier (its pages dropped
   from the page cache first, so the read goes to the disk);
-- model_lake_factor: lake bytes served ÷ model bytes when one model object reaches `receivers` directories
-  through the relay (kiln.dataflow.models.distribute);
 - resume_lost_or_partial: an export killed mid-upload and run again: files missing or not checksum-identical
   in the lake, plus objects that were visible in the lake before the restart without being whole.
 """
@@ -36,7 +33,6 @@ from typing import Any
 
 from kiln.dataflow import engine, lake
 from kiln.dataflow.lake import Credentials
-from kiln.dataflow.models import distribute
 from kiln.dataflow.mover import LinkJob, Mover, export_checkpoints
 
 PREFIX = "kiln-measure/"
@@ -167,7 +163,6 @@ def measure(
     file_KiB: int = 256,
     shards: int = 2,
     shard_MiB: int = 64,
-    receivers: int = 3,
 ) -> dict[str, Any]:
     """One pass of every figure (module docstring); `work` is a directory on the fast tier, emptied afterwards."""
     s3 = lake.client(creds)
@@ -207,15 +202,6 @@ def measure(
         out.update(checkpoint_write_s=write_s, checkpoint_export_s=upload_s,
                    checkpoint_blocked_ratio=(write_s + upload_s) / write_s, checkpoint_exported=len(ex.exported),
                    restore_fast_s=fast_s, restore_lake_s=lake_s, checkpoint_restore_ratio=lake_s / fast_s)
-        # Model distribution: one new model object to `receivers` directories through the relay.
-        model = os.urandom(shard_MiB << 20)
-        s3.put_object(Bucket=bucket, Key=f"{PREFIX}models/m.safetensors", Body=model)
-        targets = [work / f"receiver{i}" for i in range(receivers)]
-        d = distribute(mover, "models", bucket, PREFIX + "models/", ["m.safetensors"], work / "relay", targets)
-        got = [t / "m.safetensors" for t in targets]
-        delivered = sum(p.is_file() and p.read_bytes() == model for p in got)
-        out.update(model_lake_factor=d.lake_bytes / len(model), model_receivers=receivers,
-                   model_delivered=int(delivered))
         out.update({f"resume_{k}": v for k, v in _resume(creds, s3, bucket, work, tuning, shard_MiB).items()})
         out["resume_lost_or_partial"] = out["resume_lost"] + out["resume_partial"]
     finally:
@@ -235,14 +221,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--file-KiB", type=int, default=256)
     ap.add_argument("--shards", type=int, default=2)
     ap.add_argument("--shard-MiB", type=int, default=64)
-    ap.add_argument("--receivers", type=int, default=3)
     a = ap.parse_args(argv)
     key, secret = os.environ.get("KILN_S3_ACCESS_KEY"), os.environ.get("KILN_S3_SECRET_KEY")
     if not key or not secret:
         print("KILN_S3_ACCESS_KEY and KILN_S3_SECRET_KEY must be set (never argv)", file=sys.stderr)
         return 2
     res = measure(Credentials(a.endpoint, key, secret), a.bucket, Path(a.work),
-                  engine.Tuning(a.concurrency, a.part_MiB), a.files, a.file_KiB, a.shards, a.shard_MiB, a.receivers)
+                  engine.Tuning(a.concurrency, a.part_MiB), a.files, a.file_KiB, a.shards, a.shard_MiB)
     print(json.dumps(res))
     return 0
 

@@ -56,7 +56,7 @@ VERIFY_OPTIONS = {
     "warp_objects": "20",
     "warp_concurrent": "16",
     "dataflow_fast_tier": LAB_FAST_TIER,  # the datamover role's stand-in for the Lustre mount (lab_vars)
-    "dataflow_shard_MiB": "32",  # about 280 MB per pass: the lab's lake is sized at 0.5 GB
+    "dataflow_shard_MiB": "32",  # about 250 MB per pass and a 34 MB model: the lab's lake is sized at 0.5 GB
 }
 
 

@@ -176,6 +176,15 @@ def validate(spec: ClusterSpec, df: Dataflow) -> list[SpecIssue]:
                     "set target to a directory on the nodes, or give the pool local_nvme",
                 )
             )
+        if m.filer_access and m.events != "filer-subscribe":
+            issues.append(
+                SpecIssue(
+                    f"{p}.filer_access",
+                    m.filer_access,
+                    f"opens the filer to the receivers, but events is {m.events}, which needs no filer",
+                    "remove filer_access (or use events: filer-subscribe)",
+                )
+            )
         if m.events == "filer-subscribe" and spec.objectstore.backend != "seaweedfs":
             issues.append(
                 SpecIssue(
@@ -381,8 +390,14 @@ def build_dataflow(
     for m in df.models:
         pool = next(p for p in spec.compute.pools if p.name == m.pool)
         target = m.target or posixpath.join(pool.local_nvme.mount_point if pool.local_nvme else "/", "models")
-        factor = 1.0 if m.fanout == "relay" else float(pool.nodes)
-        models.append(ModelFlowPlan(m.bucket, m.prefix, m.pool, target, m.events, m.fanout, pool.nodes, factor))
+        receivers = tuple(h.name for h in hosts if h.role == "compute" and h.pool == m.pool)[: m.max_nodes]
+        targets = (target,) if m.receivers_per_node == 1 else tuple(
+            posixpath.join(target, f"receiver-{i}") for i in range(1, m.receivers_per_node + 1)
+        )
+        n = len(receivers) * len(targets)
+        factor = 1.0 if m.fanout == "relay" else float(n)
+        models.append(ModelFlowPlan(m.bucket, m.prefix, m.pool, target, m.events, m.fanout, n, factor, receivers,
+                                    targets, m.filer_access))
     plan = DataflowPlan(
         engine=ENGINE,
         mover_hosts=movers,
@@ -407,6 +422,19 @@ def build_dataflow(
     )
     plan = dataclasses.replace(plan, targets=dataflow_targets(spec, plan))
     return plan, issues + floor_warnings(plan)
+
+
+#: Allowance for a change event to reach a subscriber (the filer pushes it over the open gRPC stream) and for the
+#: service to start the transfer [kit].
+MODEL_EVENT_ALLOWANCE_S = 5.0
+
+
+def model_arrival_s(plan: DataflowPlan, m: ModelFlowPlan, nbytes: int) -> float:
+    """Predicted seconds from a model object's upload to its arrival on every receiver directory: the event
+    allowance, one read from the lake and one copy per receiver directory of a node, each at the planned stage
+    rate (the relay copies run on the receiver nodes in parallel)."""
+    per_node = len(m.targets) if m.fanout == "relay" else 1
+    return MODEL_EVENT_ALLOWANCE_S + nbytes * (1 + per_node) / (plan.stage_GBps * 1e9)
 
 
 def predicted_ratios(plan: DataflowPlan) -> dict[str, float]:

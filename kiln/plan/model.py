@@ -342,8 +342,11 @@ class ModelFlowPlan:
     target: str
     events: str
     fanout: str
-    receivers: int
+    receivers: int  # receiver directories in all: len(hosts) × len(targets)
     lake_bytes_factor: float  # lake bytes served ÷ model bytes
+    hosts: tuple[str, ...] = ()  # nodes that receive (and run the model service)
+    targets: tuple[str, ...] = ()  # receiver directories on each of those nodes
+    filer_access: bool = False  # the firewall opens the filer's gRPC port to `hosts` (spec filer_access)
 
 
 @dataclass(frozen=True, slots=True)
@@ -371,6 +374,13 @@ class DataflowPlan:
     # Acceptance targets of the dataflow.* checks (also in Plan.targets, which kiln verify runs; kept here so the
     # data-flow section reads on its own).
     targets: tuple[Target, ...] = ()
+
+    @property
+    def filer_subscribers(self) -> tuple[str, ...]:
+        """Hosts the plan lets reach the SeaweedFS filer's gRPC port: the receivers of model entries with
+        events filer-subscribe and filer_access (the firewall opens it to them and to no other compute host)."""
+        return tuple(sorted({h for m in self.models if m.filer_access and m.events == "filer-subscribe"
+                             for h in m.hosts}))
 
 
 @dataclass(frozen=True, slots=True)

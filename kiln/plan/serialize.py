@@ -189,9 +189,13 @@ def dataflow_dict(df: DataflowPlan | None) -> dict[str, Any] | None:
                 "fanout": m.fanout,
                 "receivers": m.receivers,
                 "lake_bytes_factor": _num(m.lake_bytes_factor),
+                "hosts": list(m.hosts),
+                "targets": list(m.targets),
+                "filer_access": m.filer_access,
             }
             for m in df.models
         ],
+        "filer_subscribers": list(df.filer_subscribers),
         "why": list(df.why),
         "targets": [target_dict(t) for t in df.targets],
     }

@@ -6,7 +6,9 @@ The role opens nothing by itself; every port comes from here, derived from the p
 - object-store hosts (SeaweedFS deployed by kiln): the S3 port from the storage and management networks
   (clients reach the gateway by name, which may resolve to either); master, volume and filer ports and their
   gRPC ports (+10000) only from the object-store hosts' own storage addresses — the master hands out write
-  tokens over HTTP, and the filer and volume servers serve data, so no client may reach them;
+  tokens over HTTP, and the filer and volume servers serve data, so no client may reach them; the one
+  exception is planned per model entry (`dataflow.models[].filer_access`): the filer's gRPC port, from the
+  storage addresses of that entry's receivers, which subscribe to its change events;
 - Lustre servers, clients and LNet routers on an LNet TCP network: the LNet acceptor port (988) from the
   storage network;
 - compute hosts: iperf3's port from the storage network (acceptance `network.iperf3` runs between them);
@@ -45,6 +47,15 @@ def _seaweedfs_ports() -> list[int]:
     return [p for role in BACKEND_ROLES for p in (ports[role], ports[role] + grpc)]
 
 
+def filer_grpc_port() -> int:
+    """The SeaweedFS filer's gRPC port: its HTTP port + the gRPC offset (what `weed filer.meta.tail -filer=host:port`
+    dials)."""
+    from kiln.render.networkpolicy import seaweedfs_ports
+
+    ports, grpc = seaweedfs_ports()
+    return ports["filer"] + grpc
+
+
 def firewall_rules(plan: Plan, spec: ClusterSpec, h: Host) -> list[dict[str, Any]]:
     """The `firewall` role's rules for host `h`, in a stable order."""
     from kiln.verify.checks.base import Options  # the acceptance tools' default ports
@@ -59,6 +70,12 @@ def firewall_rules(plan: Plan, spec: ClusterSpec, h: Host) -> list[dict[str, Any
         if peers:
             rules.append(_rule("seaweedfs", "tcp", list(_seaweedfs_ports()), peers,
                                "SeaweedFS master, volume and filer (HTTP and gRPC): object-store hosts only"))
+        subscribers = plan.dataflow.filer_subscribers if plan.dataflow else ()
+        sources = sorted({f"{a}/32" for name in subscribers for a in _storage_addresses(plan.host(name))})
+        if sources:
+            rules.append(_rule("seaweedfs-filer-subscribe", "tcp", [filer_grpc_port()], sources,
+                               "model distribution: the filer's metadata subscription (gRPC), to the receivers of "
+                               "dataflow.models entries with filer_access only"))
     lustre = {
         *plan.groups.get("kiln_lustre_servers", ()),
         *plan.groups.get("kiln_lustre_clients", ()),

@@ -212,7 +212,9 @@ def _datamover_vars(plan: Plan) -> dict[str, Any]:
                 "index": i,
                 "events": m.events,
                 "target": m.target,
-                "hosts": [h.name for h in plan.hosts if h.pool == m.pool],
+                "targets": list(m.targets),
+                "hosts": list(m.hosts),
+                "filer_access": m.filer_access,
             }
             for i, m in enumerate(flow.models)
         ],

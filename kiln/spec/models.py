@@ -727,6 +727,23 @@ class DataModels(Model):
         description="relay: one node pulls from the lake and the others copy from peers, so the lake serves each "
         "byte about once; direct: every node pulls from the lake (N× the bytes).",
     )
+    max_nodes: int | None = Field(
+        default=None, ge=1, le=65536, description="At most this many nodes of the pool receive (the first ones); "
+        "default every node."
+    )
+    receivers_per_node: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="Receiver directories per node: 1 = target itself; n > 1 = target/receiver-1 … receiver-n, "
+        "stand-ins for n nodes' local NVMe where nodes share no filesystem (the podman lab).",
+    )
+    filer_access: bool = Field(
+        default=False,
+        description="Open the SeaweedFS filer's gRPC port (firewall role) to this entry's receiver nodes, so that "
+        "their model service can subscribe to its change events. The filer trusts whoever reaches it "
+        "(docs/security.md): an explicit decision. Without it the datamover role does not run the subscription.",
+    )
 
 
 class DataMovers(Model):

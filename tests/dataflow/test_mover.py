@@ -253,12 +253,11 @@ def test_one_measurement_pass_gives_every_dataflow_figure(seaweedfs: Credentials
     from kiln.dataflow.measure import measure
 
     f = measure(seaweedfs, "measure", tmp_path / "w", engine.Tuning(4, 8), files=20, file_KiB=64, shards=2,
-                shard_MiB=8, receivers=3)
+                shard_MiB=8)
     assert f["stage_failed"] == 0 and f["stage_bytes"] == 20 * 64 << 10
     assert f["resync_bytes"] == 0
     assert f["checkpoint_exported"] == 1 and f["checkpoint_blocked_ratio"] > 1
     assert f["checkpoint_restore_ratio"] > 0
-    assert f["model_delivered"] == 3 and f["model_lake_factor"] <= 1.2
     assert f["resume_lost_or_partial"] == 0 and f["resume_restart_rc"] == 0
     assert not (tmp_path / "w").exists()  # the work directory is removed
     assert list(list_prefix(client(seaweedfs), "measure", "kiln-measure/")) == []  # and the lake prefix emptied

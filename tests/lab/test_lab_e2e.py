@@ -67,6 +67,12 @@ def assert_real_figures(report: dict[str, Any]) -> None:
             assert row["verdict"] in ("PASS", "WARN", "FAIL"), (check, row["verdict"], row["message"])
             m = row["measured"]
             assert m is not None and m["n"] >= 1 and m["min"] <= m["median"] <= m["max"], (check, m)
+    # Model distribution is driven by the filer's change events (nobody asks the mover): a model the check PUT
+    # reached all three receiver directories, and the lake's hosts sent at most 1.2× its bytes in every run.
+    for row in results(report, "dataflow.model_distribution"):
+        assert row["verdict"] == "PASS", row["message"]
+        assert row["measured"]["max"] <= 1.2, row["measured"]
+        assert any("3/3 receivers got the" in d and "unasked" in d for d in row["details"]), row["details"]
     for check in (
         "conformance.sysctls",
         "conformance.nccl_conf",

@@ -163,7 +163,27 @@ def test_relay_fanout_serves_the_model_once_direct_n_times(stack: Any) -> None:
     data["dataflow"]["models"][0]["fanout"] = "direct"
     direct = plan_of(data)
     assert relay.dataflow.models[0].lake_bytes_factor == 1.0
-    assert direct.dataflow.models[0].lake_bytes_factor == 2.0  # two receivers in the lab pool
+    assert direct.dataflow.models[0].lake_bytes_factor == 3.0  # the lab's three receiver directories
+
+
+def test_model_receivers_are_nodes_times_directories(stack: Any) -> None:
+    data = stack("lab")
+    m = plan_of(data).dataflow.models[0]
+    assert m.hosts == ("gpu001",) and m.receivers == 3
+    assert m.targets == tuple(f"/mnt/local-nvme/models/receiver-{i}" for i in (1, 2, 3))
+    del data["dataflow"]["models"][0]["max_nodes"], data["dataflow"]["models"][0]["receivers_per_node"]
+    m = plan_of(data).dataflow.models[0]
+    assert m.hosts == ("gpu001", "gpu002") and m.targets == ("/mnt/local-nvme/models",) and m.receivers == 2
+
+
+def test_filer_access_is_planned_per_entry_and_needs_the_subscription(stack: Any) -> None:
+    data = stack("lab")
+    assert plan_of(data).dataflow.filer_subscribers == ("gpu001",)
+    data["dataflow"]["models"][0]["filer_access"] = False
+    assert plan_of(data).dataflow.filer_subscribers == ()
+    data["dataflow"]["models"][0].update(filer_access=True, events="poll")
+    assert any(x.startswith("dataflow.models[0].filer_access = True: opens the filer to the receivers, but events "
+                            "is poll") for x in errors_of(data))
 
 
 def test_predictions_below_a_floor_warn(stack: Any) -> None:
@@ -186,7 +206,8 @@ def test_no_section_no_plan(stack: Any) -> None:
 
 def test_plan_json_section() -> None:
     d = plan_to_dict(build_plan(load_stack("lab")))["dataflow"]
-    assert set(d) == {"engine", "movers", "lake", "stage_in", "links", "checkpoints", "models", "why", "targets"}
+    assert set(d) == {"engine", "movers", "lake", "stage_in", "links", "checkpoints", "models", "filer_subscribers",
+                      "why", "targets"}
     assert {t["check"] for t in d["targets"]} >= {"dataflow.stage_in", "dataflow.resync", "dataflow.resume"}
     assert d["checkpoints"]["commit_marker"] == ".metadata"
     assert d["movers"]["concurrency"] >= 4
@@ -241,13 +262,19 @@ def test_inventory_gives_the_datamover_role_its_contract(stack: Any) -> None:
     links = {x["name"]: x for x in all_vars["datamover_links"]}
     assert links["eval"]["on_calendar"] == "Mon..Fri *-*-* 3:30:00" and links["corpus"]["on_calendar"] == ""
     (model,) = all_vars["datamover_models"]
-    assert model["hosts"] == ["gpu001", "gpu002"] and model["events"] == "filer-subscribe"
+    assert model["hosts"] == ["gpu001"] and model["events"] == "filer-subscribe" and model["filer_access"] is True
+    assert model["targets"] == [f"/mnt/local-nvme/models/receiver-{i}" for i in (1, 2, 3)]
     s3 = plan.host(plan.objectstore.hosts[0])
     storage = next(n.address for n in s3.nics if n.role == "storage")
     assert all_vars["datamover_filer"] == f"{storage}:8888"
-    # The filer stays closed to compute hosts (docs/security.md): no rule opens it for the model services.
+    # The filer stays closed to compute hosts (docs/security.md) but for the planned exception: its gRPC port,
+    # from the model receiver's storage address only (filer_access).
     s3_vars = yaml.load(files[f"host_vars/{s3.name}.yml"], Loader=_UnsafeLoader)
-    assert not [r for r in s3_vars["firewall_rules"] if 18888 in r["ports"] and r["name"] != "seaweedfs"]
+    opened = [r for r in s3_vars["firewall_rules"] if 18888 in r["ports"] and r["name"] != "seaweedfs"]
+    gpu001 = next(n.address for n in plan.host("gpu001").nics if n.role == "storage")
+    assert [(r["name"], r["ports"], r["sources"]) for r in opened] == [
+        ("seaweedfs-filer-subscribe", [18888], [f"{gpu001}/32"])]
+    assert not [r for r in s3_vars["firewall_rules"] if 8888 in r["ports"] and r["name"] != "seaweedfs"]
 
 
 def test_no_dataflow_section_no_datamover_variables(stack: Any) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from kiln.verify.checks import (
     conformance,
     dataflow,
+    dataflow_models,
     fabric,
     gpu,
     monitoring,
@@ -16,6 +17,6 @@ from kiln.verify.checks import (
 from kiln.verify.checks.base import REGISTRY
 
 __all__ = [
-    "REGISTRY", "conformance", "dataflow", "fabric", "gpu", "monitoring", "network", "objectstore", "security",
-    "storage",
+    "REGISTRY", "conformance", "dataflow", "dataflow_models", "fabric", "gpu", "monitoring", "network", "objectstore",
+    "security", "storage",
 ]

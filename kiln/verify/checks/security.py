@@ -5,7 +5,9 @@ the S3 gateway must answer; the SeaweedFS master, volume server and filer (HTTP 
 Those servers trust whoever reaches them (the master hands out write tokens over HTTP, the filer and volume
 servers serve and store data), so only the object-store hosts themselves may reach them (roles/firewall with
 the plan's rules; docs/security.md). A port that answers from a compute host is a mismatch, so the check
-fails on a cluster without the firewall.
+fails on a cluster without the firewall. The one planned exception is the filer's gRPC port from the receivers
+of a `dataflow.models` entry with `filer_access` (its metadata subscription): planned reachable from them, and
+still closed to every other compute host.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import json
 
 from kiln.plan.model import Target
+from kiln.render.firewall import filer_grpc_port
 from kiln.verify.checks.base import CheckError, Context, NotApplicable, Rep, Sample, Subject, quote, register
 from kiln.verify.checks.conformance import Conformance, master_hosts
 
@@ -61,10 +64,14 @@ class ObjectstoreExposure(Conformance):
         if store.backend != "seaweedfs" or not store.hosts:
             raise NotApplicable("the plan deploys no SeaweedFS (external object store)")
         probes: list[tuple[str, int, str, bool]] = []  # address, port, what, should be reachable
+        # The one planned exception: the filer's gRPC port for the model service's subscription, open to the
+        # receivers of dataflow.models entries with filer_access only (kiln/render/firewall.py).
+        subscriber = client in (ctx.plan.dataflow.filer_subscribers if ctx.plan.dataflow else ())
         for h in store.hosts:
             for addr in ctx.inventory.storage_addresses(h)[:1]:
                 probes.append((addr, store.s3_port, f"{h} S3 gateway", True))
-                probes += [(addr, port, f"{h} {what}", False) for what, port in _backend_ports(ctx, h)]
+                probes += [(addr, port, f"{h} {what}", subscriber and port == filer_grpc_port())
+                           for what, port in _backend_ports(ctx, h)]
         if not probes:
             raise CheckError("no storage address of an object-store host in the inventory")
         pairs = json.dumps([[a, p] for a, p, _, _ in probes])
@@ -81,6 +88,8 @@ class ObjectstoreExposure(Conformance):
             state = seen.get((addr, port), "not probed")
             if reachable and state != "open":
                 s.details.append(f"{what} {addr}:{port}: planned reachable from {client}, found {state}")
+            elif reachable and port == filer_grpc_port():
+                s.info["filer_subscription_open"] = f"{what} {addr}:{port} (planned: dataflow.models filer_access)"
             elif not reachable and state == "open":
                 s.details.append(f"{what} {addr}:{port}: planned closed to {client} (object-store hosts only), "
                                  "found open")

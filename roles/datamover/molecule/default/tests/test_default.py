@@ -15,6 +15,7 @@ VENV = "/opt/kiln-datamover"
 ENV_FILE = "/etc/kiln-datamover/s3.env"
 FAST = "/srv/kiln-fast"  # converge.yml's datamover_mount_point
 MODELS = "/mnt/local-nvme/models"  # the test stack's dataflow.models[0] target
+RECEIVERS = [f"{MODELS}/receiver-{i}" for i in (1, 2, 3)]  # its receivers_per_node: 3 (the lab stack's entry)
 
 # Runs in the container with the venv's boto3 and the deployed credentials.
 PUT = """
@@ -79,15 +80,16 @@ def test_stage_moves_a_new_object_verified(host):
     assert '"bytes_moved": 0' in again.stdout
 
 
-def test_a_new_model_reaches_the_receiver_unasked(host):
+def test_a_new_model_reaches_every_receiver_unasked(host):
     digest = _put(host, "datasets", "models/tiny.safetensors", 2**20)
-    path = f"{MODELS}/tiny.safetensors"
+    paths = [f"{r}/tiny.safetensors" for r in RECEIVERS]
     for _ in range(60):
-        if host.file(path).exists:
+        if all(host.file(p).exists for p in paths):
             break
         time.sleep(1)
-    assert host.file(path).exists, host.run("journalctl -u kiln-datamover-models@0 --no-pager -n 30").stdout
-    assert host.check_output(f"sha256sum {path}").split()[0] == digest
+    for path in paths:
+        assert host.file(path).exists, host.run("journalctl -u kiln-datamover-models@0 --no-pager -n 30").stdout
+        assert host.check_output(f"sha256sum {path}").split()[0] == digest
 
 
 def test_status_reports_the_link(host):
