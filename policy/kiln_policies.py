@@ -53,15 +53,18 @@ POLICIES: tuple[ResourceValidationPolicy, ...] = (
     ),
     ResourceValidationPolicy(
         name="kiln-pod-security",
-        description="Outside the storage and system namespaces: no host paths or host namespaces, no privilege "
-                    "escalation, no capabilities beyond the allow-list, no privileged Pod Security labels.",
+        description="Outside the storage and system namespaces: no host paths (but a namespace's "
+                    "allowedHostPaths, type Directory) or host namespaces, no privilege escalation, no capabilities "
+                    "beyond the allow-list, no privileged Pod Security labels.",
         validate=_validator(check_pod_security),
         enforcement_level=EnforcementLevel.MANDATORY,
         config_schema=PolicyConfigSchema(properties={
             "allowedNamespaces": {"type": "array", "items": {"type": "string"},
                                   "default": list(DEFAULT_PRIVILEGED_NAMESPACES)},
             "allowedCapabilities": {"type": "array", "items": {"type": "string"},
-                                    "default": list(DEFAULT_ALLOWED_CAPABILITIES)}}),
+                                    "default": list(DEFAULT_ALLOWED_CAPABILITIES)},
+            "allowedHostPaths": {"type": "object", "default": {},
+                                 "additionalProperties": {"type": "array", "items": {"type": "string"}}}}),
     ),
     ResourceValidationPolicy(
         name="kiln-gpu-pods-request-rails",

@@ -91,9 +91,17 @@ NAMESPACE = "kubernetes:core/v1:Namespace"
 PSA_LABELS = tuple(f"pod-security.kubernetes.io/{mode}" for mode in ("enforce", "audit", "warn"))
 
 
+def _host_path_allowed(vol: Mapping[str, Any], ns: str, config: Mapping[str, Any]) -> bool:
+    """allowedHostPaths {namespace: [path, ...]}: exactly these directories (hostPath type Directory, so nothing is
+    created on the node), in that namespace only (the model receivers' local NVMe directories)."""
+    paths = (config.get("allowedHostPaths") or {}).get(ns) or []
+    return _get(vol, ("hostPath", "path")) in paths and _get(vol, ("hostPath", "type")) == "Directory"
+
+
 def check_pod_security(resource_type: str, props: Props, config: Mapping[str, Any]) -> list[str]:
-    """Outside the storage and system namespaces: no hostPath, hostNetwork, hostPID or hostIPC, no privilege
-    escalation, no capabilities beyond the allow-list, and no namespace labelled Pod Security 'privileged'."""
+    """Outside the storage and system namespaces: no hostPath (but the allowedHostPaths of a namespace), no
+    hostNetwork, hostPID or hostIPC, no privilege escalation, no capabilities beyond the allow-list, and no
+    namespace labelled Pod Security 'privileged'."""
     allowed = set(config.get("allowedNamespaces") or DEFAULT_PRIVILEGED_NAMESPACES)
     caps_ok = {str(c).upper() for c in (config.get("allowedCapabilities") or DEFAULT_ALLOWED_CAPABILITIES)}
     where_ok = ", ".join(sorted(allowed))
@@ -112,7 +120,7 @@ def check_pod_security(resource_type: str, props: Props, config: Mapping[str, An
                 out.append(f"pod ({where}) sets {field}: true in namespace {ns!r}; host namespaces belong in "
                            f"{where_ok}")
         for vol in pod.get("volumes") or []:
-            if isinstance(vol, Mapping) and "hostPath" in vol:
+            if isinstance(vol, Mapping) and "hostPath" in vol and not _host_path_allowed(vol, ns, config):
                 path = _get(vol, ("hostPath", "path"))
                 out.append(f"pod ({where}) mounts hostPath {path!r} (volume {vol.get('name')!r}) in namespace "
                            f"{ns!r}; host paths belong in {where_ok}")

@@ -19,12 +19,14 @@ from kiln.plan.serialize import target_dict
 from kiln.render.inventory import render_inventory
 from kiln.render.manifests import (
     COMPONENT_KINDS,
+    Ctx,
     build_manifests,
     helm_chart,
     object_role,
     s3_endpoint,
     seaweedfs_jwt_string_data,
 )
+from kiln.render.manifests.dataflow import models_namespace
 from kiln.spec import validate
 from tests.conftest import STACKS, stack_data
 from tests.infra.conftest import JWT_SECRET, SECRET, Run, run_program, walk
@@ -165,7 +167,9 @@ def test_secrets_are_secret_and_never_plaintext(run: Run) -> None:
 def test_dependencies_order_the_stack(run: Run) -> None:
     gpu = run.component("kiln:gpu:GpuNodeStack")
     namespaces = {r.urn for r in run.by_parent(gpu.urn) if r.type == "kubernetes:core/v1:Namespace"}
-    assert len(namespaces) == 3
+    (spec, plan), _ = _expected(run.stack)
+    # system, storage, training, and the models namespace where the stack distributes models by filer events
+    assert len(namespaces) == 3 + (models_namespace(Ctx(plan, spec)) is not None)
     for rec in run.records:
         if rec.custom and rec.type != "kubernetes:core/v1:Namespace":
             assert namespaces <= set(rec.dependencies), rec.name
@@ -181,6 +185,13 @@ def test_dependencies_order_the_stack(run: Run) -> None:
     needed = {r.urn for r in run.records if r.custom and r.parent in (lustre.urn, store.urn)}
     for rec in run.by_parent(mover.urn):
         assert needed <= set(rec.dependencies), rec.name
+    # Its ServiceMonitor needs the CRD that the monitoring chart installs.
+    monitoring = run.component("kiln:monitoring:Monitoring")
+    releases = {r.urn for r in run.by_parent(monitoring.urn) if r.type == "kubernetes:helm.sh/v3:Release"}
+    assert releases
+    monitors = [r for r in run.by_parent(mover.urn) if r.type.endswith(":ServiceMonitor")]
+    assert len(monitors) == 1
+    assert releases <= set(monitors[0].dependencies)
 
 
 def test_stack_outputs(run: Run) -> None:
