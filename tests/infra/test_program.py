@@ -125,10 +125,11 @@ def test_one_rdma_resource_per_rail(run: Run) -> None:
 
 
 def test_persistent_volumes_carry_plan_capacity_and_nids(run: Run) -> None:
-    (_spec, plan), objs = _expected(run.stack)
+    (spec, plan), objs = _expected(run.stack)
     pvs = [r for r in run.records if r.type == "kubernetes:core/v1:PersistentVolume"]
-    assert len(pvs) == len(plan.layouts) + 1
-    want = {o["metadata"]["name"]: o["spec"]["capacity"]["storage"] for o in objs["lustre"]
+    models = models_namespace(Ctx(plan, spec)) is not None  # the root again, for the models namespace
+    assert len(pvs) == len(plan.layouts) + 1 + models
+    want = {o["metadata"]["name"]: o["spec"]["capacity"]["storage"] for o in (*objs["lustre"], *objs["dataflow"])
             if o["kind"] == "PersistentVolume"}
     for pv in pvs:
         name = pv.inputs["metadata"]["name"]
@@ -141,7 +142,8 @@ def test_persistent_volumes_carry_plan_capacity_and_nids(run: Run) -> None:
 def test_secrets_are_secret_and_never_plaintext(run: Run) -> None:
     secrets = [r for r in run.records if r.type == "kubernetes:core/v1:Secret"]
     seaweedfs = run.result is not None and run.result.plan.objectstore.backend == "seaweedfs"
-    assert len(secrets) == 2 + 2 * seaweedfs
+    (spec, plan), _ = _expected(run.stack)
+    assert len(secrets) == 2 + (models_namespace(Ctx(plan, spec)) is not None) + 2 * seaweedfs
     for rec in secrets:
         assert rpc.is_rpc_secret(rec.inputs["stringData"]), rec.name
         data = rpc.unwrap_rpc_secret(rec.inputs["stringData"])
