@@ -102,6 +102,7 @@ def _base_spec() -> dict[str, Any]:
         "storage_namespace": "kiln-storage",
         "system_namespace": "kiln-system",
         "training_namespace": "training",
+        "models_namespace": "kiln-models",
     }
     lu["mount_point"] = "/lustre"
     df = d["dataflow"]
