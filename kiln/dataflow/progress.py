@@ -123,7 +123,7 @@ def write(status: Status, state_dir: Path, textfile_dir: Path | None) -> None:
     _write_atomic(textfile_dir / f"kiln_dataflow_{status.link}_{status.direction}.prom", exposition([status]))
 
 
-def serve(state_dir: Path, port: int, address: str = "") -> None:
+def serve(state_dir: Path, port: int, address: str = "0.0.0.0") -> None:
     """Serve the metrics of every status file under state_dir on http://<address>:<port>/metrics (a thread)."""
     reg = CollectorRegistry(auto_describe=False)
     reg.register(StateDirCollector(state_dir))
