@@ -53,9 +53,10 @@ POLICIES: tuple[ResourceValidationPolicy, ...] = (
     ),
     ResourceValidationPolicy(
         name="kiln-pod-security",
-        description="Outside the storage and system namespaces: no host paths or host namespaces, no privilege "
-                    "escalation, no capabilities beyond the allow-list, no privileged Pod Security labels; a "
-                    "host-path namespace (kiln-health's) mounts only its listed host paths, read-only.",
+        description="Outside the storage and system namespaces: no host paths (but a namespace's "
+                    "allowedHostPaths, type Directory) or host namespaces, no privilege escalation, no capabilities "
+                    "beyond the allow-list, no privileged Pod Security labels; a host-path namespace (kiln-health's) "
+                    "mounts only its listed host paths, read-only.",
         validate=_validator(check_pod_security),
         enforcement_level=EnforcementLevel.MANDATORY,
         config_schema=PolicyConfigSchema(properties={
@@ -64,7 +65,9 @@ POLICIES: tuple[ResourceValidationPolicy, ...] = (
             "allowedCapabilities": {"type": "array", "items": {"type": "string"},
                                     "default": list(DEFAULT_ALLOWED_CAPABILITIES)},
             "hostPathNamespaces": {"type": "object", "default": {},
-                                   "additionalProperties": {"type": "array", "items": {"type": "string"}}}}),
+                                   "additionalProperties": {"type": "array", "items": {"type": "string"}}},
+            "allowedHostPaths": {"type": "object", "default": {},
+                                 "additionalProperties": {"type": "array", "items": {"type": "string"}}}}),
     ),
     ResourceValidationPolicy(
         name="kiln-gpu-pods-request-rails",

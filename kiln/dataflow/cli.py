@@ -5,7 +5,7 @@ Meant for a Slurm prolog (stage job N+1's data while job N trains) and epilog (e
   kiln data stage <stack> <link>        # import the link's selected objects the fast tier lacks
   kiln data export <stack> <link>       # write new or changed files of the link back to the lake
   kiln data export <stack> --checkpoints  # write committed checkpoints back, release all but the newest K
-  kiln data run <stack> [--once]        # the service loop: continuous links, checkpoint write-back
+  kiln data run <stack> [--once] [--metrics-port N]  # the service loop: continuous links, checkpoint write-back
   kiln data status [--json]             # progress and lag of every link on this host
 
 The S3 secret comes from $KILN_S3_SECRET_KEY (never argv). Exit 0 only when every moved file is verified.
@@ -157,6 +157,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     _, plan = load(args.stack, args.stacks_dir)
     flow = _flow(plan)
     mover = _mover(plan, args)
+    if args.metrics_port:
+        # every status file in the state directory: this loop's and, where the directory is shared (Lustre on
+        # Kubernetes), the stage Jobs' and model distribution pods'
+        progress.serve(Path(args.state_dir), args.metrics_port)
+        log.info("metrics of %s on :%d/metrics", args.state_dir, args.metrics_port)
     while True:
         failed = 0
         for link in flow.links:
@@ -309,6 +314,13 @@ def register(sub: argparse._SubParsersAction, parents: Sequence[argparse.Argumen
     )
     moving(q)
     q.add_argument("--once", action="store_true", help="one cycle, then exit (1 if anything failed)")
+    q.add_argument(
+        "--metrics-port",
+        type=int,
+        default=0,
+        help="serve the metrics of every status file in --state-dir over HTTP on this port "
+        "(the textfile's names and labels; 0 = off, the default)",
+    )
     q.set_defaults(func=cmd_run)
     q = dsub.add_parser(
         "models",

@@ -103,7 +103,7 @@ def main() -> Program:
     monitoring = Monitoring(f"{name}-monitoring", comps[MONITORING], depends_on=[*base, store])
     acceptance = AcceptanceSuite(f"{name}-acceptance", comps[ACCEPTANCE],
                                  depends_on=[*base, nccl, lustre, store, monitoring])
-    mover = DataMover(f"{name}-dataflow", comps[DATAFLOW], depends_on=[*base, lustre, store])
+    mover = DataMover(f"{name}-dataflow", comps[DATAFLOW], depends_on=[*base, lustre, store, monitoring])
 
     outputs: dict[str, Any] = {
         "endpoints": {

@@ -363,10 +363,15 @@ def _objectstore_rules(os_: ObjectStorePlan) -> list[AlertRule]:
     )]
 
 
+#: The data mover's checkpoint export lag (kiln/dataflow/progress.py families: the textfile on bare metal, the
+#: `kiln data run --metrics-port` endpoint on Kubernetes; both carry the labels link and direction).
+EXPORT_LAG = 'kiln_dataflow_lag_s{direction="checkpoint"}'
+
+
 def _datamover_rules(spec: ClusterSpec) -> list[AlertRule]:
     budget = int(spec.workload.checkpoint.interval_min * 60)
     return [AlertRule(
-        "CheckpointExportLagging", "datamover", f"kiln_datamover_export_lag_seconds > {budget}", 0, "warning",
+        "CheckpointExportLagging", "datamover", f"{EXPORT_LAG} > {budget}", 0, "warning",
         "Checkpoint export to the object store lags {{ $value }} s",
         f"The export of checkpoints to the object store is behind by more than one checkpoint interval "
         f"({budget} s, workload.checkpoint.interval_min): a lost Lustre would lose more than one checkpoint.",

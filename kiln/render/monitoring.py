@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from kiln.plan.model import Plan
-from kiln.plan.monitoring import FAULTS, PORTS, AlertRule, MonitoringPlan, fire_bound_s
+from kiln.plan.monitoring import EXPORT_LAG, FAULTS, PORTS, AlertRule, MonitoringPlan, fire_bound_s
 
 RULES_FILE = "rules/kiln.rules.yml"
 RULES_TEST_FILE = "rules/kiln.rules.test.yml"
@@ -262,9 +262,12 @@ def _cases(plan: Plan) -> Iterator[tuple[str, list[dict[str, str]], int, list[di
                 _alert(r, {"job": "seaweedfs-volume", **bad}, 0)]
         elif r.alert == "CheckpointExportLagging":
             budget = int(r.labels["budget_s"])
-            yield r.alert, [_series("kiln_datamover_export_lag_seconds", good, f"{budget}x{n}"),
-                            _series("kiln_datamover_export_lag_seconds", bad, f"{budget + 60}x{n}")], ev, [
-                _alert(r, bad, budget + 60)]
+            lag = {"link": "checkpoints", "direction": "checkpoint"}
+            yield r.alert, [_series("kiln_dataflow_lag_s", {**lag, **good}, f"{budget}x{n}"),
+                            _series("kiln_dataflow_lag_s", {**lag, **bad}, f"{budget + 60}x{n}"),
+                            _series("kiln_dataflow_lag_s", {**lag, **bad, "direction": "export"},
+                                    f"{budget + 60}x{n}")], ev, [
+                _alert(r, {**lag, **bad}, budget + 60)]
         else:  # a new rule without a test case is a bug in this module
             raise KeyError(f"no promtool test case for alert {r.alert}")
 
@@ -424,7 +427,7 @@ def dashboards(plan: Plan) -> dict[str, str]:
         ]),
         "objectstore.json": _dashboard(plan, "objectstore", "Object store", [
             ("SeaweedFS components up", [('up{job=~"seaweedfs-.*"}', "{{job}} {{host}}")], "short"),
-            ("Checkpoint export lag", [("kiln_datamover_export_lag_seconds", "{{host}}")], "s"),
+            ("Checkpoint export lag", [(EXPORT_LAG, "{{host}} {{link}}")], "s"),
         ]),
         "hosts.json": _dashboard(plan, "hosts", "Hosts", [
             ("Scrape targets up", [("up", "{{job}} {{host}}")], "short"),

@@ -7,7 +7,7 @@ cluster. Two policies in the storage namespace close that:
 - `seaweedfs-backend`: master, volume and filer pods accept connections (HTTP and gRPC ports) only from the
   SeaweedFS pods themselves (the S3 gateway reaches the filer, the filer and volumes reach the masters);
 - `seaweedfs-s3-gateway`: the S3 gateway pods accept the S3 port from the storage and training namespaces
-  (training jobs, the bucket Job), nothing else.
+  (training jobs, the bucket Job) and, where models are distributed, the models namespace; nothing else.
 
 NetworkPolicies are additive allow-lists: once a pod is selected by a policy with `Ingress` in its
 policyTypes, every connection no rule allows is dropped (Kubernetes docs, "Network Policies", "Isolation");
@@ -45,8 +45,9 @@ def _names(roles: tuple[str, ...]) -> dict[str, Any]:
                                   "values": [f"seaweedfs-{r}" for r in roles]}]}
 
 
-def network_policies(plan: Plan, spec: ClusterSpec) -> list[dict[str, Any]]:
-    """The storage namespace's NetworkPolicies for a SeaweedFS deployed on Kubernetes (none otherwise)."""
+def network_policies(plan: Plan, spec: ClusterSpec, s3_clients: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """The storage namespace's NetworkPolicies for a SeaweedFS deployed on Kubernetes (none otherwise);
+    `s3_clients`: namespaces besides storage and training that reach the S3 gateway (model distribution)."""
     if plan.objectstore.backend != "seaweedfs":
         return []
     ports, grpc_offset = seaweedfs_ports()
@@ -65,7 +66,8 @@ def network_policies(plan: Plan, spec: ClusterSpec) -> list[dict[str, Any]]:
         "metadata": _meta(plan, "seaweedfs-s3-gateway", storage),
         "spec": {"podSelector": {"matchLabels": {NAME_LABEL: "seaweedfs-s3"}}, "policyTypes": ["Ingress"],
                  "ingress": [{"from": [{"namespaceSelector": {"matchExpressions": [
-                     {"key": NAMESPACE_NAME_LABEL, "operator": "In", "values": sorted({storage, training})}]}}],
+                     {"key": NAMESPACE_NAME_LABEL, "operator": "In",
+                      "values": sorted({storage, training, *s3_clients})}]}}],
                      "ports": [{"protocol": "TCP", "port": plan.objectstore.s3_port}]}]},
     }
     return [backend, gateway]

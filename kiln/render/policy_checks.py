@@ -125,11 +125,19 @@ def _host_path_namespace(ns: str, paths: set[str], resource_type: str, props: Pr
     return out
 
 
+def _host_path_allowed(vol: Mapping[str, Any], ns: str, config: Mapping[str, Any]) -> bool:
+    """allowedHostPaths {namespace: [path, ...]}: exactly these directories (hostPath type Directory, so nothing is
+    created on the node), in that namespace only (the model receivers' local NVMe directories)."""
+    paths = (config.get("allowedHostPaths") or {}).get(ns) or []
+    return _get(vol, ("hostPath", "path")) in paths and _get(vol, ("hostPath", "type")) == "Directory"
+
+
 def check_pod_security(resource_type: str, props: Props, config: Mapping[str, Any]) -> list[str]:
-    """Outside the storage and system namespaces: no hostPath, hostNetwork, hostPID or hostIPC, no privilege
-    escalation, no capabilities beyond the allow-list, and no namespace labelled Pod Security 'privileged'.
-    A host-path namespace (config hostPathNamespaces: namespace → host paths) may be labelled privileged and its
-    pods may mount exactly those host paths read-only, with no capabilities and no escalation."""
+    """Outside the storage and system namespaces: no hostPath (but the allowedHostPaths of a namespace), no
+    hostNetwork, hostPID or hostIPC, no privilege escalation, no capabilities beyond the allow-list, and no
+    namespace labelled Pod Security 'privileged'. A host-path namespace (config hostPathNamespaces: namespace →
+    host paths) may be labelled privileged and its pods may mount exactly those host paths read-only, with no
+    capabilities and no escalation."""
     allowed = set(config.get("allowedNamespaces") or DEFAULT_PRIVILEGED_NAMESPACES)
     host_path_ns: Mapping[str, Any] = config.get("hostPathNamespaces") or {}
     caps_ok = {str(c).upper() for c in (config.get("allowedCapabilities") or DEFAULT_ALLOWED_CAPABILITIES)}
@@ -152,7 +160,7 @@ def check_pod_security(resource_type: str, props: Props, config: Mapping[str, An
                 out.append(f"pod ({where}) sets {field}: true in namespace {ns!r}; host namespaces belong in "
                            f"{where_ok}")
         for vol in pod.get("volumes") or [] if ns not in host_path_ns else []:
-            if isinstance(vol, Mapping) and "hostPath" in vol:
+            if isinstance(vol, Mapping) and "hostPath" in vol and not _host_path_allowed(vol, ns, config):
                 path = _get(vol, ("hostPath", "path"))
                 out.append(f"pod ({where}) mounts hostPath {path!r} (volume {vol.get('name')!r}) in namespace "
                            f"{ns!r}; host paths belong in {where_ok}")

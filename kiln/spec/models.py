@@ -787,9 +787,26 @@ class Kubernetes(Model):
         default="kiln-health",
         description="Namespace of the kiln-health DaemonSet (read-only host /proc and /sys; docs/monitoring.md).",
     )
+    models_namespace: K8sName = Field(
+        default="kiln-models",
+        description="Namespace of the model distribution DaemonSets (dataflow.models; they write each receiver "
+        "node's local NVMe through a hostPath the policy pack admits there and nowhere else).",
+    )
     storage_class: K8sName | Literal[""] = Field(
         default="", description="StorageClass for SeaweedFS volumes ('' = default)."
     )
+
+    @model_validator(mode="after")
+    def _models_namespace_apart(self) -> Kubernetes:
+        others = {"training_namespace": self.training_namespace, "storage_namespace": self.storage_namespace,
+                  "system_namespace": self.system_namespace, "health_namespace": self.health_namespace}
+        same = [k for k, v in others.items() if v == self.models_namespace]
+        if same:
+            raise ValueError(
+                f"models_namespace {self.models_namespace!r} is also {same[0]}: the policy pack admits the model "
+                "receivers' hostPath only in a namespace of their own; fix: give models_namespace another name"
+            )
+        return self
 
 
 class Inventory(Model):

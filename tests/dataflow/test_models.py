@@ -63,3 +63,37 @@ def test_new_model_reaches_every_receiver_and_the_lake_serves_it_once(
     lake_bytes = sum(d.lake_bytes for d in done)
     assert lake_bytes == len(model)  # once, not 3×: ratio 1.0 against the 1.2 ceiling
     assert sum(d.copies for d in done) == 3
+
+
+def test_receivers_sharing_a_relay_pull_each_model_from_the_lake_once(seaweedfs: Credentials, tmp_path: Path) -> None:
+    """N followers (one per receiver node on Kubernetes) handle the same change event at the same moment, each
+    with its own Mover and its own node's directory, sharing the relay and the state directory (Lustre)."""
+    n = 4
+    model = os.urandom(12 << 20)
+    src = tmp_path / "model.bin"
+    src.write_bytes(model)
+    client(seaweedfs).upload_file(str(src), "lake", "fanout/llm/model.bin")
+    state, relay = tmp_path / "lustre" / "state", tmp_path / "lustre" / "relay"
+    start = threading.Barrier(n)
+    done: list[Distribution] = []
+    errors: list[BaseException] = []
+
+    def receiver(i: int) -> None:
+        mover = Mover(seaweedfs, state, engine.Tuning(concurrency=4, part_size_MiB=8))
+        start.wait()
+        try:
+            done.append(distribute(mover, "models0", "lake", "fanout/", ["llm/model.bin"], relay,
+                                   [tmp_path / f"node{i}" / "models"]))
+        except BaseException as exc:  # reported below with the others
+            errors.append(exc)
+
+    threads = [threading.Thread(target=receiver, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors and len(done) == n
+    for i in range(n):
+        assert (tmp_path / f"node{i}" / "models" / "llm/model.bin").read_bytes() == model
+    assert sum(d.lake_bytes for d in done) == len(model)  # the lake served it once, not n times
+    assert sorted(d.lake_bytes for d in done) == [0] * (n - 1) + [len(model)]

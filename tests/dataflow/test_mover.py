@@ -66,7 +66,7 @@ def test_stage_is_incremental_and_verified(seaweedfs: Credentials, tmp_path: Pat
     status = json.loads((tmp_path / "state" / "ds1.import.status.json").read_text())
     assert status["state"] == "done" and status["backlog_files"] == 0 and status["files_done"] == 2
     prom = (tmp_path / "prom" / "kiln_dataflow_ds1_import.prom").read_text()
-    assert 'kiln_dataflow_backlog_bytes{link="ds1",direction="import"} 0' in prom
+    assert 'kiln_dataflow_backlog_bytes{direction="import",link="ds1"} 0.0' in prom
 
 
 def test_a_corrupted_download_is_not_recorded(

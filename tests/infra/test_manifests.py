@@ -20,6 +20,7 @@ from kiln.render.manifests import (
     CREATE_WITH_ANNOTATION,
     SECRET_SOURCE_ANNOTATION,
     TARGETS_CONFIGMAP,
+    Ctx,
     Obj,
     acceptance_jobs,
     build_manifests,
@@ -31,6 +32,7 @@ from kiln.render.manifests import (
     seaweedfs_jwt_string_data,
     secret_string_data,
 )
+from kiln.render.manifests.dataflow import models_namespace
 from kiln.spec import ClusterSpec, load_stack
 from kiln.yamlio import load_inventory
 from tests.conftest import STACKS
@@ -53,6 +55,11 @@ def built(request: pytest.FixtureRequest) -> tuple[ClusterSpec, Plan, dict[str, 
 
 def _all(objs: dict[str, tuple[Obj, ...]]) -> list[Obj]:
     return [o for group in objs.values() for o in group]
+
+
+def _models(spec: ClusterSpec, plan: Plan) -> int:
+    """1 where the stack distributes models in their own namespace (Lustre claim and S3 Secret there too)."""
+    return int(models_namespace(Ctx(plan, spec)) is not None)
 
 
 def _kind(objs: dict[str, tuple[Obj, ...]], kind: str) -> list[Obj]:
@@ -175,8 +182,11 @@ def test_chart_sources_are_the_pinned_upstream_charts(built: Any) -> None:
     lustre = releases["lustre-csi-driver"]["spec"]
     assert lustre["targetNamespace"] == spec.kubernetes.storage_namespace
     assert lustre["values"] == {"deployment": {"image": "ghcr.io/hewlettpackard/lustre-csi-driver", "tag": "0.1.11"}}
-    # the chart brings the CSI node DaemonSet and CSIDriver; kiln's only DaemonSet is kiln-health (Monitoring)
-    assert [d["metadata"]["name"] for d in _kind(objs, "DaemonSet")] == ["kiln-health"]
+    # the chart brings the CSI node DaemonSet and the CSIDriver; kiln's own DaemonSets are kiln-health (Monitoring)
+    # and the model distribution ones (DataMover)
+    names = [d["metadata"]["name"] for d in _kind(objs, "DaemonSet")]
+    assert "kiln-health" in names
+    assert all(n == "kiln-health" or n.startswith("kiln-models-") for n in names)
     assert _kind(objs, "CSIDriver") == []
     assert ("seaweedfs" in releases) is (plan.objectstore.backend == "seaweedfs")
 
@@ -184,8 +194,9 @@ def test_chart_sources_are_the_pinned_upstream_charts(built: Any) -> None:
 def test_lustre_volumes_carry_the_plan_nids_capacity_and_options(built: Any) -> None:
     spec, plan, objs = built
     pvs = _kind(objs, "PersistentVolume")
-    pvcs = {o["metadata"]["name"]: o for o in _kind(objs, "PersistentVolumeClaim")}
-    assert len(pvs) == len(plan.layouts) + 1 == len(pvcs)
+    pvcs = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in _kind(objs, "PersistentVolumeClaim")}
+    # the root and each directory; the root again in the models namespace where models are distributed
+    assert len(pvs) == len(plan.layouts) + 1 + _models(spec, plan) == len(pvcs)
     osts = sum(1 for t in plan.targets_map if t.kind == "ost")
     tb = osts * spec.lustre.oss.osts.devices_per_target * device_figures(spec.lustre.oss.osts.device).capacity_TB
     nids = ":".join(",".join(server) for server in plan.mgs_nids)
@@ -203,7 +214,7 @@ def test_lustre_volumes_carry_the_plan_nids_capacity_and_options(built: Any) -> 
         assert fileset in paths
         assert csi["volumeHandle"] == f"{nids}:/{plan.fsname}{'' if fileset == '/' else fileset}"
         assert pv["spec"]["mountOptions"] == options
-        claim = pvcs[pv["spec"]["claimRef"]["name"]]
+        claim = pvcs[pv["spec"]["claimRef"]["namespace"], pv["spec"]["claimRef"]["name"]]
         assert claim["spec"]["volumeName"] == pv["metadata"]["name"]
         assert claim["spec"]["resources"]["requests"]["storage"] == pv["spec"]["capacity"]["storage"]
 
@@ -219,11 +230,11 @@ def test_nccl_configmaps_hold_the_plan_env(built: Any) -> None:
 
 
 def test_secrets_are_rendered_without_data(built: Any) -> None:
-    _spec, plan, objs = built
+    spec, plan, objs = built
     secrets = _kind(objs, "Secret")
     seaweedfs = plan.objectstore.backend == "seaweedfs"
-    # credentials in storage and training; SeaweedFS identities and JWT signing keys
-    assert len(secrets) == 2 + 2 * seaweedfs
+    # credentials in storage and training (and models); SeaweedFS identities and JWT signing keys
+    assert len(secrets) == 2 + _models(spec, plan) + 2 * seaweedfs
     for s in secrets:
         assert "data" not in s and "stringData" not in s
         ann = s["metadata"]["annotations"]

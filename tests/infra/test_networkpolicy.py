@@ -9,6 +9,7 @@ import pytest
 
 from kiln.plan import build_plan
 from kiln.render.manifests import build_manifests
+from kiln.render.manifests.dataflow import METRICS_PORT
 from kiln.render.networkpolicy import network_policies
 from kiln.spec import load_stack
 
@@ -52,7 +53,8 @@ def _pod(role: str) -> dict[str, str]:
 def lab() -> tuple[Any, Any, list[dict[str, Any]]]:
     spec = load_stack("lab")
     plan = build_plan(spec, "lab")
-    return plan, spec, network_policies(plan, spec)
+    # every NetworkPolicy the stack renders (ObjectStore's and DataMover's), as a cluster would hold them
+    return plan, spec, [o for c in build_manifests(plan, spec) for o in c.objects if o["kind"] == "NetworkPolicy"]
 
 
 def test_training_pods_reach_only_the_s3_gateway(lab: Any) -> None:
@@ -81,5 +83,34 @@ def test_seaweedfs_servers_still_reach_each_other(lab: Any) -> None:
 def test_policies_are_part_of_the_object_store_component(lab: Any) -> None:
     plan, spec, pols = lab
     comp = next(c for c in build_manifests(plan, spec) if c.kind.file == "object-store.yaml")
-    assert [o for o in comp.objects if o["kind"] == "NetworkPolicy"] == pols
-    assert {p["metadata"]["name"] for p in pols} == {"seaweedfs-backend", "seaweedfs-s3-gateway"}
+    mine = [o for o in comp.objects if o["kind"] == "NetworkPolicy"]
+    assert mine == network_policies(plan, spec, (spec.kubernetes.models_namespace,))
+    assert {p["metadata"]["name"] for p in mine} == {"seaweedfs-backend", "seaweedfs-s3-gateway"}
+    assert {p["metadata"]["name"] for p in pols} - {p["metadata"]["name"] for p in mine} == {
+        "kiln-datamover-metrics", "kiln-models", "seaweedfs-filer-models"}  # component DataMover's
+
+
+def test_model_pods_reach_the_filer_grpc_port_and_the_s3_gateway_only(lab: Any) -> None:
+    plan, spec, pols = lab
+    st, models = spec.kubernetes.storage_namespace, spec.kubernetes.models_namespace
+    pod = {"app.kubernetes.io/name": "kiln-models"}
+    assert allowed(pols, models, pod, st, _pod("filer"), 18888)
+    assert allowed(pols, models, pod, st, _pod("s3"), plan.objectstore.s3_port)
+    for role, port in (("master", 9333), ("master", 19333), ("volume", 8080), ("volume", 18080), ("filer", 8888)):
+        assert not allowed(pols, models, pod, st, _pod(role), port), (role, port)
+    # another pod in that namespace, or the same labels elsewhere, get nothing
+    assert not allowed(pols, models, {"app": "other"}, st, _pod("filer"), 18888)
+    assert not allowed(pols, spec.kubernetes.training_namespace, pod, st, _pod("filer"), 18888)
+    # and nothing connects to the model pods
+    assert not allowed(pols, st, _pod("filer"), models, pod, 8080)
+
+
+def test_only_prometheus_reaches_the_mover_metrics_port(lab: Any) -> None:
+    _plan, spec, pols = lab
+    tr, system = spec.kubernetes.training_namespace, spec.kubernetes.system_namespace
+    mover = {"app.kubernetes.io/name": "kiln-datamover"}
+    prometheus = {"app.kubernetes.io/name": "prometheus"}
+    assert allowed(pols, system, prometheus, tr, mover, METRICS_PORT)
+    assert not allowed(pols, tr, {"app": "trainer"}, tr, mover, METRICS_PORT)
+    assert not allowed(pols, system, {"app.kubernetes.io/name": "grafana"}, tr, mover, METRICS_PORT)
+    assert not allowed(pols, system, prometheus, tr, mover, 8080)

@@ -292,3 +292,41 @@ def test_render_runs_the_policy_pack_and_writes_nothing_on_violations(
     assert "acceptance.yaml: Job training/j: [kiln-pod-security] pod (spec.template.spec) sets hostNetwork" in err
     assert "hostPath '/etc'" in err and "Traceback" not in err
     assert not out.exists()
+
+
+# ------------------------------------------------------------------ model receivers' hostPath (models namespace)
+
+DS = "kubernetes:apps/v1:DaemonSet"
+
+
+def _models_daemonset() -> tuple[dict[str, Any], dict[str, Any], str]:
+    spec = load_stack("prod-h100")
+    plan = build_plan(spec, "prod-h100")
+    (ds,) = [o for c in build_manifests(plan, spec) for o in c.objects
+             if o["kind"] == "DaemonSet" and o["metadata"]["namespace"] == spec.kubernetes.models_namespace]
+    return ds, policy_config(plan, spec)["kiln-pod-security"], spec.kubernetes.models_namespace
+
+
+def test_the_models_namespace_may_mount_exactly_the_planned_receiver_directory() -> None:
+    ds, cfg, ns = _models_daemonset()
+    assert cfg["allowedHostPaths"] == {ns: ["/mnt/local-nvme/models"]}
+    assert ns not in cfg["allowedNamespaces"]  # no blanket exemption: only that path
+    assert P.check_pod_security(DS, ds, cfg) == []
+
+
+@pytest.mark.parametrize(("change", "words"), [
+    (lambda ds: ds["spec"]["template"]["spec"]["volumes"][-1]["hostPath"].update(path="/mnt/local-nvme"),
+     "hostPath '/mnt/local-nvme'"),
+    (lambda ds: ds["spec"]["template"]["spec"]["volumes"].append({"name": "etc", "hostPath": {"path": "/etc"}}),
+     "hostPath '/etc'"),
+    (lambda ds: ds["spec"]["template"]["spec"]["volumes"][-1]["hostPath"].update(type="DirectoryOrCreate"),
+     "hostPath '/mnt/local-nvme/models'"),
+    (lambda ds: ds["metadata"].update(namespace="training"), "in namespace 'training'"),
+    (lambda ds: ds["spec"]["template"]["spec"].update(hostNetwork=True), "hostNetwork: true"),
+])
+def test_anything_beyond_the_receiver_directory_is_refused(change: Any, words: str) -> None:
+    ds, cfg, _ns = _models_daemonset()
+    bad = copy.deepcopy(ds)
+    change(bad)
+    msgs = P.check_pod_security(DS, bad, cfg)
+    assert len(msgs) == 1 and words in msgs[0], msgs

@@ -19,12 +19,14 @@ from kiln.plan.serialize import target_dict
 from kiln.render.inventory import render_inventory
 from kiln.render.manifests import (
     COMPONENT_KINDS,
+    Ctx,
     build_manifests,
     helm_chart,
     object_role,
     s3_endpoint,
     seaweedfs_jwt_string_data,
 )
+from kiln.render.manifests.dataflow import models_namespace
 from kiln.spec import validate
 from tests.conftest import STACKS, stack_data
 from tests.infra.conftest import JWT_SECRET, SECRET, Run, run_program, walk
@@ -123,10 +125,11 @@ def test_one_rdma_resource_per_rail(run: Run) -> None:
 
 
 def test_persistent_volumes_carry_plan_capacity_and_nids(run: Run) -> None:
-    (_spec, plan), objs = _expected(run.stack)
+    (spec, plan), objs = _expected(run.stack)
     pvs = [r for r in run.records if r.type == "kubernetes:core/v1:PersistentVolume"]
-    assert len(pvs) == len(plan.layouts) + 1
-    want = {o["metadata"]["name"]: o["spec"]["capacity"]["storage"] for o in objs["lustre"]
+    models = models_namespace(Ctx(plan, spec)) is not None  # the root again, for the models namespace
+    assert len(pvs) == len(plan.layouts) + 1 + models
+    want = {o["metadata"]["name"]: o["spec"]["capacity"]["storage"] for o in (*objs["lustre"], *objs["dataflow"])
             if o["kind"] == "PersistentVolume"}
     for pv in pvs:
         name = pv.inputs["metadata"]["name"]
@@ -139,7 +142,8 @@ def test_persistent_volumes_carry_plan_capacity_and_nids(run: Run) -> None:
 def test_secrets_are_secret_and_never_plaintext(run: Run) -> None:
     secrets = [r for r in run.records if r.type == "kubernetes:core/v1:Secret"]
     seaweedfs = run.result is not None and run.result.plan.objectstore.backend == "seaweedfs"
-    assert len(secrets) == 2 + 2 * seaweedfs
+    (spec, plan), _ = _expected(run.stack)
+    assert len(secrets) == 2 + (models_namespace(Ctx(plan, spec)) is not None) + 2 * seaweedfs
     for rec in secrets:
         assert rpc.is_rpc_secret(rec.inputs["stringData"]), rec.name
         data = rpc.unwrap_rpc_secret(rec.inputs["stringData"])
@@ -165,7 +169,9 @@ def test_secrets_are_secret_and_never_plaintext(run: Run) -> None:
 def test_dependencies_order_the_stack(run: Run) -> None:
     gpu = run.component("kiln:gpu:GpuNodeStack")
     namespaces = {r.urn for r in run.by_parent(gpu.urn) if r.type == "kubernetes:core/v1:Namespace"}
-    assert len(namespaces) == 3
+    (spec, plan), _ = _expected(run.stack)
+    # system, storage, training, and the models namespace where the stack distributes models by filer events
+    assert len(namespaces) == 3 + (models_namespace(Ctx(plan, spec)) is not None)
     for rec in run.records:
         if rec.custom and rec.type != "kubernetes:core/v1:Namespace":
             assert namespaces <= set(rec.dependencies), rec.name
@@ -181,6 +187,13 @@ def test_dependencies_order_the_stack(run: Run) -> None:
     needed = {r.urn for r in run.records if r.custom and r.parent in (lustre.urn, store.urn)}
     for rec in run.by_parent(mover.urn):
         assert needed <= set(rec.dependencies), rec.name
+    # Its ServiceMonitor needs the CRD that the monitoring chart installs.
+    monitoring = run.component("kiln:monitoring:Monitoring")
+    releases = {r.urn for r in run.by_parent(monitoring.urn) if r.type == "kubernetes:helm.sh/v3:Release"}
+    assert releases
+    monitors = [r for r in run.by_parent(mover.urn) if r.type.endswith(":ServiceMonitor")]
+    assert len(monitors) == 1
+    assert releases <= set(monitors[0].dependencies)
 
 
 def test_stack_outputs(run: Run) -> None:

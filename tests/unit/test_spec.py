@@ -203,3 +203,13 @@ def test_unknown_stack_names_every_place_looked(tmp_path: Path, monkeypatch: pyt
     assert f"{tmp_path / 'nowhere' / 'Pulumi.dev.yaml'} ($KILN_STACKS_DIR)" in text
     assert f"{tmp_path / 'stacks' / 'Pulumi.dev.yaml'} (./stacks of the working directory)" in text
     assert "--stacks-dir DIR" in text and "./Pulumi.dev.yaml" in text
+
+
+def test_models_namespace_must_be_a_namespace_of_its_own(stack: Any) -> None:
+    data = stack("lab")
+    data.setdefault("kubernetes", {})["models_namespace"] = "training"
+    issue = _one(data, "kubernetes")
+    assert "models_namespace 'training' is also training_namespace" in issue.problem
+    assert "another name" in issue.fix
+    data["kubernetes"]["models_namespace"] = "kiln-models"
+    validate(data, "test")

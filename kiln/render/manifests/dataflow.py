@@ -4,14 +4,24 @@ The Kubernetes equivalent of the datamover role's units:
 
     Job        kiln-stage-<link>   `kiln data stage` once, for each preload link not imported continuously
     CronJob    kiln-stage-<link>   `kiln data stage` on the link's cron schedule (import_trigger: schedule)
-    Deployment kiln-datamover      `kiln data run`: continuous links and checkpoint write-back (one replica)
+    Deployment kiln-datamover      `kiln data run`: continuous links and checkpoint write-back (one replica),
+                                   and the metrics endpoint of every status file in the shared state directory
+    DaemonSet  kiln-models-<i>     `kiln data models` for dataflow.models[i] (filer-subscribe), on the receiver
+                                   pool's nodes, in the models namespace (below)
 
 Every pod mounts the filesystem root's static claim (component LustreClient) at the plan's mount point, so a
-link's directory is where the plan puts it, and keeps the mover's manifests on Lustre (STATE_DIR below), where
-the Jobs, CronJobs and the Deployment share them. The stack's spec comes from a ConfigMap (without the S3
-access key id and the secret's config name); the S3 access key and secret come from the S3 credentials Secret
-(component ObjectStore) by reference, never inline. Model distribution (`kiln data models`) follows the
-SeaweedFS filer into each receiver's local NVMe; it is not rendered here (docs/dataflow.md says why).
+link's directory is where the plan puts it, and keeps the mover's manifests and status files on Lustre
+(STATE_DIR below), where the Jobs, CronJobs, DaemonSets and the Deployment share them: the Deployment's
+`--metrics-port` endpoint serves every status file there, so a short-lived stage Job's progress is scraped
+from the file it leaves behind (the same metric names and labels as the bare-metal textfile). The stack's spec
+comes from a ConfigMap (without the S3 access key id and the secret's config name); the S3 access key and
+secret come from the S3 credentials Secret (component ObjectStore) by reference, never inline.
+
+Model distribution writes each receiver node's local NVMe, so its pods need a hostPath: they run in a namespace
+of their own (kubernetes.models_namespace), where the policy pack admits exactly the planned receiver
+directories as hostPath volumes (policy_config) and nothing else the training namespace forbids. One relay on
+Lustre serves every receiver: the pods stage a new object into it one at a time (a lock in the shared state
+directory, kiln.dataflow.models.distribute), so the lake serves each model once, whatever the pool's size.
 """
 
 from __future__ import annotations
@@ -22,6 +32,7 @@ from typing import Any
 import yaml
 
 from kiln.knowledge.kubernetes import kubernetes
+from kiln.plan.model import ModelFlowPlan
 from kiln.render.manifests.context import (
     DATAFLOW,
     S3_ENDPOINT_CONFIGMAP,
@@ -29,14 +40,25 @@ from kiln.render.manifests.context import (
     Ctx,
     Obj,
     obj,
+    pool_label,
 )
-from kiln.render.manifests.lustre import lustre_claim_name
+from kiln.render.manifests.lustre import lustre_claim_name, lustre_root_volume
+from kiln.render.networkpolicy import NAME_LABEL, NAMESPACE_NAME_LABEL, seaweedfs_ports
 from kiln.spec.loader import CONFIG_KEY
 from kiln.spec.types import dns_name
 
 SPEC_CONFIGMAP = "kiln-dataflow-spec"
 SPEC_DIR = "/etc/kiln"
 STATE_SUBDIR = ".kiln-datamover"  # under the mount point: the mover's manifests and status files, on Lustre
+RELAY_SUBDIR = ".kiln-models-relay"  # under the mount point: the models relay (the datamover role's default)
+MOVER = "kiln-datamover"
+MODELS = "kiln-models"
+#: The mover's metrics port (`kiln data run --metrics-port`); kiln's choice, the Service and ServiceMonitor follow.
+METRICS_PORT = 9478
+MONITORING_API = "monitoring.coreos.com/v1"
+#: Pods of kube-prometheus-stack's Prometheus carry app.kubernetes.io/name=prometheus (set by the Prometheus
+#: Operator on the StatefulSet it creates, with app.kubernetes.io/managed-by=prometheus-operator).
+PROMETHEUS_POD = {"app.kubernetes.io/name": "prometheus"}
 # Spec fields left out of the ConfigMap: names that look like credentials to the policy checks, and that the pods
 # take from the S3 Secret instead (KILN_S3_ACCESS_KEY).
 _LEFT_OUT = {"objectstore": {"access_key_id", "credentials_secret"}}
@@ -56,7 +78,8 @@ def _state_dir(c: Ctx) -> str:
     return posixpath.join(c.plan.mount_point, STATE_SUBDIR)
 
 
-def _pod(c: Ctx, name: str, args: list[str], restart: str) -> Obj:
+def _pod(c: Ctx, name: str, args: list[str], restart: str, ports: list[Obj] | None = None,
+         mounts: list[Obj] | None = None, volumes: list[Obj] | None = None) -> Obj:
     """The mover's pod template: kiln with the plan's tuning, the Lustre root claim, the S3 Secret by reference."""
     image = kubernetes().dataflow.mover_image.value
     env = [
@@ -75,9 +98,11 @@ def _pod(c: Ctx, name: str, args: list[str], restart: str) -> Obj:
         "args": [*args, "--endpoint", "$(KILN_S3_ENDPOINT)"],
         "env": env,
         "volumeMounts": [{"name": "lustre", "mountPath": c.plan.mount_point},
-                         {"name": "spec", "mountPath": SPEC_DIR, "readOnly": True}],
+                         {"name": "spec", "mountPath": SPEC_DIR, "readOnly": True}, *(mounts or [])],
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
     }
+    if ports:
+        container["ports"] = ports
     return {
         "metadata": {"labels": c.labels(DATAFLOW, {"app.kubernetes.io/name": name})},
         "spec": {
@@ -86,6 +111,7 @@ def _pod(c: Ctx, name: str, args: list[str], restart: str) -> Obj:
             "volumes": [
                 {"name": "lustre", "persistentVolumeClaim": {"claimName": lustre_claim_name(None)}},
                 {"name": "spec", "configMap": {"name": SPEC_CONFIGMAP}},
+                *(volumes or []),
             ],
         },
     }
@@ -115,12 +141,126 @@ def dataflow(c: Ctx) -> list[Obj]:
         elif link.import_policy == "preload" and link.import_trigger != "continuous":
             objs.append(obj("batch/v1", "Job", c.meta(DATAFLOW, name, ns, annotations=annotations), spec={
                 "backoffLimit": 6, "template": _pod(c, name, _stage_args(c, link.name), "OnFailure")}))
-    continuous = any(x.import_trigger == "continuous" or x.export_policy == "continuous" for x in flow.links)
-    if continuous or flow.checkpoints is not None:
-        name = "kiln-datamover"
-        pod = _pod(c, name, ["run", _spec_file(c)], "Always")
-        objs.append(obj("apps/v1", "Deployment", c.meta(DATAFLOW, name, ns), spec={
-            # One replica: two `kiln data run` loops on one state directory would race on its manifests.
-            "replicas": 1, "strategy": {"type": "Recreate"},
-            "selector": {"matchLabels": {"app.kubernetes.io/name": name}}, "template": pod}))
+    # Always: besides continuous links and checkpoint write-back it serves every status file on Lustre (the
+    # stage Jobs' and the model pods') to Prometheus; with neither it only serves.
+    pod = _pod(c, MOVER, ["run", _spec_file(c), "--metrics-port", str(METRICS_PORT)], "Always",
+               ports=[{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}])
+    objs.append(obj("apps/v1", "Deployment", c.meta(DATAFLOW, MOVER, ns), spec={
+        # One replica: two `kiln data run` loops on one state directory would race on its manifests.
+        "replicas": 1, "strategy": {"type": "Recreate"},
+        "selector": {"matchLabels": {"app.kubernetes.io/name": MOVER}}, "template": pod}))
+    objs += mover_metrics(c)
+    objs += model_distribution(c)
+    return objs
+
+
+def mover_metrics(c: Ctx) -> list[Obj]:
+    """Service + ServiceMonitor for the mover Deployment's endpoint, and the NetworkPolicy that admits Prometheus
+    (and nothing else) to the mover's pods. The job label is the Service name; the node becomes `host`, as the
+    bare-metal textfile's series get it from node_exporter's target, so the rules and dashboards match both."""
+    ns = c.training
+    sel = {"app.kubernetes.io/name": MOVER}
+    port = {"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics", "protocol": "TCP"}
+    every = f"{c.plan.monitoring.scrape_interval_s}s"
+    host = {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "host", "action": "replace"}
+    return [
+        obj("v1", "Service", c.meta(DATAFLOW, MOVER, ns, labels=sel), spec={"selector": sel, "ports": [port]}),
+        obj(MONITORING_API, "ServiceMonitor", c.meta(DATAFLOW, MOVER, ns), spec={
+            "selector": {"matchLabels": sel},
+            "endpoints": [{"port": "metrics", "interval": every, "relabelings": [host]}]}),
+        obj("networking.k8s.io/v1", "NetworkPolicy", c.meta(DATAFLOW, f"{MOVER}-metrics", ns), spec={
+            "podSelector": {"matchLabels": sel}, "policyTypes": ["Ingress"],
+            "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: c.system}},
+                                   "podSelector": {"matchLabels": PROMETHEUS_POD}}],
+                         "ports": [{"protocol": "TCP", "port": METRICS_PORT}]}]}),
+    ]
+
+
+# ------------------------------------------------------------------------------------- model distribution
+
+
+def model_entries(c: Ctx) -> list[tuple[int, ModelFlowPlan]]:
+    """(index, entry) of the dataflow.models entries rendered as DaemonSets: filer-subscribe on the in-cluster
+    SeaweedFS (the planner refuses filer-subscribe on another backend; `poll` entries are a scheduled stage)."""
+    flow = c.plan.dataflow
+    if flow is None or c.plan.objectstore.backend != "seaweedfs":
+        return []
+    return [(i, m) for i, m in enumerate(flow.models) if m.events == "filer-subscribe"]
+
+
+def models_namespace(c: Ctx) -> str | None:
+    """The model distribution's namespace, when the stack renders any (None otherwise)."""
+    return c.spec.kubernetes.models_namespace if model_entries(c) else None
+
+
+def models_host_paths(c: Ctx) -> list[str]:
+    """The receiver directories the model pods mount from their node: exactly the planned targets."""
+    return sorted({m.target for _, m in model_entries(c)})
+
+
+def filer_address(c: Ctx) -> str:
+    """The in-cluster filer as `host:port.grpcPort` (weed's ServerAddress form with an explicit gRPC port,
+    weed/pb/server_address.go ToGrpcAddress): filer.meta.tail connects to the gRPC port only."""
+    ports, grpc_offset = seaweedfs_ports()
+    return f"seaweedfs-filer.{c.storage}.svc:{ports['filer']}.{ports['filer'] + grpc_offset}"
+
+
+def _model_daemonset(c: Ctx, ns: str, index: int, m: ModelFlowPlan) -> Obj:
+    name = f"{MODELS}-{index}"
+    relay = posixpath.join(c.plan.mount_point, RELAY_SUBDIR)
+    args = ["models", _spec_file(c), "--index", str(index), "--filer", filer_address(c),
+            "--weed", "/usr/local/bin/weed", "--relay", relay, "--target", m.target]
+    pod = _pod(c, MODELS, args, "Always", mounts=[{"name": "receiver", "mountPath": m.target}],
+               volumes=[{"name": "receiver", "hostPath": {"path": m.target, "type": "Directory"}}])
+    pod["metadata"]["labels"]["kiln.io/models-index"] = str(index)
+    # root (uid 0) without any capability: the receiver directory on the node and the relay and state directory
+    # on Lustre belong to root (the node's preparation and the other mover pods); no other privilege
+    pod["spec"]["nodeSelector"] = {pool_label(): m.pool}
+    pod["spec"]["securityContext"] = {"seccompProfile": {"type": "RuntimeDefault"}}
+    pod["spec"]["automountServiceAccountToken"] = False
+    annotations = {"kiln.io/models": f"{m.bucket}/{m.prefix} -> {m.target} on pool {m.pool} ({m.receivers} nodes)"}
+    return obj("apps/v1", "DaemonSet", c.meta(DATAFLOW, name, ns, annotations=annotations), spec={
+        "selector": {"matchLabels": {"app.kubernetes.io/name": MODELS, "kiln.io/models-index": str(index)}},
+        "template": pod})
+
+
+def _models_network_policies(c: Ctx, ns: str) -> list[Obj]:
+    """The model pods accept no connection and reach only the filer's gRPC port, the S3 gateway and DNS; the
+    filer admits them on its gRPC port (its other policy, seaweedfs-backend, admits only SeaweedFS's own pods)."""
+    ports, grpc_offset = seaweedfs_ports()
+    grpc = ports["filer"] + grpc_offset
+    pods = {"matchLabels": {"app.kubernetes.io/name": MODELS}}
+    in_storage = {"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: c.storage}}}
+    net = "networking.k8s.io/v1"
+    return [
+        obj(net, "NetworkPolicy", c.meta(DATAFLOW, MODELS, ns), spec={
+            "podSelector": pods, "policyTypes": ["Ingress", "Egress"], "ingress": [],
+            "egress": [
+                {"to": [{**in_storage, "podSelector": {"matchLabels": {NAME_LABEL: "seaweedfs-filer"}}}],
+                 "ports": [{"protocol": "TCP", "port": grpc}]},
+                {"to": [{**in_storage, "podSelector": {"matchLabels": {NAME_LABEL: "seaweedfs-s3"}}}],
+                 "ports": [{"protocol": "TCP", "port": c.plan.objectstore.s3_port}]},
+                {"to": [{"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: "kube-system"}},
+                         "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
+                 "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]},
+            ]}),
+        obj(net, "NetworkPolicy", c.meta(DATAFLOW, "seaweedfs-filer-models", c.storage), spec={
+            "podSelector": {"matchLabels": {NAME_LABEL: "seaweedfs-filer"}}, "policyTypes": ["Ingress"],
+            "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: ns}},
+                                   "podSelector": pods}],
+                         "ports": [{"protocol": "TCP", "port": grpc}]}]}),
+    ]
+
+
+def model_distribution(c: Ctx) -> list[Obj]:
+    """The models namespace's Lustre claim, spec ConfigMap, one DaemonSet per filer-subscribe entry, and their
+    NetworkPolicies (the namespace itself and its S3 Secret come with GpuNodeStack and ObjectStore)."""
+    ns = models_namespace(c)
+    if ns is None:
+        return []
+    objs = lustre_root_volume(c, ns, DATAFLOW)
+    objs.append(obj("v1", "ConfigMap", c.meta(DATAFLOW, SPEC_CONFIGMAP, ns), data={
+        f"Pulumi.{c.plan.stack}.yaml": spec_document(c)}))
+    objs += [_model_daemonset(c, ns, i, m) for i, m in model_entries(c)]
+    objs += _models_network_policies(c, ns)
     return objs

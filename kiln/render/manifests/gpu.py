@@ -5,6 +5,7 @@ from __future__ import annotations
 from kiln.knowledge.kubernetes import kubernetes
 from kiln.plan.model import Plan
 from kiln.render.manifests.context import GPU_NODE_STACK, Ctx, Obj, obj, rdma_enabled
+from kiln.render.manifests.dataflow import models_namespace
 from kiln.render.manifests.helm import helm_release, helm_source
 from kiln.render.manifests.network import network_operator
 
@@ -14,6 +15,11 @@ def _namespaces(c: Ctx) -> list[Obj]:
     out = []
     for ns, extra in ((c.system, privileged), (c.storage, privileged), (c.training, {})):
         out.append(obj("v1", "Namespace", c.meta(GPU_NODE_STACK, ns, labels=extra)))
+    models = models_namespace(c)
+    if models is not None:
+        # No Pod Security level admits a hostPath short of privileged (baseline forbids them): the policy pack's
+        # allow-list confines this namespace to the planned receiver directories instead (policy_config).
+        out.append(obj("v1", "Namespace", c.meta(GPU_NODE_STACK, models)))
     return out
 
 

@@ -10,6 +10,7 @@ from kiln.knowledge.kubernetes import kubernetes
 from kiln.plan.model import Layout, Plan
 from kiln.render.manifests.context import (
     LUSTRE_CLIENT,
+    ComponentKind,
     Ctx,
     Obj,
     client_mount_options,
@@ -40,10 +41,14 @@ def lustre_claim_name(layout: Layout | None) -> str:
     return "lustre-root" if layout is None else f"lustre-{dns_name(layout.path)}"
 
 
-def _lustre_volume(c: Ctx, layout: Layout | None, capacity: str, options: list[str]) -> list[Obj]:
+def _lustre_volume(c: Ctx, layout: Layout | None, capacity: str, options: list[str],
+                   namespace: str | None = None, component: ComponentKind = LUSTRE_CLIENT) -> list[Obj]:
+    """A static PV and its claim; the claim in `namespace` (default the training namespace, whose PV keeps the
+    plain name; another namespace's PV gets the namespace appended, as a PV binds one claim)."""
+    ns = c.training if namespace is None else namespace
     path = "" if layout is None else layout.path.rstrip("/")
     handle = f"{mgs_spec(c.plan)}:/{c.plan.fsname}{path}"
-    pv_name = lustre_volume_name(c.plan, layout)
+    pv_name = lustre_volume_name(c.plan, layout) + ("" if ns == c.training else f"-{ns}")
     pvc_name = lustre_claim_name(layout)
     purpose = "filesystem" if layout is None else layout.purpose
     annotations = {"kiln.io/lustre-path": path or "/", "kiln.io/mount-path": layout.mount_path if layout else
@@ -58,17 +63,23 @@ def _lustre_volume(c: Ctx, layout: Layout | None, capacity: str, options: list[s
         "storageClassName": "",
         "volumeMode": "Filesystem",
         "mountOptions": list(options),
-        "claimRef": {"kind": "PersistentVolumeClaim", "namespace": c.training, "name": pvc_name},
+        "claimRef": {"kind": "PersistentVolumeClaim", "namespace": ns, "name": pvc_name},
         "csi": {"driver": kubernetes().lustre_csi.driver.value, "volumeHandle": handle, "fsType": "lustre",
                 "volumeAttributes": {"mgsNids": mgs_spec(c.plan), "fsName": c.plan.fsname, "fileset": path or "/"}},
     }
     pvc_spec = {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": pv_name,
                 "resources": {"requests": {"storage": capacity}}}
     return [
-        obj("v1", "PersistentVolume", c.meta(LUSTRE_CLIENT, pv_name, labels=labels, annotations=annotations),
+        obj("v1", "PersistentVolume", c.meta(component, pv_name, labels=labels, annotations=annotations),
             spec=pv_spec),
-        obj("v1", "PersistentVolumeClaim", c.meta(LUSTRE_CLIENT, pvc_name, c.training, labels=labels), spec=pvc_spec),
+        obj("v1", "PersistentVolumeClaim", c.meta(component, pvc_name, ns, labels=labels), spec=pvc_spec),
     ]
+
+
+def lustre_root_volume(c: Ctx, namespace: str, component: ComponentKind) -> list[Obj]:
+    """The filesystem root's PV and claim `lustre-root` in another namespace (the model distribution's)."""
+    return _lustre_volume(c, None, quantity_GB(ost_capacity_TB(c.plan, c.spec)), client_mount_options(c.plan, c.spec),
+                          namespace, component)
 
 
 def lustre_client(c: Ctx) -> list[Obj]:

@@ -28,6 +28,7 @@ from kiln.render.manifests.context import (
     role_label,
     s3_endpoint,
 )
+from kiln.render.manifests.dataflow import models_namespace
 from kiln.render.manifests.helm import helm_release, helm_source
 from kiln.render.networkpolicy import network_policies
 
@@ -199,7 +200,8 @@ def _bucket_job(c: Ctx) -> Obj:
 
 def object_store(c: Ctx) -> list[Obj]:
     objs: list[Obj] = []
-    for ns in (c.storage, c.training):
+    models = models_namespace(c)
+    for ns in (c.storage, c.training, *([models] if models else [])):
         objs.append(_s3_secret(c, ns))
         objs.append(_s3_endpoint_configmap(c, ns))
     if c.plan.objectstore.backend == "seaweedfs":
@@ -209,5 +211,5 @@ def object_store(c: Ctx) -> list[Obj]:
         objs.append(helm_release(c, OBJECT_STORE, "seaweedfs", seaweedfs_values(c), namespace=c.storage))
     objs.append(_bucket_job(c))
     # Only the S3 gateway is reachable from training namespaces (docs/security.md).
-    objs.extend(network_policies(c.plan, c.spec))
+    objs.extend(network_policies(c.plan, c.spec, (models,) if models else ()))
     return objs

@@ -7,13 +7,14 @@ from typing import Any
 from kiln.plan.model import Plan
 from kiln.render.manifests.context import GPU_RESOURCE, Ctx, pool_label, rail_resource_format, rails_per_pool
 from kiln.render.manifests.health import host_path_namespaces
+from kiln.render.manifests.dataflow import models_host_paths, models_namespace
 from kiln.spec.models import ClusterSpec
 
 
 def policy_config(plan: Plan, spec: ClusterSpec) -> dict[str, Any]:
     """Configuration of the kiln policy pack (policy/) for this stack: namespaces, rails per pool."""
     k8s = spec.kubernetes
-    return {
+    out: dict[str, Any] = {
         "kiln-privileged-namespaces": {"allowedNamespaces": [k8s.storage_namespace, k8s.system_namespace]},
         "kiln-pod-security": {"allowedNamespaces": [k8s.storage_namespace, k8s.system_namespace],
                               "allowedCapabilities": ["IPC_LOCK"],
@@ -23,3 +24,8 @@ def policy_config(plan: Plan, spec: ClusterSpec) -> dict[str, Any]:
                                         "railsPerPool": rails_per_pool(plan, spec)},
         "kiln-no-secrets-in-configmaps": {},
     }
+    models = models_namespace(Ctx(plan, spec))
+    if models is not None:
+        # the model receivers' local NVMe directories, in their namespace only (kiln/render/manifests/dataflow.py)
+        out["kiln-pod-security"]["allowedHostPaths"] = {models: models_host_paths(Ctx(plan, spec))}
+    return out

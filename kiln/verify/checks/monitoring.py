@@ -139,7 +139,8 @@ class TargetsUp(_PromCheck):
 
 
 # metric-name prefixes → the scrape job that exports them
-_SOURCES = (("DCGM_", "dcgm"), ("lustre_", "lustre"), ("node_", "node"), ("kiln_datamover_", "datamover"))
+# (bare metal: the data mover's kiln_dataflow_* come through node_exporter's textfile collector on the mover hosts)
+_SOURCES = (("DCGM_", "dcgm"), ("lustre_", "lustre"), ("node_", "node"), ("kiln_dataflow_", "node"))
 _NAME = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")
 
 
@@ -181,6 +182,10 @@ class PanelsWithData(_PromCheck):
                 reasons = [ctx.probe(h, "lustre") for h in hosts if h in ctx.remotes]
                 if reasons and all(reasons):
                     return f"no Lustre on any of the {len(hosts)} exporter hosts ({reasons[0]})"
+            if name.startswith("kiln_dataflow_"):
+                movers = ", ".join(ctx.plan.dataflow.mover_hosts) if ctx.plan.dataflow else "none planned"
+                return (f"no data mover pass has reported {name} for this selector yet (a mover writes it at each "
+                        f"pass of that direction; mover hosts: {movers})")
             if name.startswith("node_infiniband_"):
                 reasons = [ctx.probe(h, "rdma") for h in hosts if h in ctx.remotes]
                 if reasons and all(reasons):

@@ -103,6 +103,7 @@ def _base_spec() -> dict[str, Any]:
         "system_namespace": "kiln-system",
         "training_namespace": "training",
         "health_namespace": "kiln-health",
+        "models_namespace": "kiln-models",
     }
     lu["mount_point"] = "/lustre"
     df = d["dataflow"]

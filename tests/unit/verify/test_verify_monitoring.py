@@ -95,12 +95,12 @@ def test_targets_up_counts_planned_targets_down_and_excuses_dcgm_without_a_gpu()
 
 def test_panels_with_data_names_each_empty_panel_and_the_reason_it_may_be_empty() -> None:
     prom = FakeProm()
-    prom.empty = lambda e: bool(re.search(r"DCGM_|lustre_|node_infiniband_|kiln_datamover_|ALERTS", e))
+    prom.empty = lambda e: bool(re.search(r"DCGM_|lustre_|node_infiniband_|kiln_dataflow_|ALERTS", e))
     s = _measure(context(_hosts(prom)), "monitoring.panels_with_data")
     assert s.value == 0, s.details
     notes = "\n".join(s.details)
     assert "no DCGM exporter data" in notes and "no Lustre on any" in notes and "no RDMA device" in notes
-    assert "the plan scrapes no datamover exporter" in notes and "no alert is firing" in notes
+    assert "no data mover pass has reported kiln_dataflow_lag_s" in notes and "no alert is firing" in notes
     assert s.info["checked"] == len(mon.panel_queries(context({}))) > 20
     prom.empty = lambda e: "node_memory_MemAvailable_bytes" in e
     s = _measure(context(_hosts(prom)), "monitoring.panels_with_data")
