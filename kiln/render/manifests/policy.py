@@ -6,8 +6,8 @@ from typing import Any
 
 from kiln.plan.model import Plan
 from kiln.render.manifests.context import GPU_RESOURCE, Ctx, pool_label, rail_resource_format, rails_per_pool
-from kiln.render.manifests.health import host_path_namespaces
 from kiln.render.manifests.dataflow import models_host_paths, models_namespace
+from kiln.render.manifests.health import host_path_namespaces
 from kiln.spec.models import ClusterSpec
 
 
