@@ -5,7 +5,8 @@ Guarantees (docs/dataflow.md):
   manifest entry recorded after its last verified move; a re-run with nothing changed moves 0 bytes;
 - no partial file visible: downloads land under a *.kiln-partial name and are renamed by rclone when whole;
   uploads become visible only when the multipart upload completes; a checkpoint's commit marker goes last;
-- verified: every moved file is checked by checksum against the object before the manifest records it,
+- verified: every moved file is checked by checksum against the object before the manifest records it
+  (on import, rclone's own MD5 check of the copy where the ETag is the object's MD5, else kiln hashes it),
   and a local checkpoint is released only when every file of it is recorded;
 - resumable: killed mid-pass, the next pass deletes stale *.kiln-partial files and moves what the manifest
   lacks; files rclone finished before the kill are identical at the destination and not sent again.
@@ -20,6 +21,7 @@ import re
 import shutil
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -172,13 +174,8 @@ class Mover:
         status.state = "verifying"
         self._report(status)
         failed = []
-        for o in todo:
+        for o, (ok, how) in zip(todo, self._verify_staged(job, todo, res.copied), strict=True):
             local = job.local / o.key
-            ok, how = (
-                (False, "missing after the copy")
-                if not local.is_file()
-                else lake.verify(self.s3, job.bucket, job.prefix + o.key, local, o.etag)
-            )
             if not ok:
                 failed.append(o.key)
                 log.error("%s: %s not verified: %s", job.name, o.key, how)
@@ -202,6 +199,26 @@ class Mover:
             time.monotonic() - t0,
             tuple(failed),
         )
+
+    def _verify_staged(self, job: LinkJob, todo: Sequence[lake.Obj], copied: frozenset[str]) -> list[tuple[bool, str]]:
+        """(ok, how) for each downloaded object, in order. rclone checked the MD5 of each file it logged as copied
+        against the object's before renaming it into place; where the ETag is that MD5 (a single-part object)
+        this is the checksum check, and reading the file again would only repeat it. Every other file (a
+        multipart ETag, or one rclone skipped as already there) is hashed here, on a few threads (hashlib
+        releases the GIL)."""
+
+        def one(o: lake.Obj) -> tuple[bool, str]:
+            local = job.local / o.key
+            try:
+                size = local.stat().st_size
+            except FileNotFoundError:
+                return False, "missing after the copy"
+            if o.key in copied and lake.is_md5_etag(o.etag):
+                return (True, "md5 = ETag (rclone, on the copy)") if size == o.size else (False, "size differs")
+            return lake.verify(self.s3, job.bucket, job.prefix + o.key, local, o.etag)
+
+        with ThreadPoolExecutor(max_workers=min(8, (os.cpu_count() or 1) + 1)) as pool:
+            return list(pool.map(one, todo))
 
     @staticmethod
     def _same_local(local: Path, have: Entry) -> bool:
