@@ -139,6 +139,7 @@ def _stage_figures(
         # stage rate ÷ min(write rate, GET rate): the same bytes, so max(write_s, get_s) ÷ stage_s
         stage_in_efficiency=max(write_s, get_s) / r.seconds,
         resync_bytes=again.bytes_moved, resync_s=again.seconds, resync_share=again.seconds / r.seconds,
+        **{f"stage_{k}_s": v for k, v in r.phases}, **{f"resync_{k}_s": v for k, v in again.phases},
     )
 
 

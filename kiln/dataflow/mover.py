@@ -92,6 +92,9 @@ class PassResult:
     bytes_selected: int
     seconds: float
     failed: tuple[str, ...] = ()  # relative paths whose checksum did not match
+    # Where the seconds went (import): list + decide, the engine (rclone start, its listing, the transfers),
+    # verify, record (manifest and status); for the measurement pass and operators' reading of a slow stage.
+    phases: tuple[tuple[str, float], ...] = ()
 
 
 class Mover:
@@ -144,6 +147,7 @@ class Mover:
             local = job.local / o.key
             if have is None or (have.size, have.etag) != (o.size, o.etag) or not self._same_local(local, have):
                 todo.append(o)
+        t_list = time.monotonic()
         status.files_total, status.bytes_total = len(todo), sum(o.size for o in todo)
         status.backlog_files, status.backlog_bytes = status.files_total, status.bytes_total
         if metadata_only:
@@ -171,10 +175,13 @@ class Mover:
             status.state, status.error = "failed", str(exc)
             self._report(status)
             raise
+        t_engine = time.monotonic()
         status.state = "verifying"
         self._report(status)
         failed = []
-        for o, (ok, how) in zip(todo, self._verify_staged(job, todo, res.copied), strict=True):
+        checked = self._verify_staged(job, todo, res.copied)
+        t_verify = time.monotonic()
+        for o, (ok, how) in zip(todo, checked, strict=True):
             local = job.local / o.key
             if not ok:
                 failed.append(o.key)
@@ -190,14 +197,17 @@ class Mover:
         if not failed:
             status.last_success = time.time()
         self._report(status)
+        t_end = time.monotonic()
         return PassResult(
             res.bytes,
             res.files,
             status.files_done,
             len(objects),
             sum(o.size for o in objects),
-            time.monotonic() - t0,
+            t_end - t0,
             tuple(failed),
+            (("list", t_list - t0), ("engine", t_engine - t_list), ("verify", t_verify - t_engine),
+             ("record", t_end - t_verify)),
         )
 
     def _verify_staged(self, job: LinkJob, todo: Sequence[lake.Obj], copied: frozenset[str]) -> list[tuple[bool, str]]:
