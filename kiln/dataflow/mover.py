@@ -217,18 +217,27 @@ class Mover:
         multipart ETag, or one rclone skipped as already there) is hashed here, on a few threads (hashlib
         releases the GIL)."""
 
-        def one(o: lake.Obj) -> tuple[bool, str]:
-            local = job.local / o.key
+        def by_rclone(o: lake.Obj) -> tuple[bool, str] | None:
+            """rclone's verdict, or None where the mover must hash the file itself."""
             try:
-                size = local.stat().st_size
+                size = (job.local / o.key).stat().st_size
             except FileNotFoundError:
                 return False, "missing after the copy"
             if o.key in copied and lake.is_md5_etag(o.etag):
                 return (True, "md5 = ETag (rclone, on the copy)") if size == o.size else (False, "size differs")
-            return lake.verify(self.s3, job.bucket, job.prefix + o.key, local, o.etag)
+            return None
 
-        with ThreadPoolExecutor(max_workers=min(8, (os.cpu_count() or 1) + 1)) as pool:
-            return list(pool.map(one, todo))
+        out = [by_rclone(o) for o in todo]
+        rest = [i for i, r in enumerate(out) if r is None]
+        if rest:
+            with ThreadPoolExecutor(max_workers=min(8, (os.cpu_count() or 1) + 1)) as pool:
+                hashed = pool.map(
+                    lambda o: lake.verify(self.s3, job.bucket, job.prefix + o.key, job.local / o.key, o.etag),
+                    [todo[i] for i in rest],
+                )
+                for i, r in zip(rest, hashed, strict=True):
+                    out[i] = r
+        return [r for r in out if r is not None]
 
     @staticmethod
     def _same_local(local: Path, have: Entry) -> bool:
