@@ -55,6 +55,8 @@ def test_one_pass_per_repetition_feeds_every_check_on_the_first_mover() -> None:
         sample = REGISTRY[check].measure(ctx, target, subject, Rep(1, 1, False))
         assert sample.value == value
         assert sample.details
+        if check == "dataflow.stage_in":  # the GET-only ceiling beside the speed-up: naive_s ÷ s3_get_s
+            assert "3.89× the stream" in sample.details[1]
     runs = [c for c in remote.commands if "-m kiln.dataflow.measure" in c]
     assert len(runs) == 1
     assert "--work /srv/kiln-fast/.kiln-measure-rep1" in runs[0] and "--receivers 3" in runs[0]
