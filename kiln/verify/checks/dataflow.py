@@ -127,7 +127,7 @@ class StageIn(DataflowCheck):
         return [f"mover {f['stage_s']:.2f} s vs one sequential boto3 stream {f['naive_s']:.2f} s for "
                 f"{f['stage_files']} files, {f['stage_bytes'] / 1e6:.1f} MB",
                 f"the lake's GET rate alone (mover's engine, nothing written) is {f['naive_s'] / f['s3_get_s']:.2f}× "
-                "the stream: no mover can beat that on this host"]
+                "the stream, the ceiling of a stage with this engine on this host"]
 
 
 @register
