@@ -1,7 +1,7 @@
 """The dataflow ratios measured on one host against a running S3 (a local SeaweedFS), with CV over repetitions.
 
 Usage: KILN_S3_SECRET_KEY=... .venv/bin/python bench/dataflow_lab.py --endpoint http://127.0.0.1:8333 \
-           --access-key kiln [--runs 3] [--files 200] [--file-KiB 256] [--shard-MiB 64] [--shards 2]
+           --access-key kiln [--runs 3] [--files 1000] [--file-KiB 128] [--shard-MiB 64] [--shards 2]
 
 Each repetition is one pass of kiln.dataflow.measure (the same pass the `dataflow.*` acceptance checks run on
 a mover host; its docstring says what each figure is and how it is measured fairly). Prints JSON with the
@@ -35,8 +35,8 @@ def main() -> int:
     ap.add_argument("--access-key", required=True)
     ap.add_argument("--bucket", default="bench")
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--files", type=int, default=200)
-    ap.add_argument("--file-KiB", type=int, default=256)
+    ap.add_argument("--files", type=int, default=1000)
+    ap.add_argument("--file-KiB", type=int, default=128)
     ap.add_argument("--shards", type=int, default=2)
     ap.add_argument("--shard-MiB", type=int, default=64)
     ap.add_argument("--concurrency", type=int, default=16)

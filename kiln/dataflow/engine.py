@@ -51,6 +51,10 @@ class Result:
     files: int  # files rclone transferred (skipped identical ones do not count)
     errors: int
     seconds: float
+    # Paths (relative to src) rclone logged as "Copied": it compared size and, where both sides have one, the
+    # MD5 of the written copy with the source's before it renamed the copy into place (rclone
+    # fs/operations/copy.go, the verify step before "renamed to" and "Copied (new)").
+    copied: frozenset[str] = frozenset()
 
 
 def _env(creds: Credentials) -> dict[str, str]:
@@ -132,13 +136,15 @@ def copy(
         "1s",
         "--stats-log-level",
         "NOTICE",
+        # INFO: one "Copied (new|replaced existing)" line per file, after rclone's own size + hash check.
         "--log-level",
-        "NOTICE",
+        "INFO",
         "--retries",
         "3",
     ]
     last: dict[str, Any] = {}
     errors: list[str] = []
+    copied: set[str] = set()
     try:
         proc = subprocess.Popen(argv, env=_env(creds), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         assert proc.stderr is not None
@@ -152,6 +158,8 @@ def copy(
                 last = rec["stats"]
                 if on_stats:
                     on_stats(last)
+            elif rec.get("level") == "info" and str(rec.get("msg", "")).startswith("Copied ("):
+                copied.add(str(rec.get("object", "")))
             elif rec.get("level") in ("error", "critical"):
                 errors.append(str(rec.get("msg", "")).strip())
         rc = proc.wait()
@@ -164,4 +172,5 @@ def copy(
         int(last.get("transfers", 0)),
         int(last.get("errors", 0)),
         float(last.get("elapsedTime", 0.0)),
+        frozenset(copied),
     )

@@ -34,9 +34,14 @@ class Credentials:
 
 def client(creds: Credentials) -> Any:
     import boto3  # type: ignore[import-untyped]  # imported here: only the mover needs it
+    import botocore.session  # type: ignore[import-untyped]
     from botocore.config import Config  # type: ignore[import-untyped]
 
-    return boto3.client(
+    # Timestamps stay the strings the store sent: kiln reads no LastModified, and botocore's date parsing is
+    # most of its cost of listing a prefix (docs/benchmarks.md, "Data flow", re-sync).
+    session = botocore.session.get_session()
+    session.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=str)
+    return boto3.session.Session(botocore_session=session).client(
         "s3",
         endpoint_url=creds.endpoint,
         aws_access_key_id=creds.access_key_id,
@@ -70,6 +75,11 @@ def multipart_etag(path: Path, part_size: int) -> str:
         while chunk := f.read(part_size):
             digests.append(hashlib.md5(chunk, usedforsecurity=False).digest())
     return f"{hashlib.md5(b''.join(digests), usedforsecurity=False).hexdigest()}-{len(digests)}"
+
+
+def is_md5_etag(etag: str) -> bool:
+    """Whether an ETag is the object's MD5 (32 hex digits: written in one part), not a multipart ETag."""
+    return len(etag) == 32 and all(c in "0123456789abcdef" for c in etag.lower())
 
 
 def verify(s3: Any, bucket: str, key: str, path: Path, etag: str) -> tuple[bool, str]:

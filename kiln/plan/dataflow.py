@@ -31,7 +31,16 @@ from kiln.spec.models import ClusterSpec, Dataflow
 ENGINE = "rclone"
 
 #: Floors of the acceptance ratios (issue 14's lab criteria); the plan's prediction is the expected value.
-FLOORS = {"stage_in": 3.0, "checkpoint_blocked": 5.0, "checkpoint_restore": 3.0, "model_distribution": 1.2}
+#: stage_in_efficiency: the stage's rate ÷ min(fast-tier write, S3 GET) measured in the same pass.
+FLOORS = {
+    "stage_in": 3.0,
+    "stage_in_efficiency": 0.8,
+    "checkpoint_blocked": 5.0,
+    "checkpoint_restore": 3.0,
+    "model_distribution": 1.2,
+}
+#: Issue 14's ceiling on a re-sync with nothing changed: its time ÷ the full stage's.
+RESYNC_MAX_SHARE = 0.05
 
 MAX_CONCURRENCY = 256
 MIN_PART_MiB = 8  # rclone's and the AWS CLI's default multipart chunk size is 5-8 MiB; kit floor
@@ -478,12 +487,20 @@ def floor_warnings(plan: DataflowPlan) -> list[SpecIssue]:
 
 
 def _ratio_target(
-    spec: ClusterSpec, check: str, metric: str, predicted: float, floor: float, why: str, group: str
+    spec: ClusterSpec,
+    check: str,
+    metric: str,
+    predicted: float,
+    floor: float,
+    why: str,
+    group: str,
+    floor_fails: bool = False,
 ) -> Target:
     """expected = the plan's prediction. Where it clears the floor, the floor fails and the acceptance fraction
-    warns; where it does not (the plan warns), the acceptance fractions of the prediction judge it."""
+    warns; where it does not (the plan warns), the acceptance fractions of the prediction judge it, unless
+    `floor_fails`: then the floor fails whatever the plan predicts (the issue's own criterion)."""
     a = spec.acceptance
-    if predicted >= floor:
+    if predicted >= floor or floor_fails:
         fail, warn = floor, max(floor, predicted * a.warn_fraction)
     else:
         fail, warn = predicted * a.fail_fraction, predicted * a.warn_fraction
@@ -513,8 +530,20 @@ def dataflow_targets(spec: ClusterSpec, plan: DataflowPlan) -> tuple[Target, ...
             plan.naive_stage_in_s / plan.stage_in_s,
             FLOORS["stage_in"],
             f"parallel stage-in at {plan.stage_GBps:.3f} GB/s ({plan.stage_bottleneck}) against one sequential "
-            f"stream at {min(plan.stream_GBps, plan.stage_GBps):.3f} GB/s",
+            f"stream at {min(plan.stream_GBps, plan.stage_GBps):.3f} GB/s; issue 14's floor of "
+            f"{FLOORS['stage_in']:g}× fails whatever the plan predicts",
             g,
+            floor_fails=True,
+        ),
+        _ratio_target(
+            spec,
+            "dataflow.stage_in_efficiency",
+            "stage_over_min_write_get",
+            1.0,  # the plan's stage rate is the minimum of its ends (stage_bottleneck)
+            FLOORS["stage_in_efficiency"],
+            "the stage's rate ÷ min(fast-tier write, S3 GET with the mover's engine) measured in the same pass",
+            g,
+            floor_fails=True,
         ),
         Target(
             "dataflow.resync",
@@ -524,6 +553,20 @@ def dataflow_targets(spec: ClusterSpec, plan: DataflowPlan) -> tuple[Target, ...
             0,
             0,
             "a re-sync with nothing changed moves no byte (size + ETag manifest)",
+            "aggregate",
+            False,
+            g,
+            ("objectstore",),
+        ),
+        Target(
+            "dataflow.resync_time",
+            "share_of_stage_time",
+            "ratio",
+            0.0,
+            RESYNC_MAX_SHARE,
+            RESYNC_MAX_SHARE,
+            "a re-sync with nothing changed lists and compares, moves nothing: at most "
+            f"{RESYNC_MAX_SHARE:.0%} of the full stage's time (issue 14)",
             "aggregate",
             False,
             g,

@@ -57,7 +57,9 @@ def assert_real_figures(report: dict[str, Any]) -> None:
     # cannot reach is a FAIL with its figures, never an ERROR or a pass without a measurement).
     for check in (
         "dataflow.stage_in",
+        "dataflow.stage_in_efficiency",
         "dataflow.resync",
+        "dataflow.resync_time",
         "dataflow.checkpoint_blocked",
         "dataflow.checkpoint_restore",
         "dataflow.model_distribution",

@@ -1,5 +1,5 @@
 """The dataflow.* checks (kiln/verify/checks/dataflow.py) against a FakeRemote test double: which host runs the
-pass, that one pass per repetition feeds all five checks, that the secret never reaches a command line."""
+pass, that one pass per repetition feeds all seven checks, that the secret never reaches a command line."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from tests.unit.verify.verify_fakes import FakeRemote, context, lab
 
 SECRET = "s3cr3t-for-the-test-only"
 FIGURES = {
-    "stage_s": 1.0, "naive_s": 3.5, "stage_in_speedup": 3.5, "stage_bytes": 52428800, "resync_bytes": 0,
+    "stage_s": 1.0, "naive_s": 3.5, "stage_in_speedup": 3.5, "stage_bytes": 52428800, "stage_files": 400,
+    "fast_write_s": 0.3, "s3_get_s": 0.9, "stage_in_efficiency": 0.9, "resync_bytes": 0, "resync_s": 0.04,
     "resync_share": 0.04, "stage_failed": 0, "checkpoint_write_s": 0.2, "checkpoint_export_s": 1.8,
     "checkpoint_blocked_ratio": 10.0, "checkpoint_exported": 1, "restore_fast_s": 0.1, "restore_lake_s": 0.9,
     "checkpoint_restore_ratio": 9.0,
@@ -21,7 +22,8 @@ FIGURES = {
     "resume_restart_rc": 0, "resume_lost_or_partial": 0,
 }
 CHECKS = {
-    "dataflow.stage_in": 3.5, "dataflow.resync": 0.0, "dataflow.checkpoint_blocked": 10.0,
+    "dataflow.stage_in": 3.5, "dataflow.stage_in_efficiency": 0.9, "dataflow.resync": 0.0,
+    "dataflow.resync_time": 0.04, "dataflow.checkpoint_blocked": 10.0,
     "dataflow.checkpoint_restore": 9.0, "dataflow.resume": 0.0,
 }
 
@@ -53,6 +55,8 @@ def test_one_pass_per_repetition_feeds_every_check_on_the_first_mover() -> None:
         sample = REGISTRY[check].measure(ctx, target, subject, Rep(1, 1, False))
         assert sample.value == value
         assert sample.details
+        if check == "dataflow.stage_in":  # the GET-only ceiling beside the speed-up: naive_s ÷ s3_get_s
+            assert "3.89× the stream" in sample.details[1]
     runs = [c for c in remote.commands if "-m kiln.dataflow.measure" in c]
     assert len(runs) == 1
     assert "--work /srv/kiln-fast/.kiln-measure-rep1" in runs[0]
