@@ -8,7 +8,7 @@ import json
 from kiln.plan.dataflow import build_dataflow
 from kiln.plan.layouts import build_layouts, layout_issues
 from kiln.plan.mkfs import mkfs_issues
-from kiln.plan.model import PLAN_SCHEMA, LustreTarget, Plan, Sizing
+from kiln.plan.model import PLAN_SCHEMA, LustreTarget, Plan, Sizing, Target
 from kiln.plan.monitoring import build_monitoring, monitoring_targets
 from kiln.plan.objectstore import build_objectstore
 from kiln.plan.quotas import build_quota_defaults, quota_issues
@@ -27,7 +27,7 @@ from kiln.plan.tuning import (
     out_of_range,
     server_tunables,
 )
-from kiln.spec.errors import SpecError, SpecIssue
+from kiln.spec.errors import SpecError, SpecIssue, suggest
 from kiln.spec.models import ClusterSpec
 
 __all__ = ["Plan", "build_plan"]
@@ -88,6 +88,16 @@ def plan_warnings(spec: ClusterSpec, sizing: Sizing, targets_map: tuple[LustreTa
     return tuple(out)
 
 
+def waiver_issues(spec: ClusterSpec, targets: tuple[Target, ...]) -> list[SpecIssue]:
+    """A waiver must name a check this plan has (a misspelt id would waive nothing, silently)."""
+    known = {t.check for t in targets}
+    return [
+        SpecIssue(f"acceptance.waivers[{i}].check", w.check, "is not an acceptance check of this plan",
+                  f"name one of the plan's checks: {suggest(w.check, known)}")
+        for i, w in enumerate(spec.acceptance.waivers) if w.check not in known
+    ]
+
+
 def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
     """Derive the plan of an environment. Raises SpecError for contradictions only the plan can see."""
     hosts = build_hosts(spec)
@@ -124,6 +134,9 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
         spec, hosts, targets_map, tuple(tunables), objectstore, sizing.demand_read_GBps
     )
     issues += mon_issues
+    targets = (build_targets(spec, sizing) + tuple(monitoring_targets(monitoring))
+               + (dataflow.targets if dataflow is not None else ()))
+    issues += waiver_issues(spec, targets)
     if issues:
         raise SpecError(source, issues)
     digest = hashlib.sha256(json.dumps(spec.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:16]
@@ -148,8 +161,7 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
         objectstore=objectstore,
         sizing=sizing,
         # The dataflow.* targets join the others: kiln verify runs those checks (kiln/verify/checks/dataflow.py).
-        targets=build_targets(spec, sizing) + tuple(monitoring_targets(monitoring))
-        + (dataflow.targets if dataflow is not None else ()),
+        targets=targets,
         acceptance=spec.acceptance,
         kubernetes_version=spec.kubernetes.version,
         spec_digest=digest,

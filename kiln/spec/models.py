@@ -7,6 +7,7 @@ the exact path, the value and the fix.
 
 from __future__ import annotations
 
+import datetime
 import ipaddress
 import math
 from typing import Annotated, Any, Literal
@@ -817,6 +818,21 @@ class Inventory(Model):
     )
 
 
+class Waiver(Model):
+    """An accepted shortfall of one acceptance check: its FAIL rows stay FAIL in the report, marked waived with the
+    reason, and do not fail `kiln verify`'s exit code (`--strict` ignores waivers). An ERROR is never waived."""
+
+    check: Annotated[str, Field(pattern=r"^[a-z0-9_]+(\.[a-z0-9_]+)+$", max_length=80)] = Field(
+        description="Acceptance check id, e.g. dataflow.stage_in (`kiln plan` lists the plan's targets)."
+    )
+    reason: Annotated[Text, Field(min_length=20)] = Field(
+        description="Why the shortfall is accepted, and who decided it (shown in the report beside the row)."
+    )
+    expires: datetime.date | None = Field(
+        default=None, description="Last day the waiver applies (YYYY-MM-DD); after it the FAIL counts again."
+    )
+
+
 class Acceptance(Model):
     """How the acceptance suite (`kiln verify` and the acceptance Jobs) repeats and judges measurements."""
 
@@ -832,6 +848,12 @@ class Acceptance(Model):
         description="fio data per host as a multiple of its RAM, split over the jobs (defeats the page cache); "
         "0 = a small fixed size (the lab).",
     )
+    waivers: list[Waiver] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Accepted shortfalls: checks whose FAIL is reported as FAIL (waived, with the reason) without "
+        "failing the run (docs/acceptance.md, \"Waivers\").",
+    )
 
     @model_validator(mode="after")
     def _fractions(self) -> Acceptance:
@@ -840,6 +862,10 @@ class Acceptance(Model):
                 f"warn_fraction {self.warn_fraction} is below fail_fraction {self.fail_fraction}, so nothing could "
                 "warn before it fails; fix: set warn_fraction ≥ fail_fraction"
             )
+        seen = [w.check for w in self.waivers]
+        dup = sorted({c for c in seen if seen.count(c) > 1})
+        if dup:
+            raise ValueError(f"waivers name {dup[0]!r} more than once; fix: keep one waiver per check")
         return self
 
 

@@ -62,6 +62,7 @@ def result_dict(r: Result, strict: bool) -> dict[str, Any]:
         "verdict": r.verdict.value,
         "effective_verdict": effective(r.verdict, strict).value,
         "unstable": r.unstable,
+        "waiver": r.waiver or None,
         "message": r.message,
         "target": target_dict(r.target),
         "measured": None if st is None else {
@@ -93,7 +94,8 @@ def report_dict(run: VerifyRun) -> dict[str, Any]:
         "acceptance": {"repetitions": a.repetitions, "warmup": a.warmup, "cv_limit": a.cv_limit,
                        "fio_size_factor": a.fio_size_factor},
         "options": run.options.public(),
-        "summary": {"counts": run.counts(), "exit_code": run.exit_code, "strict": run.options.strict},
+        "summary": {"counts": run.counts(), "exit_code": run.exit_code, "strict": run.options.strict,
+                    "waived": sum(1 for r in run.results if r.waiver and not run.options.strict)},
         "results": [result_dict(r, run.options.strict) for r in run.results],
     }
 
@@ -132,6 +134,8 @@ def _verdict_txt(r: Result, strict: bool) -> str:
         txt += " (strict: not applicable)"
     if r.unstable:
         txt += " · UNSTABLE"
+    if r.waiver and not strict:
+        txt += f" · WAIVED: {r.waiver}"
     return txt
 
 
@@ -168,7 +172,9 @@ def render_markdown(run: VerifyRun) -> str:
         "",
         f"**Result: {'ACCEPTED' if d['summary']['exit_code'] == 0 else 'NOT ACCEPTED'}** (exit code "
         f"{d['summary']['exit_code']}) — PASS {c['PASS']} · WARN {c['WARN']} · FAIL {c['FAIL']} · "
-        f"ERROR {c['ERROR']} · NOT APPLICABLE {c['NOT_APPLICABLE']}",
+        f"ERROR {c['ERROR']} · NOT APPLICABLE {c['NOT_APPLICABLE']}"
+        + (f" · {d['summary']['waived']} FAIL waived (acceptance.waivers, reasons in the rows)"
+           if d["summary"]["waived"] else ""),
         "",
         "| Verdict | Check | Subject | Target | Median | Min–max | CV | Runs |",
         "|---|---|---|---|---|---|---|---|",
@@ -258,6 +264,7 @@ def render_html(run: VerifyRun) -> str:
         strict=strict,
         exit_code=d["summary"]["exit_code"],
         counts=d["summary"]["counts"],
+        waived=d["summary"]["waived"],
         rows=[_html_row(r, strict) for r in _sorted(run)],
         whys=list(whys.items()),
     )

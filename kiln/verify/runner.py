@@ -8,6 +8,7 @@ at a time so that each figure is the one the target describes.
 
 from __future__ import annotations
 
+import datetime
 import fnmatch
 import re
 import sys
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from kiln.plan.model import Plan, Target
-from kiln.spec.models import Acceptance
+from kiln.spec.models import Acceptance, Waiver
 from kiln.verify.checks import REGISTRY
 from kiln.verify.checks.base import (
     Check,
@@ -56,6 +57,7 @@ class Result:
     seconds: float = 0.0
     runbook: str = ""
     tools: tuple[str, ...] = ()
+    waiver: str = ""  # acceptance.waivers: the reason this FAIL is accepted ("" = not waived)
 
     @property
     def check(self) -> str:
@@ -308,13 +310,30 @@ class VerifyRun:
 
     @property
     def exit_code(self) -> int:
-        return exit_code((r.verdict for r in self.results), self.options.strict)
+        """verify's exit status: waived FAILs do not count, unless --strict (a sign-off without exceptions)."""
+        strict = self.options.strict
+        return exit_code((r.verdict for r in self.results if strict or not r.waiver), strict)
 
     def counts(self) -> dict[str, int]:
         out = {v.value: 0 for v in Verdict}
         for r in self.results:
             out[effective(r.verdict, self.options.strict).value] += 1
         return out
+
+
+def apply_waivers(results: list[Result], waivers: list[Waiver], today: datetime.date) -> None:
+    """Mark the FAIL rows of a waived check (acceptance.waivers) with the waiver's reason; the verdict stays FAIL.
+    An ERROR (no measurement) is never waived; an expired waiver is named in the row's details and not applied."""
+    by_check = {w.check: w for w in waivers}
+    for r in results:
+        w = by_check.get(r.check)
+        if w is None or r.verdict is not Verdict.FAIL:
+            continue
+        if w.expires is not None and today > w.expires:
+            r.details.append(f"note: the waiver of {r.check} expired on {w.expires.isoformat()}; this FAIL counts")
+            continue
+        until = f" (until {w.expires.isoformat()})" if w.expires else ""
+        r.waiver = w.reason + until
 
 
 def execute(plan: Plan, acceptance: Acceptance, inventory: Inventory, remotes: dict[str, Remote], options: Options,
@@ -326,5 +345,6 @@ def execute(plan: Plan, acceptance: Acceptance, inventory: Inventory, remotes: d
     started = time.time()
     runner = Runner(ctx, out_dir, secrets=(options.s3_secret_key or "",))
     results = runner.run(targets)
+    apply_waivers(results, acceptance.waivers, datetime.date.today())
     return VerifyRun(stack, plan, acceptance, options, results, list(remotes), inventory.source, started, time.time(),
                      out_dir)

@@ -213,3 +213,24 @@ def test_models_namespace_must_be_a_namespace_of_its_own(stack: Any) -> None:
     assert "another name" in issue.fix
     data["kubernetes"]["models_namespace"] = "kiln-models"
     validate(data, "test")
+
+
+def test_a_waiver_must_name_a_check_of_the_plan(stack: Any) -> None:
+    from kiln.plan import build_plan
+
+    data = stack("lab")
+    data["acceptance"]["waivers"] = [{"check": "dataflow.stage_inn", "reason": "a misspelt check waives nothing"}]
+    with pytest.raises(SpecError) as exc:
+        build_plan(validate(data, "test"), "test")
+    (issue,) = exc.value.issues
+    assert issue.path == "acceptance.waivers[0].check" and issue.value == "dataflow.stage_inn"
+    assert "dataflow.stage_in" in issue.fix
+
+
+def test_a_waiver_needs_a_reason_and_one_per_check(stack: Any) -> None:
+    data = stack("lab")
+    data["acceptance"]["waivers"] = [{"check": "dataflow.stage_in", "reason": "because"}]
+    assert _one(data, "acceptance.waivers[0].reason").value == "because"
+    w = {"check": "dataflow.stage_in", "reason": "accepted by the storage lead, ticket 42"}
+    data["acceptance"]["waivers"] = [w, w]
+    assert any("more than once" in i.problem for i in _issues(data))

@@ -229,3 +229,39 @@ def test_kiln_cli_knows_verify() -> None:
 
     args = parser().parse_args(["verify", "lab", "--hosts", "gpu*", "--out", "/tmp/x"])
     assert args.hosts == "gpu*" and args.func.__name__ == "cmd_verify"
+
+
+def test_a_waived_fail_stays_fail_in_the_report_and_does_not_fail_the_run(tmp_path: Path, fake_checks: None) -> None:
+    import datetime
+
+    from kiln.spec.models import Waiver
+    from kiln.verify.runner import apply_waivers
+
+    run = make_run(tmp_path, fake_checks)
+    apply_waivers(run.results, [Waiver(check="test.seq", reason="the lab's two shared cores bound this check")],
+                  datetime.date(2026, 11, 24))
+    row = next(r for r in run.results if r.verdict is Verdict.FAIL)
+    assert row.waiver.startswith("the lab's two shared cores")
+    assert [r.waiver for r in run.results if r.verdict is not Verdict.FAIL] == ["", ""]  # PASS and N/A untouched
+    assert run.exit_code == 0 and run.counts()["FAIL"] == 1
+    d = json.loads(write_report(run)[0].read_text())
+    assert d["summary"]["waived"] == 1 and d["summary"]["exit_code"] == 0
+    assert "FAIL · WAIVED: the lab's two shared cores" in render_markdown(run)
+    assert "1 FAIL waived" in render_html(run)
+    strict = VerifyRun("lab", run.plan, run.acceptance, Options(strict=True), run.results, run.hosts, "test", 0.0,
+                       1.0, tmp_path)
+    assert strict.exit_code == 1  # a strict sign-off takes no exceptions
+
+
+def test_an_expired_waiver_is_not_applied(tmp_path: Path, fake_checks: None) -> None:
+    import datetime
+
+    from kiln.spec.models import Waiver
+    from kiln.verify.runner import apply_waivers
+
+    run = make_run(tmp_path, fake_checks)
+    w = Waiver(check="test.seq", reason="accepted until the new gateways arrive", expires=datetime.date(2026, 1, 31))
+    apply_waivers(run.results, [w], datetime.date(2026, 2, 1))
+    row = next(r for r in run.results if r.verdict is Verdict.FAIL)
+    assert row.waiver == "" and run.exit_code == 1
+    assert any("expired on 2026-01-31" in d for d in row.details)
