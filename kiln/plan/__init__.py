@@ -89,13 +89,19 @@ def plan_warnings(spec: ClusterSpec, sizing: Sizing, targets_map: tuple[LustreTa
 
 
 def waiver_issues(spec: ClusterSpec, targets: tuple[Target, ...]) -> list[SpecIssue]:
-    """A waiver must name a check this plan has (a misspelt id would waive nothing, silently)."""
+    """Warnings for waivers naming a check this plan lacks (misspelt, or its section removed): they waive nothing,
+    which fails safe (the FAIL counts), but the operator should know."""
     known = {t.check for t in targets}
-    return [
-        SpecIssue(f"acceptance.waivers[{i}].check", w.check, "is not an acceptance check of this plan",
-                  f"name one of the plan's checks: {suggest(w.check, known)}")
-        for i, w in enumerate(spec.acceptance.waivers) if w.check not in known
-    ]
+    out = []
+    for i, w in enumerate(spec.acceptance.waivers):
+        if w.check in known:
+            continue
+        close = suggest(w.check, known)
+        hint = close if close.startswith("did you mean") else "`kiln plan <stack>` lists the plan's acceptance targets"
+        out.append(SpecIssue(f"acceptance.waivers[{i}].check", w.check,
+                             "is not an acceptance check of this plan, so the waiver waives nothing",
+                             f"name one of the plan's checks ({hint}), or remove the waiver", "warning"))
+    return out
 
 
 def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
@@ -136,11 +142,11 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
     issues += mon_issues
     targets = (build_targets(spec, sizing) + tuple(monitoring_targets(monitoring))
                + (dataflow.targets if dataflow is not None else ()))
-    issues += waiver_issues(spec, targets)
     if issues:
         raise SpecError(source, issues)
     digest = hashlib.sha256(json.dumps(spec.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:16]
-    warnings = plan_warnings(spec, sizing, targets_map) + tuple(i for i in df_issues if i.severity != "error")
+    warnings = (plan_warnings(spec, sizing, targets_map) + tuple(i for i in df_issues if i.severity != "error")
+                + tuple(waiver_issues(spec, targets)))
     return Plan(
         schema=PLAN_SCHEMA,
         stack=spec.name,
