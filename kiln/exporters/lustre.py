@@ -12,7 +12,8 @@ Reads what a Lustre 2.15 server or client publishes; the formats are those of lu
   "<name> <count> samples [<unit>] [<min> <max> <sum> [<sumsq>]]" (lustre/obdclass/lprocfs_status.c,
   lprocfs_stats_seq_show); ofd names its bulk counters read_bytes and write_bytes (lustre/ofd/lproc_ofd.c).
 - .../job_stats: YAML, "job_stats:" then one "- job_id:" item per job with "<op>: { samples: N, unit: U,
-  min: .., max: .., sum: .. }" (lustre/obdclass/lprocfs_jobstats.c, lprocfs_jobstats_seq_show).
+  min: .., max: .., sum: .. }" (lustre/obdclass/lprocfs_jobstats.c, lprocfs_jobstats_seq_show); read as text,
+  without YAML's typing of scalars.
 - `lnetctl net show -v` and `lnetctl stats show`: YAML, "net:" of "net type" items with "local NI(s)"
   (nid, status up/down, statistics) and "statistics:" of global counters
   (lnet/utils/lnetconfig/liblnetconfig.c, lustre_lnet_show_net and lustre_lnet_show_stats).
@@ -68,10 +69,15 @@ def parse_stats(text: str) -> dict[str, Counter]:
     return out
 
 
-def parse_job_stats(text: str) -> dict[str, dict[str, dict[str, int | str]]]:
-    """A job_stats file → {job_id: {op: {samples, unit, sum, ...}}}."""
-    doc = yaml.safe_load(text) or {}
-    out: dict[str, dict[str, dict[str, int | str]]] = {}
+def parse_job_stats(text: str) -> dict[str, dict[str, dict[str, str]]]:
+    """A job_stats file → {job_id: {op: {samples, unit, sum, ...}}}, every value the text Lustre printed.
+
+    Read with YAML's base loader, which resolves no types: Lustre prints a job id unquoted when it has only
+    letters, digits and ". @ - _" (v2_15_8 lustre/obdclass/lprocfs_jobstats.c, lprocfs_jobstats_seq_show), and
+    YAML 1.1 typing would turn the job id 1234.10 into 1234.1 and 0123 into 83.
+    """
+    doc = yaml.load(text, Loader=yaml.BaseLoader) or {}  # builds only str, list and dict: safe on any input
+    out: dict[str, dict[str, dict[str, str]]] = {}
     for job in doc.get("job_stats") or []:
         ops = {k: v for k, v in job.items() if isinstance(v, dict)}
         out[str(job["job_id"])] = ops
