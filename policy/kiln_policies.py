@@ -53,10 +53,10 @@ POLICIES: tuple[ResourceValidationPolicy, ...] = (
     ),
     ResourceValidationPolicy(
         name="kiln-pod-security",
-        description="Outside the storage and system namespaces: no host paths (but a namespace's "
-                    "allowedHostPaths, type Directory) or host namespaces, no privilege escalation, no capabilities "
-                    "beyond the allow-list, no privileged Pod Security labels; a host-path namespace (kiln-health's) "
-                    "mounts only its listed host paths, read-only.",
+        description="Outside the storage and system namespaces: no host paths or host namespaces, no privilege "
+                    "escalation, no capabilities beyond the allow-list, no privileged Pod Security labels; a "
+                    "host-path namespace (kiln-health's, the model receivers') mounts only its listed host paths, "
+                    "as listed (read-only, hostPath type), with no capabilities and no escalation.",
         validate=_validator(check_pod_security),
         enforcement_level=EnforcementLevel.MANDATORY,
         config_schema=PolicyConfigSchema(properties={
@@ -64,10 +64,9 @@ POLICIES: tuple[ResourceValidationPolicy, ...] = (
                                   "default": list(DEFAULT_PRIVILEGED_NAMESPACES)},
             "allowedCapabilities": {"type": "array", "items": {"type": "string"},
                                     "default": list(DEFAULT_ALLOWED_CAPABILITIES)},
-            "hostPathNamespaces": {"type": "object", "default": {},
-                                   "additionalProperties": {"type": "array", "items": {"type": "string"}}},
-            "allowedHostPaths": {"type": "object", "default": {},
-                                 "additionalProperties": {"type": "array", "items": {"type": "string"}}}}),
+            "hostPathNamespaces": {"type": "object", "default": {}, "additionalProperties": {
+                "type": "array", "items": {"type": "object", "required": ["path"], "properties": {
+                    "path": {"type": "string"}, "readOnly": {"type": "boolean"}, "type": {"type": "string"}}}}}}),
     ),
     ResourceValidationPolicy(
         name="kiln-gpu-pods-request-rails",

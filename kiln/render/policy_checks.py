@@ -9,7 +9,7 @@ the policy's config, and returns violation messages. Per-stack config comes from
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 Props = Mapping[str, Any]
@@ -91,32 +91,44 @@ NAMESPACE = "kubernetes:core/v1:Namespace"
 PSA_LABELS = tuple(f"pod-security.kubernetes.io/{mode}" for mode in ("enforce", "audit", "warn"))
 
 
-def _host_path_namespace(ns: str, paths: set[str], resource_type: str, props: Props) -> list[str]:
-    """A host-path namespace (kiln-health's): read-only mounts of the listed host paths and nothing more. Every
-    container drops ALL capabilities and adds none, and sets allowPrivilegeEscalation: false (Pod Security
-    cannot say this: Baseline forbids every hostPath, so the namespace is labelled privileged)."""
+def _host_path_namespace(
+    ns: str, allowed: Sequence[Mapping[str, Any]], resource_type: str, props: Props
+) -> list[str]:
+    """A host-path namespace (config hostPathNamespaces: namespace → [{path, readOnly, type}]): its pods mount only
+    the listed host paths — read-only where the entry says readOnly, of the entry's hostPath type where it names
+    one — and every container drops ALL capabilities, adds none, sets allowPrivilegeEscalation: false and is not
+    privileged. Pod Security cannot say this (Baseline forbids every hostPath), so the namespace is labelled
+    privileged and this check confines it: kiln-health reads /proc and /sys, the model receivers write their
+    planned local-NVMe directory (type Directory: nothing is created on the node)."""
+    entries = {str(e.get("path")): e for e in allowed if isinstance(e, Mapping)}
+    listed = ", ".join(f"{p} ({'read-only' if e.get('readOnly') else 'type ' + str(e.get('type') or 'any')})"
+                       for p, e in sorted(entries.items()))
     out = []
     for where, pod in pod_specs(resource_type, props):
-        host_vols = {}
+        read_only: dict[Any, str] = {}  # volume name → host path that must be mounted read-only
         for vol in pod.get("volumes") or []:
-            if isinstance(vol, Mapping) and "hostPath" in vol:
-                path = str(_get(vol, ("hostPath", "path")))
-                host_vols[vol.get("name")] = path
-                if path not in paths:
-                    out.append(f"pod ({where}) mounts hostPath {path!r} in namespace {ns!r}; allowed there: "
-                               f"{', '.join(sorted(paths))} (read-only)")
+            if not (isinstance(vol, Mapping) and "hostPath" in vol):
+                continue
+            path = str(_get(vol, ("hostPath", "path")))
+            entry = entries.get(path)
+            kind = _get(vol, ("hostPath", "type"))
+            if entry is None or (entry.get("type") and kind != entry.get("type")):
+                out.append(f"pod ({where}) mounts hostPath {path!r} (type {kind or 'unset'}) in namespace {ns!r}; "
+                           f"allowed there: {listed or 'none'}")
+            elif entry.get("readOnly"):
+                read_only[vol.get("name")] = path
         pod_escalation = _get(pod, ("securityContext", "allowPrivilegeEscalation"))
         for ctr in _containers(pod):
             name = f"container {ctr.get('name')!r} ({where})"
             sc = ctr.get("securityContext") or {}
             for m in ctr.get("volumeMounts") or []:
-                if isinstance(m, Mapping) and m.get("name") in host_vols and m.get("readOnly") is not True:
-                    out.append(f"{name} mounts hostPath {host_vols[m.get('name')]!r} writable in namespace "
+                if isinstance(m, Mapping) and m.get("name") in read_only and m.get("readOnly") is not True:
+                    out.append(f"{name} mounts hostPath {read_only[m.get('name')]!r} writable in namespace "
                                f"{ns!r}; set readOnly: true")
             if sc.get("allowPrivilegeEscalation", pod_escalation) is not False:
                 out.append(f"{name} does not set allowPrivilegeEscalation: false in namespace {ns!r}")
             if sc.get("privileged") is True:
-                out.append(f"{name} is privileged in namespace {ns!r}; it may only read host paths")
+                out.append(f"{name} is privileged in namespace {ns!r}; it may only use its listed host paths")
             added = _get(sc, ("capabilities", "add")) or []
             dropped = {str(c).upper() for c in (_get(sc, ("capabilities", "drop")) or [])}
             if added or "ALL" not in dropped:
@@ -125,19 +137,11 @@ def _host_path_namespace(ns: str, paths: set[str], resource_type: str, props: Pr
     return out
 
 
-def _host_path_allowed(vol: Mapping[str, Any], ns: str, config: Mapping[str, Any]) -> bool:
-    """allowedHostPaths {namespace: [path, ...]}: exactly these directories (hostPath type Directory, so nothing is
-    created on the node), in that namespace only (the model receivers' local NVMe directories)."""
-    paths = (config.get("allowedHostPaths") or {}).get(ns) or []
-    return _get(vol, ("hostPath", "path")) in paths and _get(vol, ("hostPath", "type")) == "Directory"
-
-
 def check_pod_security(resource_type: str, props: Props, config: Mapping[str, Any]) -> list[str]:
-    """Outside the storage and system namespaces: no hostPath (but the allowedHostPaths of a namespace), no
-    hostNetwork, hostPID or hostIPC, no privilege escalation, no capabilities beyond the allow-list, and no
-    namespace labelled Pod Security 'privileged'. A host-path namespace (config hostPathNamespaces: namespace →
-    host paths) may be labelled privileged and its pods may mount exactly those host paths read-only, with no
-    capabilities and no escalation."""
+    """Outside the storage and system namespaces: no hostPath, hostNetwork, hostPID or hostIPC, no privilege
+    escalation, no capabilities beyond the allow-list, and no namespace labelled Pod Security 'privileged'. A
+    host-path namespace (config hostPathNamespaces) may be labelled privileged, and its pods may mount exactly its
+    listed host paths (_host_path_namespace)."""
     allowed = set(config.get("allowedNamespaces") or DEFAULT_PRIVILEGED_NAMESPACES)
     host_path_ns: Mapping[str, Any] = config.get("hostPathNamespaces") or {}
     caps_ok = {str(c).upper() for c in (config.get("allowedCapabilities") or DEFAULT_ALLOWED_CAPABILITIES)}
@@ -153,14 +157,14 @@ def check_pod_security(resource_type: str, props: Props, config: Mapping[str, An
         return []
     out = []
     if ns in host_path_ns:
-        out += _host_path_namespace(ns, {str(p) for p in host_path_ns[ns]}, resource_type, props)
+        out += _host_path_namespace(ns, host_path_ns[ns] or [], resource_type, props)
     for where, pod in pod_specs(resource_type, props):
         for field in ("hostNetwork", "hostPID", "hostIPC"):
             if pod.get(field) is True:
                 out.append(f"pod ({where}) sets {field}: true in namespace {ns!r}; host namespaces belong in "
                            f"{where_ok}")
         for vol in pod.get("volumes") or [] if ns not in host_path_ns else []:
-            if isinstance(vol, Mapping) and "hostPath" in vol and not _host_path_allowed(vol, ns, config):
+            if isinstance(vol, Mapping) and "hostPath" in vol:
                 path = _get(vol, ("hostPath", "path"))
                 out.append(f"pod ({where}) mounts hostPath {path!r} (volume {vol.get('name')!r}) in namespace "
                            f"{ns!r}; host paths belong in {where_ok}")

@@ -237,7 +237,8 @@ def _health_ds() -> tuple[dict[str, Any], dict[str, Any]]:
 
 def test_the_health_namespace_allows_exactly_read_only_proc_and_sys() -> None:
     ds, cfg = _health_ds()
-    assert cfg["hostPathNamespaces"] == {"kiln-health": ["/proc", "/sys"]}
+    assert cfg["hostPathNamespaces"]["kiln-health"] == [{"path": "/proc", "readOnly": True},
+                                                        {"path": "/sys", "readOnly": True}]
     assert P.check_pod_security(DS, ds, cfg) == []
     assert P.check_privileged(DS, ds, {"allowedNamespaces": cfg["allowedNamespaces"]}) == []
     label = {"metadata": {"name": "kiln-health", "labels": {"pod-security.kubernetes.io/enforce": "privileged"}}}
@@ -309,8 +310,11 @@ def _models_daemonset() -> tuple[dict[str, Any], dict[str, Any], str]:
 
 def test_the_models_namespace_may_mount_exactly_the_planned_receiver_directory() -> None:
     ds, cfg, ns = _models_daemonset()
-    assert cfg["allowedHostPaths"] == {ns: ["/mnt/local-nvme/models"]}
+    assert cfg["hostPathNamespaces"][ns] == [{"path": "/mnt/local-nvme/models", "readOnly": False,
+                                              "type": "Directory"}]
     assert ns not in cfg["allowedNamespaces"]  # no blanket exemption: only that path
+    label = {"metadata": {"name": ns, "labels": {"pod-security.kubernetes.io/enforce": "privileged"}}}
+    assert P.check_pod_security(NS, label, cfg) == []  # Baseline forbids every hostPath: the label is needed
     assert P.check_pod_security(DS, ds, cfg) == []
 
 

@@ -193,9 +193,14 @@ def models_namespace(c: Ctx) -> str | None:
     return c.spec.kubernetes.models_namespace if model_entries(c) else None
 
 
-def models_host_paths(c: Ctx) -> list[str]:
-    """The receiver directories the model pods mount from their node: exactly the planned targets."""
-    return sorted({m.target for _, m in model_entries(c)})
+def models_host_paths(c: Ctx) -> dict[str, list[dict[str, Any]]]:
+    """The policy pack's hostPathNamespaces entry: the models namespace → the receiver directories its pods write
+    on their node, exactly the planned targets, type Directory (nothing is created on the node)."""
+    ns = models_namespace(c)
+    if ns is None:
+        return {}
+    return {ns: [{"path": t, "readOnly": False, "type": "Directory"}
+                 for t in sorted({m.target for _, m in model_entries(c)})]}
 
 
 def filer_address(c: Ctx) -> str:

@@ -18,8 +18,8 @@ def _namespaces(c: Ctx) -> list[Obj]:
     models = models_namespace(c)
     if models is not None:
         # No Pod Security level admits a hostPath short of privileged (baseline forbids them): the policy pack's
-        # allow-list confines this namespace to the planned receiver directories instead (policy_config).
-        out.append(obj("v1", "Namespace", c.meta(GPU_NODE_STACK, models)))
+        # hostPathNamespaces confines this namespace to the planned receiver directories instead (policy_config).
+        out.append(obj("v1", "Namespace", c.meta(GPU_NODE_STACK, models, labels=privileged)))
     return out
 
 

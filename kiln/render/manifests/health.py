@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
+from typing import Any
 
 from kiln.health import TAINT_KEY, expectations
 from kiln.knowledge.kubernetes import kubernetes
@@ -38,9 +39,11 @@ def gpu_pools(c: Ctx) -> list[str]:
     return sorted({h.pool for h in c.plan.hosts if h.role == "compute" and h.pool and h.gpus > 0})
 
 
-def host_path_namespaces(c: Ctx) -> dict[str, list[str]]:
-    """The policy pack's allow-list: namespace → the host paths its pods may mount read-only."""
-    return {c.spec.kubernetes.health_namespace: list(HOST_PATHS)} if gpu_pools(c) else {}
+def health_host_paths(c: Ctx) -> dict[str, list[dict[str, Any]]]:
+    """The policy pack's hostPathNamespaces entry: the health namespace → the host paths its pods read."""
+    if not gpu_pools(c):
+        return {}
+    return {c.spec.kubernetes.health_namespace: [{"path": p, "readOnly": True} for p in HOST_PATHS]}
 
 
 def _expect_data(c: Ctx, pools: list[str]) -> dict[str, str]:

@@ -6,26 +6,23 @@ from typing import Any
 
 from kiln.plan.model import Plan
 from kiln.render.manifests.context import GPU_RESOURCE, Ctx, pool_label, rail_resource_format, rails_per_pool
-from kiln.render.manifests.dataflow import models_host_paths, models_namespace
-from kiln.render.manifests.health import host_path_namespaces
+from kiln.render.manifests.dataflow import models_host_paths
+from kiln.render.manifests.health import health_host_paths
 from kiln.spec.models import ClusterSpec
 
 
 def policy_config(plan: Plan, spec: ClusterSpec) -> dict[str, Any]:
     """Configuration of the kiln policy pack (policy/) for this stack: namespaces, rails per pool."""
     k8s = spec.kubernetes
-    out: dict[str, Any] = {
+    c = Ctx(plan, spec)
+    return {
         "kiln-privileged-namespaces": {"allowedNamespaces": [k8s.storage_namespace, k8s.system_namespace]},
         "kiln-pod-security": {"allowedNamespaces": [k8s.storage_namespace, k8s.system_namespace],
                               "allowedCapabilities": ["IPC_LOCK"],
-                              "hostPathNamespaces": host_path_namespaces(Ctx(plan, spec))},
+                              # kiln-health reads /proc and /sys; the model receivers write their NVMe directory
+                              "hostPathNamespaces": {**health_host_paths(c), **models_host_paths(c)}},
         "kiln-gpu-pods-request-rails": {"poolLabel": pool_label(), "gpuResource": GPU_RESOURCE,
                                         "railResourceFormat": rail_resource_format(),
                                         "railsPerPool": rails_per_pool(plan, spec)},
         "kiln-no-secrets-in-configmaps": {},
     }
-    models = models_namespace(Ctx(plan, spec))
-    if models is not None:
-        # the model receivers' local NVMe directories, in their namespace only (kiln/render/manifests/dataflow.py)
-        out["kiln-pod-security"]["allowedHostPaths"] = {models: models_host_paths(Ctx(plan, spec))}
-    return out
