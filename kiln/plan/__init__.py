@@ -133,7 +133,6 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
     sizing, sizing_issues = build_sizing(spec)
     objectstore, os_issues = build_objectstore(spec, hosts)
     issues += sizing_issues + os_issues
-    layouts = build_layouts(spec)
     dataflow, df_issues = build_dataflow(spec, hosts, layouts, sizing)
     issues += [i for i in df_issues if i.severity == "error"]
     monitoring, mon_issues = build_monitoring(
