@@ -54,6 +54,14 @@ def _bucket(ctx: Context) -> str:
     return flow.links[0].bucket if flow.links else ctx.plan.objectstore.buckets[0].name
 
 
+def last_json_line(host: str, what: str, stdout: str, stderr: str) -> Any:
+    """The JSON object a remote kiln script printed as its last line, or a CheckError quoting what it said."""
+    try:
+        return json.loads(stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise CheckError(f"{host}: {what} printed no JSON: {(stderr or stdout).strip()[-300:]}") from None
+
+
 def measure_pass(ctx: Context, host: str, rep: Rep) -> dict[str, Any]:
     """The figures of this repetition's pass on `host`, measured on first use."""
     key = (id(ctx), host, rep.label)
@@ -82,10 +90,7 @@ def measure_pass(ctx: Context, host: str, rep: Rep) -> dict[str, Any]:
         if ctx.plan.objectstore.backend == "seaweedfs":
             drop_benchmark_bucket(ctx, MEASURE_BUCKET)
     tool_finished(host, "kiln.dataflow.measure", r)
-    try:
-        figures: dict[str, Any] = json.loads(r.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        raise CheckError(f"{host}: kiln.dataflow.measure printed no JSON: {r.stderr.strip()[-300:]}") from None
+    figures: dict[str, Any] = last_json_line(host, "kiln.dataflow.measure", r.stdout, r.stderr)
     figures["command"] = shown
     with _lock:
         _passes[key] = figures

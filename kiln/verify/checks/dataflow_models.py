@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import posixpath
 import secrets
-from typing import Any
 
 from kiln.plan.dataflow import model_arrival_s
 from kiln.plan.model import ModelFlowPlan, Target
@@ -41,7 +40,7 @@ from kiln.verify.checks.base import (
     with_env_file,
 )
 from kiln.verify.checks.conformance import s3_credentials
-from kiln.verify.checks.dataflow import RUNBOOK
+from kiln.verify.checks.dataflow import RUNBOOK, last_json_line
 
 #: The relay directory under the fast tier (the datamover role's datamover_models_relay default).
 RELAY_DIR = ".kiln-models-relay"
@@ -118,13 +117,6 @@ def tx_bytes(ctx: Context, host: str) -> int:
     return total
 
 
-def _json(host: str, what: str, stdout: str, stderr: str) -> Any:
-    try:
-        return json.loads(stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        raise CheckError(f"{host}: {what} printed no JSON: {(stderr or stdout).strip()[-300:]}") from None
-
-
 @register
 class ModelDistribution(Check):
     id = "dataflow.model_distribution"
@@ -167,7 +159,7 @@ class ModelDistribution(Check):
             if not r.ok:
                 raise CheckError(f"{host}: the PUT of {m.bucket}/{key} failed (rc {r.rc}): "
                                  f"{(r.stderr or r.stdout).strip()[-300:]}")
-            put = _json(host, "the PUT", r.stdout, r.stderr)
+            put = last_json_line(host, "the PUT", r.stdout, r.stderr)
             nbytes = int(put["bytes"])
             predicted = model_arrival_s(flow, m, nbytes)
             wait_s = max(MIN_WAIT_S, WAIT_FACTOR * predicted)
@@ -176,12 +168,12 @@ class ModelDistribution(Check):
             for h in receivers:  # the other receivers' clocks are taken to agree with the uploader's (NTP)
                 w = ctx.run(h, f"{python} -c {quote(_WAIT_PY)} {quote(json.dumps(paths))} {nbytes} {put['md5']} "
                                f"{put['put_done']} {wait_s}", int(wait_s) + 120)
-                seen = _json(h, "the receiver watch", w.stdout, w.stderr)
+                seen = last_json_line(h, "the receiver watch", w.stdout, w.stderr)
                 arrived |= {f"{h}:{p}": t for p, t in seen["arrived"].items()}
                 bad |= {f"{h}:{p}": why for p, why in seen["bad"].items()}
             after = {h: tx_bytes(ctx, h) for h in stores}
             st = ctx.run(host, f"{python} -c {quote(_STATUS_PY)}", 60)
-            status = _json(host, "kiln data status", st.stdout, st.stderr) if st.ok else []
+            status = last_json_line(host, "kiln data status", st.stdout, st.stderr) if st.ok else []
         finally:
             ctx.run(host, with_env_file(env, f"{python} -c "
                                         + quote("import os, sys; from kiln.dataflow.lake import Credentials, client; "
