@@ -39,9 +39,7 @@ FORMAT_EXAMPLES = {
     "ansible_modules/lctl_get_param_osc_multi.txt",
     "ansible_modules/tunefs_ldiskfs_mdt_mgs_failnode.txt",
     "ansible_modules/tunefs_ldiskfs_ost_servicenode.txt",
-    "ansible_modules/tunefs_mgs.txt",
     "ansible_modules/tunefs_not_formatted.txt",
-    "ansible_modules/tunefs_quiet_never_registered.txt",
     "ansible_modules/tunefs_zfs_ost.txt",
 }
 FIXTURE_DIRS = {"tools": FIX, "ansible_modules": MODULE_FIX}
