@@ -835,15 +835,41 @@ class GpuSeen:
     persistence: str  # Enabled / Disabled
 
 
-def parse_nvidia_smi_csv(stdout: str, stderr: str = "") -> tuple[GpuSeen, ...]:
-    """nvidia-smi --query-gpu=index,name,persistence_mode --format=csv,noheader."""
+# The columns the GPU check queries: nvidia-smi --query-gpu=index,name,persistence_mode --format=csv (with the header).
+NVIDIA_SMI_GPU_COLUMNS = ("index", "name", "persistence_mode")
+
+
+def parse_nvidia_smi_query(stdout: str, need: Iterable[str], stderr: str = "") -> list[dict[str, str]]:
+    """nvidia-smi --query-gpu=... --format=csv: one dict per GPU, keyed by the header's column names.
+
+    The first line is the header ("index, name, persistence_mode"; a column with units reads "memory.total [MiB]",
+    the unit is dropped from the key); columns other than `need` are ignored, so a wider query reads the same.
+    Values are not quoted by nvidia-smi: cells are split on "," and stripped."""
     _require_output("nvidia-smi", stdout, stderr)
+    lines = [line for line in stdout.splitlines() if line.strip()]
+    header = [re.sub(r"\s*\[[^\]]*\]$", "", c.strip()) for c in lines[0].split(",")]
+    missing = [c for c in need if c not in header]
+    if missing:
+        raise ParseError("nvidia-smi", f"no column {', '.join(missing)} in the first line {lines[0][:160]!r}: not the "
+                         "CSV header of nvidia-smi --query-gpu=... --format=csv (NVIDIA-SMI has failed, or the "
+                         "query left out the column or asked for noheader)", stdout)
+    rows: list[dict[str, str]] = []
+    for line in lines[1:]:
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) != len(header):
+            raise ParseError("nvidia-smi", f"a row has {len(cells)} cells, the header {len(header)}: {line[:160]!r}",
+                             stdout)
+        rows.append(dict(zip(header, cells, strict=True)))
+    return rows
+
+
+def parse_nvidia_smi_csv(stdout: str, stderr: str = "") -> tuple[GpuSeen, ...]:
+    """The GPUs of nvidia-smi --query-gpu=index,name,persistence_mode --format=csv (any wider query reads the same)."""
     out: list[GpuSeen] = []
-    for line in stdout.strip().splitlines():
-        parts = [p.strip() for p in line.split(",")]
-        if len(parts) != 3 or not parts[0].isdigit():
-            raise ParseError("nvidia-smi", f"unexpected line {line!r} (NVIDIA-SMI has failed?)", stdout)
-        out.append(GpuSeen(int(parts[0]), parts[1], parts[2]))
+    for row in parse_nvidia_smi_query(stdout, NVIDIA_SMI_GPU_COLUMNS, stderr):
+        if not row["index"].isdigit():
+            raise ParseError("nvidia-smi", f"GPU index is not a number: {row['index']!r}", stdout)
+        out.append(GpuSeen(int(row["index"]), row["name"], row["persistence_mode"]))
     return tuple(out)
 
 

@@ -34,6 +34,7 @@ from kiln.verify.checks.base import (
     with_env_file,
 )
 from kiln.verify.parsers import (
+    NVIDIA_SMI_GPU_COLUMNS,
     ParseError,
     parse_env_file,
     parse_ib_rate,
@@ -307,7 +308,7 @@ class Gpus(Conformance):
         host = subject.hosts[0]
         ph = ctx.plan_host(host)
         want = ph.gpus if ph else int(ctx.hostvars(host).get("gpu_expected_count", 0))
-        r = ctx.run(host, "nvidia-smi --query-gpu=index,name,persistence_mode --format=csv,noheader", 60)
+        r = ctx.run(host, f"nvidia-smi --query-gpu={','.join(NVIDIA_SMI_GPU_COLUMNS)} --format=csv", 60)
         if not r.ok:
             raise CheckError(f"{host}: nvidia-smi failed (rc {r.rc}): {(r.stdout + r.stderr).strip()[:300]}")
         gpus = parse_nvidia_smi_csv(r.stdout, r.stderr)

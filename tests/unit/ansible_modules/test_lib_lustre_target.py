@@ -49,12 +49,28 @@ def test_repeated_failover_keys_from_old_failnode_read_as_node_list() -> None:
     assert target.params["mdt.identity_upcall"] == "/usr/sbin/l_getidentity"
 
 
-def test_never_registered_name_with_colon_is_normalised_and_index_is_decimal() -> None:
-    target = kl.parse_tunefs_dryrun(load_fixture("tunefs_quiet_never_registered.txt"))
+def test_real_never_registered_ost_name_with_colon_is_normalised() -> None:
+    """Real mkfs.lustre 2.15.4 output of a new ldiskfs OST: the one print_ldd() block tunefs.lustre --dryrun --quiet
+    prints for a target never mounted (svname with ':', first_time)."""
+    text = load_fixture("mkfs_ldiskfs_ost_2_15_4.txt")
+    target = kl.parse_tunefs_dryrun(text)
     assert target is not None
-    assert target.name == "lab-OST000a"
-    assert target.index == 10
-    assert "first_time" in target.flag_words
+    assert "Target:     DIAS:OST0001" in text
+    assert (target.name, target.index, target.fsname, target.mount_type) == ("DIAS-OST0001", 1, "DIAS", "ldiskfs")
+    assert target.flags == 0x62 and target.flag_words == ["OST", "first_time", "update"]
+    assert target.kinds == ["ost"] and not target.no_primnode
+    assert target.mount_opts == ",errors=remount-ro"  # as 2.15.4 prints it for an OST
+    assert target.mgsnode == [["192.168.14.121@tcp"]] and target.servicenode == []
+    assert set(target.params) == {"mgsnode"}  # no line after the block (mkfs_cmd with "-L DIAS:OST0001") leaks in
+
+
+def test_never_registered_hex_target_name_and_decimal_index() -> None:
+    """server_make_name() prints the index in hex in the name (%04x), print_ldd() in decimal ("Index:      %d"):
+    index 10 made from the real 2.15.4 block (no published run of an OST with an index above 9 was found)."""
+    text = load_fixture("mkfs_ldiskfs_ost_2_15_4.txt").replace("DIAS:OST0001", "DIAS:OST000a")
+    target = kl.parse_tunefs_dryrun(text.replace("Index:      1\n", "Index:      10\n"))
+    assert target is not None
+    assert (target.name, target.index) == ("DIAS-OST000a", 10)
 
 
 def test_real_print_ldd_block_of_a_zfs_mdt_with_servicenodes() -> None:
@@ -71,12 +87,15 @@ def test_real_print_ldd_block_of_a_zfs_mdt_with_servicenodes() -> None:
     assert set(target.params) == {"mgsnode", "failover.node"}
 
 
-def test_mgs_has_no_index_and_no_fsname() -> None:
-    target = kl.parse_tunefs_dryrun(load_fixture("tunefs_mgs.txt"))
+def test_real_mgs_has_no_index_and_no_fsname() -> None:
+    """Real mkfs.lustre 2.15.4 output of a standalone MGT: "Index:      unassigned" and an empty "Lustre FS:  "."""
+    target = kl.parse_tunefs_dryrun(load_fixture("mkfs_ldiskfs_mgs_2_15_4.txt"))
     assert target is not None
-    assert (target.name, target.index, target.fsname) == ("MGS", None, "")
+    assert (target.name, target.index, target.fsname, target.mount_type) == ("MGS", None, "", "ldiskfs")
     assert target.kinds == ["mgt"]
-    assert target.servicenode == [["10.0.0.1@o2ib"], ["10.0.0.2@o2ib"]]
+    assert target.flags == 0x64 and target.flag_words == ["MGS", "first_time", "update"]
+    assert target.mount_opts == "user_xattr,errors=remount-ro"
+    assert target.params == {} and target.mgsnode == [] and target.servicenode == []
 
 
 def test_zfs_target() -> None:

@@ -247,9 +247,14 @@ def test_lnet(tmp_path: Path) -> None:
 
 
 def test_gpus_and_rdma() -> None:
-    r = FakeRemote("gpu001").on("nvidia-smi", (0, "0, NVIDIA H100 80GB HBM3, Disabled\n", ""))
+    # real 595.80 output of an L40S with persistence mode off (tests/fixtures/tools/gpu/nvidia_smi_l40s_595.source)
+    csv = (FIX / "gpu/nvidia_smi_l40s_595.csv").read_text()
+    r = FakeRemote("gpu001").on(r"nvidia-smi --query-gpu=index,name,persistence_mode --format=csv$", (0, csv, ""))
     s = measure("conformance.gpus", {"gpu001": r}, "gpu001")
-    assert s.details == ["GPU 0 (NVIDIA H100 80GB HBM3) persistence mode: planned Enabled, found Disabled"]
+    assert s.details == ["GPU 0 (NVIDIA L40S) persistence mode: planned Enabled, found Disabled"]
+    csv = (FIX / "gpu/nvidia_smi_h100_590.csv").read_text()
+    r = FakeRemote("gpu001").on(r"nvidia-smi --query-gpu=index,name,persistence_mode --format=csv$", (0, csv, ""))
+    assert measure("conformance.gpus", {"gpu001": r}, "gpu001").details == []
     with pytest.raises(NotApplicable, match="expects no RDMA device"):
         measure("conformance.rdma_ports", {"gpu001": FakeRemote("gpu001")}, "gpu001")
 

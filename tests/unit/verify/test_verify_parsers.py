@@ -26,7 +26,6 @@ def read(rel: str) -> str:
 
 # The only fixtures still written from a documented format: no real output was found for them (docs/acceptance.md).
 FORMAT_EXAMPLES = {
-    "tools/gpu/nvidia_smi.csv",
     "tools/lustre/getstripe_yaml_pfl.yaml",
     "ansible_modules/getdirstripe_default_yaml.txt",
     "ansible_modules/quota_default_prj_2_16.txt",
@@ -40,9 +39,7 @@ FORMAT_EXAMPLES = {
     "ansible_modules/lctl_get_param_osc_multi.txt",
     "ansible_modules/tunefs_ldiskfs_mdt_mgs_failnode.txt",
     "ansible_modules/tunefs_ldiskfs_ost_servicenode.txt",
-    "ansible_modules/tunefs_mgs.txt",
     "ansible_modules/tunefs_not_formatted.txt",
-    "ansible_modules/tunefs_quiet_never_registered.txt",
     "ansible_modules/tunefs_zfs_ost.txt",
 }
 FIXTURE_DIRS = {"tools": FIX, "ansible_modules": MODULE_FIX}
@@ -493,13 +490,36 @@ def test_getstripe_yaml_fixture() -> None:
     assert yaml.safe_load(read("lustre/getstripe_yaml_pfl.yaml"))["lcm_entry_count"] == 3  # it is YAML
 
 
+def test_nvidia_smi_real_captures_read_by_header() -> None:
+    """Real --query-gpu CSV of 590.48.01 (H100, 212 columns) and 595.80 (L40S, 202 columns): the parser picks
+    index, name and persistence_mode by the header, wherever they stand."""
+    h100 = read("gpu/nvidia_smi_h100_590.csv")
+    assert h100.splitlines()[0].split(", ").index("index") == 28  # not the first column in a wide query
+    assert p.parse_nvidia_smi_csv(h100) == (p.GpuSeen(0, "NVIDIA H100 80GB HBM3", "Enabled"),)
+    assert p.parse_nvidia_smi_csv(read("gpu/nvidia_smi_l40s_595.csv")) == (p.GpuSeen(0, "NVIDIA L40S", "Disabled"),)
+    rows = p.parse_nvidia_smi_query(h100, ("driver_version", "memory.total", "pstate"))
+    assert rows == [{**rows[0], "driver_version": "590.48.01", "memory.total": "81559 MiB", "pstate": "P0"}]
+
+
+def test_nvidia_smi_needs_the_header_and_its_columns() -> None:
+    h100 = read("gpu/nvidia_smi_h100_590.csv")
+    with pytest.raises(ParseError, match=r"no column index, name, persistence_mode in the first line '0, NVIDIA"):
+        p.parse_nvidia_smi_csv("0, NVIDIA H100 80GB HBM3, Enabled\n")  # --format=csv,noheader
+    without_name = h100.replace(", name, ", ", gpu_name, ", 1)
+    with pytest.raises(ParseError, match="no column name in the first line"):
+        p.parse_nvidia_smi_csv(without_name)
+    header, row = h100.splitlines()
+    with pytest.raises(ParseError, match="a row has 211 cells, the header 212"):
+        p.parse_nvidia_smi_csv(f"{header}\n{row.rsplit(',', 1)[0]}\n")
+    with pytest.raises(ParseError, match="no output; the tool said: No devices were found"):
+        p.parse_nvidia_smi_csv("", "No devices were found\n")
+
+
 def test_small_inspection_helpers() -> None:
     assert p.parse_ib_rate("400 Gb/sec (4X NDR)\n") == 400.0
     assert p.parse_ib_state("4: ACTIVE\n") == "ACTIVE"
     with pytest.raises(ParseError):
         p.parse_ib_rate("cat: rate: No such file or directory")
-    gpus = p.parse_nvidia_smi_csv(read("gpu/nvidia_smi.csv"))
-    assert [g.persistence for g in gpus].count("Disabled") == 1
     with pytest.raises(ParseError, match="NVIDIA-SMI has failed"):
         p.parse_nvidia_smi_csv("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.")
     assert p.parse_env_file("# c\nNCCL_SOCKET_IFNAME==eth0\nNCCL_IB_DISABLE=1\n") == {
