@@ -20,7 +20,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from kiln.dataflow import engine, progress
+from kiln.dataflow import engine, lake, progress
 from kiln.dataflow.lake import Credentials
 from kiln.dataflow.mover import LinkJob, Mover, export_checkpoints
 from kiln.plan.model import DataflowPlan, Plan
@@ -186,7 +186,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 try:
                     res = mover.stage(job, metadata_only=metadata_only) if kind == "import" else mover.export(job)
                     failed += bool(res.failed)
-                except engine.EngineError as exc:
+                except (engine.EngineError, lake.ListError) as exc:  # the next poll tries again
                     failed += 1
                     log.error("%s %s: %s", link.name, kind, exc)
         ck = flow.checkpoints
@@ -204,7 +204,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 )
                 if r.exported or r.released:
                     log.info("checkpoints: exported %s, released %s", list(r.exported), list(r.released))
-            except engine.EngineError as exc:
+            except (engine.EngineError, lake.ListError) as exc:
                 failed += 1
                 log.error("checkpoints: %s", exc)
         if args.once:

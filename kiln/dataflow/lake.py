@@ -1,14 +1,19 @@
 """The lake side of bookkeeping: list a prefix with sizes and ETags, and verify a local file against an object.
 
-boto3 lists and reads object heads; it moves no data (rclone does). An object's ETag is the MD5 of its bytes
-when it was written in one part, and MD5-of-part-MD5s + '-<parts>' when written in parts (AWS S3 User Guide,
-"Checking object integrity"); rclone stores the whole-object MD5 as x-amz-meta-md5chksum on multipart uploads.
+boto3 signs the listings and reads object heads; it moves no data (rclone does). An object's ETag is the MD5
+of its bytes when it was written in one part, and MD5-of-part-MD5s + '-<parts>' when written in parts (AWS S3
+User Guide, "Checking object integrity"); rclone stores the whole-object MD5 as x-amz-meta-md5chksum on
+multipart uploads.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
+import time
+import urllib.parse
+import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,17 +52,81 @@ def client(creds: Credentials) -> Any:
         aws_access_key_id=creds.access_key_id,
         aws_secret_access_key=creds.secret_key,
         region_name=creds.region,
-        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 5, "mode": "standard"}),
+        # SigV4 for presigned URLs too (list_prefix); botocore would presign with the legacy SigV2.
+        config=Config(
+            signature_version="s3v4",
+            s3={"addressing_style": "path"},
+            retries={"max_attempts": 5, "mode": "standard"},
+        ),
     )
 
 
+# The S3 2006-03-01 XML namespace of a ListObjectsV2 answer (AWS S3 API Reference, ListObjectsV2 "Response Syntax").
+_NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
+_PAGE_URL_EXPIRES_S = 300  # a page's signed URL is used once, right away
+
+
+class ListError(RuntimeError):
+    pass
+
+
+def _text(el: ET.Element, tag: str) -> str:
+    return el.findtext(_NS + tag) or el.findtext(tag) or ""
+
+
 def list_prefix(s3: Any, bucket: str, prefix: str) -> Iterator[Obj]:
-    """Every object under bucket/prefix (keys relative to the prefix), directory markers left out."""
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-        for o in page.get("Contents", []):
-            rel = o["Key"][len(prefix) :]
+    """Every object under bucket/prefix (keys relative to the prefix), directory markers left out.
+
+    botocore signs each ListObjectsV2 page (a presigned URL: SigV4, the key stays in the client) and its HTTP
+    pool sends it, but the page's XML is read here with ElementTree for the three fields kiln uses: botocore's
+    generic parser builds a typed dict of every field of every key and took 3× as long for a prefix of 2000
+    keys, which is most of a re-sync with nothing changed (docs/benchmarks.md, "Data flow"). Keys are asked
+    url-encoded (encoding-type=url, as botocore asks) and decoded when the store says it encoded them."""
+    http = s3._endpoint.http_session  # botocore's URLLib3Session: its pool, proxies and TLS settings
+    token = ""
+    while True:
+        params: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "EncodingType": "url"}
+        if token:
+            params["ContinuationToken"] = token
+        url = s3.generate_presigned_url("list_objects_v2", Params=params, ExpiresIn=_PAGE_URL_EXPIRES_S)
+        body = _get(http, url)
+        try:
+            root = ET.fromstring(body)
+        except ET.ParseError as exc:
+            raise ListError(f"listing s3://{bucket}/{prefix}: the answer is not S3 XML ({exc})") from None
+        encoded = _text(root, "EncodingType") == "url"
+        for c in root.iter(_NS + "Contents"):
+            key = _text(c, "Key")
+            rel = (urllib.parse.unquote_plus(key) if encoded else key)[len(prefix) :]
             if rel and not rel.endswith("/"):
-                yield Obj(rel, int(o["Size"]), o["ETag"].strip('"'))
+                yield Obj(rel, int(_text(c, "Size") or 0), _text(c, "ETag").strip('"'))
+        token = _text(root, "NextContinuationToken")
+        if _text(root, "IsTruncated") != "true" or not token:
+            return
+
+
+def _get(http: Any, url: str) -> bytes:
+    """GET a presigned URL through botocore's HTTP session, retrying what S3 asks to retry; the body."""
+    from botocore.awsrequest import AWSRequest  # type: ignore[import-untyped]
+    from botocore.exceptions import HTTPClientError  # type: ignore[import-untyped]
+
+    last = ""
+    for attempt in range(5):  # the client's own retries (lake.client: standard mode, 5 attempts)
+        try:
+            resp = http.send(AWSRequest(method="GET", url=url).prepare())
+        except HTTPClientError as exc:
+            last = str(exc)
+        else:
+            if resp.status_code == 200:
+                return bytes(resp.content)
+            code = ""
+            with contextlib.suppress(ET.ParseError):
+                code = _text(ET.fromstring(resp.content), "Code")
+            last = f"HTTP {resp.status_code} {code}".strip()
+            if resp.status_code < 500 and code not in ("SlowDown", "RequestTimeout"):
+                break
+        time.sleep(min(0.1 * 2**attempt, 2.0))
+    raise ListError(f"listing {url.split('?', 1)[0]}: {last}")
 
 
 def file_md5(path: Path) -> bytes:
