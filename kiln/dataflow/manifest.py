@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -30,7 +30,8 @@ class Manifest:
     def save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(self.path.name + ".tmp")
-        data = {"schema": "kiln.dataflow.manifest/v1", "entries": {k: asdict(v) for k, v in self.entries.items()}}
+        entries = {k: {"size": e.size, "etag": e.etag, "mtime_ns": e.mtime_ns} for k, e in self.entries.items()}
+        data = {"schema": "kiln.dataflow.manifest/v1", "entries": entries}
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(data, f, sort_keys=True)
             f.flush()

@@ -190,7 +190,8 @@ class Mover:
             manifest.entries[o.key] = Entry(o.size, o.etag, local.stat().st_mtime_ns)
             status.files_done += 1
             status.backlog_files -= 1
-        manifest.save()
+        if todo:  # a pass that moved nothing leaves the manifest as it was
+            manifest.save()
         status.backlog_bytes = sum(o.size for o in todo if o.key in failed)
         status.state = "failed" if failed else "done"
         status.error = f"{len(failed)} file(s) failed verification" if failed else ""
@@ -310,7 +311,8 @@ class Mover:
             else:
                 failed.append(rel)
                 log.error("%s: %s not verified in the lake: %s", job.name, rel, how)
-        manifest.save()
+        if todo:
+            manifest.save()
         status.backlog_bytes = sum(st.st_size for rel, st in todo if rel in failed)
         status.lag_s = 0.0 if not failed else status.lag_s
         status.state = "failed" if failed else "done"
