@@ -42,8 +42,8 @@ def client(creds: Credentials) -> Any:
     import botocore.session  # type: ignore[import-untyped]
     from botocore.config import Config  # type: ignore[import-untyped]
 
-    # Timestamps stay the strings the store sent: kiln reads no LastModified, and botocore's date parsing is
-    # most of its cost of listing a prefix (docs/benchmarks.md, "Data flow", re-sync).
+    # Timestamps stay the strings the store sent: kiln reads no LastModified, and botocore's date parsing
+    # is most of what parsing an answer with many keys costs (docs/benchmarks.md, "Data flow", re-sync).
     session = botocore.session.get_session()
     session.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=str)
     return boto3.session.Session(botocore_session=session).client(
