@@ -222,6 +222,13 @@ def _datamover_vars(plan: Plan) -> dict[str, Any]:
     }
 
 
+def lustre_client_mount_options(plan: Plan) -> list[str]:
+    """The Lustre client's mount options (lustre_client_mounts[].options): _netdev (fstab/systemd ordering
+    after the network) + the plan's client.mount.options."""
+    mount_options = next(t for t in plan.tunables if t.id == "client.mount.options")
+    return ["_netdev", *str(mount_options.value).split(",")]
+
+
 def render_inventory(plan: Plan, spec: ClusterSpec) -> dict[str, str]:
     """Relative path → file text for inventory/<stack>/."""
     files: dict[str, str] = {}
@@ -306,7 +313,6 @@ def render_inventory(plan: Plan, spec: ClusterSpec) -> dict[str, str]:
             }
     files["group_vars/kiln_lustre_servers.yml"] = _dump(servers, plan)
 
-    mount_options = next(t for t in tun if t.id == "client.mount.options")
     clients: dict[str, Any] = {
         "lustre_layout_directories": [
             {
@@ -328,8 +334,7 @@ def render_inventory(plan: Plan, spec: ClusterSpec) -> dict[str, str]:
                 "fsname": plan.fsname,
                 "mgs_nids": [list(x) for x in plan.mgs_nids],
                 "mount_point": plan.mount_point,
-                # _netdev (fstab/systemd ordering after the network) + the plan's options.
-                "options": ["_netdev", *str(mount_options.value).split(",")],
+                "options": lustre_client_mount_options(plan),
             }
         ],
     }

@@ -9,11 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kiln import yamlio
 from kiln.knowledge.kubernetes import kubernetes
 from kiln.plan.model import Host, Plan
 from kiln.plan.sizing import device_figures
-from kiln.render.inventory import render_inventory
+from kiln.render.inventory import lustre_client_mount_options
 from kiln.spec.models import ClusterSpec
 
 Obj = dict[str, Any]
@@ -209,14 +208,13 @@ def quantity_GB(tb: float) -> str:
     return f"{max(1, round(tb * 1000))}G"
 
 
-def client_mount_options(plan: Plan, spec: ClusterSpec) -> list[str]:
+def client_mount_options(plan: Plan) -> list[str]:
     """The roles' Lustre client mount options (lustre_client_mounts), less fstab-only ones.
 
-    Read from the inventory the roles consume so a CSI mount and an Ansible mount use the same options.
+    The list the inventory gives the roles (inventory.lustre_client_mount_options), so a CSI mount and an
+    Ansible mount use the same options.
     """
-    files = render_inventory(plan, spec)
-    clients = yamlio.load_inventory(files["group_vars/kiln_lustre_clients.yml"])
-    options: list[str] = list(clients["lustre_client_mounts"][0]["options"])
+    options = lustre_client_mount_options(plan)
     fstab_only = set(kubernetes().lustre_csi.fstab_only_options.value)
     return [o for o in options if o not in fstab_only]
 

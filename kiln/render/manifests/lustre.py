@@ -78,13 +78,13 @@ def _lustre_volume(c: Ctx, layout: Layout | None, capacity: str, options: list[s
 
 def lustre_root_volume(c: Ctx, namespace: str, component: ComponentKind) -> list[Obj]:
     """The filesystem root's PV and claim `lustre-root` in another namespace (the model distribution's)."""
-    return _lustre_volume(c, None, quantity_GB(ost_capacity_TB(c.plan, c.spec)), client_mount_options(c.plan, c.spec),
+    return _lustre_volume(c, None, quantity_GB(ost_capacity_TB(c.plan, c.spec)), client_mount_options(c.plan),
                           namespace, component)
 
 
 def lustre_client(c: Ctx) -> list[Obj]:
     capacity = quantity_GB(ost_capacity_TB(c.plan, c.spec))
-    options = client_mount_options(c.plan, c.spec)
+    options = client_mount_options(c.plan)
     objs = [helm_source(c, LUSTRE_CLIENT, "lustre_csi"),
             helm_release(c, LUSTRE_CLIENT, "lustre_csi", lustre_csi_values(), namespace=c.storage)]
     for layout in (None, *c.plan.layouts):

@@ -20,4 +20,11 @@ def doubles(tmp_path: Path) -> Doubles:
 
 @pytest.fixture
 def run_module(tmp_path: Path, doubles: Doubles) -> ModuleRunner:
-    return ModuleRunner(tmp_path=tmp_path, doubles=doubles)
+    """The module's main() in this process (the tests about the module's decisions)."""
+    return ModuleRunner(tmp_path=tmp_path, doubles=doubles, via="python")
+
+
+@pytest.fixture
+def run_module_ansible(tmp_path: Path, doubles: Doubles) -> ModuleRunner:
+    """The module through the ``ansible`` CLI (AnsiballZ, the collection, check mode and diff end to end)."""
+    return ModuleRunner(tmp_path=tmp_path, doubles=doubles, via="ansible")

@@ -1,4 +1,4 @@
-"""kiln_sysctl run through ``ansible localhost -m`` against a directory standing in for /proc/sys."""
+"""kiln_sysctl against a directory standing in for /proc/sys (in process; the first test through ``ansible -m``)."""
 
 from __future__ import annotations
 
@@ -36,9 +36,9 @@ RMEM = {"name": "net.ipv4.tcp_rmem", "value": "4096 87380 16777216", "namespaced
 SWAP = {"name": "vm.swappiness", "value": 1, "namespaced": False, "reason": "r"}
 
 
-def test_sets_only_what_differs_then_settles(run_module: ModuleRunner, tmp_path: Path) -> None:
+def test_sets_only_what_differs_then_settles(run_module_ansible: ModuleRunner, tmp_path: Path) -> None:
     root = proc_tree(tmp_path / "sys", {"net.ipv4.tcp_rmem": "4096\t131072\t6291456", "vm.swappiness": "1"})
-    first = run_module("kiln_sysctl", args(root, [RMEM, SWAP]))
+    first = run_module_ansible("kiln_sysctl", args(root, [RMEM, SWAP]))
     assert first.get("failed") is not True, first
     assert first["changed"] is True
     assert first["changed_names"] == ["net.ipv4.tcp_rmem"]
@@ -48,7 +48,7 @@ def test_sets_only_what_differs_then_settles(run_module: ModuleRunner, tmp_path:
     assert first["results"][1] == {"name": "vm.swappiness", "value": "1", "namespaced": False, "applied": True,
                                    "not_applicable": ""}
 
-    second = run_module("kiln_sysctl", args(root, [RMEM, SWAP]))
+    second = run_module_ansible("kiln_sysctl", args(root, [RMEM, SWAP]))
     assert second["changed"] is False and second["changed_names"] == []
     assert second["results"] == first["results"]
 

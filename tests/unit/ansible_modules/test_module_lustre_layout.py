@@ -1,4 +1,4 @@
-"""lustre_layout run end to end through ``ansible localhost -m`` with the fake lfs."""
+"""lustre_layout run end to end (in process; the first test through ``ansible localhost -m``) with the fake lfs."""
 
 from __future__ import annotations
 
@@ -27,13 +27,13 @@ def setstripes(doubles: Doubles) -> list[list[str]]:
 
 
 def test_directory_without_layout_gets_pfl_dom_pool_once(
-    run_module: ModuleRunner, doubles: Doubles, tmp_path: Path
+    run_module_ansible: ModuleRunner, doubles: Doubles, tmp_path: Path
 ) -> None:
     directory = tmp_path / "ckpt"
     directory.mkdir()
     args = layout_args(doubles, directory, PFL)
 
-    planned = run_module("lustre_layout", args, check=True)
+    planned = run_module_ansible("lustre_layout", args, check=True)
     assert planned["changed"] is True
     assert planned["drift"][0]["field"] == "layout"
     assert planned["command"][1:] == ["setstripe", *PFL_ARGS, str(directory)]
@@ -41,10 +41,10 @@ def test_directory_without_layout_gets_pfl_dom_pool_once(
     assert "[1M, 64M) raid0 count=1 size=1M pool=flash" in planned["diff"]["after"]
     assert setstripes(doubles) == []
 
-    assert run_module("lustre_layout", args)["changed"] is True
+    assert run_module_ansible("lustre_layout", args)["changed"] is True
     assert setstripes(doubles) == [["setstripe", *PFL_ARGS, str(directory)]]
 
-    settled = run_module("lustre_layout", args)
+    settled = run_module_ansible("lustre_layout", args)
     assert settled["changed"] is False
     assert settled["drift"] == []
     assert settled["current"][2] == {

@@ -1,4 +1,4 @@
-"""lustre_param run end to end through ``ansible localhost -m`` with the fake lctl."""
+"""lustre_param run end to end (in process; the first test through ``ansible localhost -m``) with the fake lctl."""
 
 from __future__ import annotations
 
@@ -28,11 +28,13 @@ def sets(doubles: Doubles) -> list[list[str]]:
     return [argv for argv in doubles.calls("lctl") if argv[0] in ("set_param", "conf_param")]
 
 
-def test_runtime_drift_on_one_device_is_set_once_and_then_settles(run_module: ModuleRunner, doubles: Doubles) -> None:
+def test_runtime_drift_on_one_device_is_set_once_and_then_settles(
+    run_module_ansible: ModuleRunner, doubles: Doubles
+) -> None:
     doubles.set_state(params=client_params())
     args = param_args(doubles, [{"name": RPC, "value": "16M"}, {"name": "osc.*.max_dirty_mb", "value": "2G"}])
 
-    planned = run_module("lustre_param", args, check=True)
+    planned = run_module_ansible("lustre_param", args, check=True)
     assert planned["changed"] is True
     assert planned["drift"] == [
         {"name": RPC, "device": f"{OSCS[2]}.max_pages_per_rpc", "current": "256", "wanted": "16M"}
@@ -42,12 +44,12 @@ def test_runtime_drift_on_one_device_is_set_once_and_then_settles(run_module: Mo
     assert planned["diff"]["after"] == f"{OSCS[2]}.max_pages_per_rpc=4096 (16M)\n"
     assert sets(doubles) == []
 
-    result = run_module("lustre_param", args)
+    result = run_module_ansible("lustre_param", args)
     assert result["changed"] is True
     assert sets(doubles) == [["set_param", f"{RPC}=16M"]]
     assert doubles.state()["params"][f"{OSCS[2]}.max_pages_per_rpc"] == "4096"
 
-    settled = run_module("lustre_param", args)
+    settled = run_module_ansible("lustre_param", args)
     assert settled["changed"] is False
     assert settled["drift"] == []
     assert len(sets(doubles)) == 1

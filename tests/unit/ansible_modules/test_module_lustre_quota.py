@@ -1,4 +1,4 @@
-"""lustre_quota run end to end through ``ansible localhost -m`` with the fake lfs."""
+"""lustre_quota run end to end (in process; the first test through ``ansible localhost -m``) with the fake lfs."""
 
 from __future__ import annotations
 
@@ -20,20 +20,20 @@ def setquotas(doubles: Doubles) -> list[list[str]]:
     return [argv for argv in doubles.calls("lfs") if argv[0] == "setquota"]
 
 
-def test_default_user_quota_set_once(run_module: ModuleRunner, doubles: Doubles, tmp_path: Path) -> None:
+def test_default_user_quota_set_once(run_module_ansible: ModuleRunner, doubles: Doubles, tmp_path: Path) -> None:
     args = quota_args(doubles, tmp_path, USER)
-    planned = run_module("lustre_quota", args, check=True)
+    planned = run_module_ansible("lustre_quota", args, check=True)
     assert planned["changed"] is True
     assert planned["current"] == {"block_soft_KiB": 0, "block_hard_KiB": 0, "inode_soft": 0, "inode_hard": 0}
     assert planned["command"][1:] == ["setquota", *USER_ARGS, str(tmp_path)]
     assert setquotas(doubles) == []
 
-    assert run_module("lustre_quota", args)["changed"] is True
-    settled = run_module("lustre_quota", args)
+    assert run_module_ansible("lustre_quota", args)["changed"] is True
+    settled = run_module_ansible("lustre_quota", args)
     assert settled["changed"] is False and settled["drift"] == [] and settled["command"] == []
     assert setquotas(doubles) == [["setquota", *USER_ARGS, str(tmp_path)]]
     # the group default is a different table: untouched
-    assert run_module("lustre_quota", quota_args(doubles, tmp_path, {"type": "group", "inode_hard": 2000}),
+    assert run_module_ansible("lustre_quota", quota_args(doubles, tmp_path, {"type": "group", "inode_hard": 2000}),
                       check=True)["drift"] == [{"field": "inode_hard", "current": 0, "wanted": 2000}]
 
 

@@ -1,4 +1,4 @@
-"""lustre_target run end to end through ``ansible localhost -m`` with the fake Lustre tools.
+"""lustre_target run end to end (in process; the first test through ``ansible -m``) with the fake Lustre tools.
 
 The data-safety tests at the bottom use the REAL blkid (and wipefs) from
 util-linux on a real ext4 filesystem in a regular file; only mkfs.lustre and
@@ -59,9 +59,9 @@ def preformat(doubles: Doubles, device: Path, *options: str) -> None:
 # -- blank devices ----------------------------------------------------------------
 
 
-def test_blank_device_is_formatted_once(run_module: ModuleRunner, doubles: Doubles, tmp_path: Path) -> None:
+def test_blank_device_is_formatted_once(run_module_ansible: ModuleRunner, doubles: Doubles, tmp_path: Path) -> None:
     device = blank_device(tmp_path)
-    result = run_module("lustre_target", ost_args(doubles, device))
+    result = run_module_ansible("lustre_target", ost_args(doubles, device))
     assert result["changed"] is True
     assert result["operation"] == "format"
     assert doubles.calls("mkfs.lustre") == [
@@ -80,7 +80,7 @@ def test_blank_device_is_formatted_once(run_module: ModuleRunner, doubles: Doubl
     assert "content: blank" in result["diff"]["before"]
     assert "target: lab-OST0003" in result["diff"]["after"]
 
-    again = run_module("lustre_target", ost_args(doubles, device))
+    again = run_module_ansible("lustre_target", ost_args(doubles, device))
     assert again["changed"] is False
     assert again["operation"] == "none"
     assert again["drift"] == []

@@ -1,8 +1,8 @@
 """Testinfra checks for the datamover role; `host` is the converged container (lake and mover in one).
 
 The test secret never passes through testinfra's output or an assertion: scripts in the container read it
-from the deployed env file. The lake is a real SeaweedFS (prepare.yml), so staging and model distribution
-below move real objects through the installed kiln.
+from the deployed env file. The lake is a real SeaweedFS (one `weed server` process, lake.yml), so staging and
+model distribution below move real objects through the installed kiln.
 """
 
 from __future__ import annotations
