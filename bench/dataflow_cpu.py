@@ -187,7 +187,8 @@ def seaweedfs(weed: str, root: Path) -> Iterator[tuple[Credentials, list[subproc
                 break
             except Exception as exc:
                 if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
-                    raise SystemExit(f"SeaweedFS did not come up ({type(exc).__name__}); logs in {root}") from exc
+                    tails = "; ".join(f"{argv[0]}: {_last_line(root / f'{argv[0]}.log')}" for argv in argvs)
+                    raise SystemExit(f"SeaweedFS did not come up ({type(exc).__name__}); {tails}") from exc
                 time.sleep(1)
         yield creds, procs
     finally:
@@ -199,6 +200,11 @@ def seaweedfs(weed: str, root: Path) -> Iterator[tuple[Credentials, list[subproc
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+
+
+def _last_line(log: Path) -> str:
+    lines = log.read_text(errors="replace").strip().splitlines()
+    return lines[-1][-200:] if lines else "(empty log)"
 
 
 def _proc_cpu_s(pids: list[int]) -> float:
