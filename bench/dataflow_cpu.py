@@ -1,7 +1,7 @@
 """Where a stage-in's CPU goes, per object, and the speed-up over one sequential stream a host's cores allow.
 
 Usage: PYTHONPATH=$PWD .venv/bin/python bench/dataflow_cpu.py [--files 1000] [--file-KiB 128] [--runs 3] \
-           [--concurrency 16] [--cores C] [--weed PATH] [--out bench/results/dataflow_cpu.json]
+           [--concurrency 16] [--crt-connections N] [--cores C] [--weed PATH] [--out bench/results/dataflow_cpu.json]
 
 Starts its own SeaweedFS laid out as the objectstore role lays it out (separate master, volume, filer and s3
 processes; security.toml with JWT signing keys generated for this run and never printed; filer.toml with the
@@ -256,9 +256,10 @@ def _s5cmd() -> str:
     return found
 
 
-def crt_get(creds: Credentials, s3: Any, dest: Path, concurrency: int, md5: bool) -> int:
+def crt_get(creds: Credentials, s3: Any, dest: Path, connections: int, md5: bool) -> int:
     """List the prefix, GET each object with awscrt's S3Client into <name>.kiln-partial, check its size (and MD5
-    against the ETag) and rename it when complete; the number of objects delivered whole."""
+    against the ETag) and rename it when complete; the number of objects delivered whole. connections 0: as many
+    as the CRT chooses for its default throughput target."""
     from awscrt.auth import AwsCredentialsProvider
     from awscrt.http import HttpHeaders, HttpRequest
     from awscrt.io import ClientBootstrap, DefaultHostResolver, EventLoopGroup
@@ -272,7 +273,7 @@ def crt_get(creds: Credentials, s3: Any, dest: Path, concurrency: int, md5: bool
         region=creds.region,
         tls_mode=S3RequestTlsMode.DISABLED,
         credential_provider=AwsCredentialsProvider.new_static(creds.access_key_id, creds.secret_key),
-        max_active_connections_override=concurrency,
+        max_active_connections_override=connections or None,
     )
 
     objs = list(lake.list_prefix(s3, BUCKET, PREFIX))
@@ -316,10 +317,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--file-KiB", type=int, default=128)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--concurrency", type=int, default=16)
+    ap.add_argument("--crt-connections", type=int, help="awscrt's connections (default: --concurrency; 0: its own)")
     ap.add_argument("--cores", type=int, default=os.cpu_count() or 1, help="cores the ceiling is computed for")
     ap.add_argument("--weed", help="weed binary (default: $KILN_WEED, .tools/bin/weed, weed on PATH)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench/results/dataflow_cpu.json")
     a = ap.parse_args(argv)
+    if a.crt_connections is None:
+        a.crt_connections = a.concurrency
     try:
         import awscrt
         import awscrt.auth
@@ -372,10 +376,10 @@ def main(argv: list[str] | None = None) -> int:
                 return None
 
             def crt_disk(d: Path) -> int | None:
-                return crt_get(creds, s3, d, a.concurrency, md5=False)
+                return crt_get(creds, s3, d, a.crt_connections, md5=False)
 
             def crt_md5_disk(d: Path) -> int | None:
-                return crt_get(creds, s3, d, a.concurrency, md5=True)
+                return crt_get(creds, s3, d, a.crt_connections, md5=True)
 
             fns: dict[str, Callable[[Path], int | None]] = {
                 "naive": naive, "rclone_memory": rclone_memory, "rclone_disk": rclone_disk,
@@ -399,6 +403,7 @@ def main(argv: list[str] | None = None) -> int:
         "object_KiB": a.file_KiB,
         "runs": a.runs,
         "concurrency": a.concurrency,
+        "crt_connections": a.crt_connections or "awscrt's default",
         "load_average_before": [round(x, 2) for x in load_before],
         "load_average_after": [round(x, 2) for x in os.getloadavg()],
         "versions": {"seaweedfs": weed_version, "awscrt": crt_version or CRT_MISSING},
