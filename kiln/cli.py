@@ -38,7 +38,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     _, plan = load(args.stack, args.stacks_dir)
     print(
         f"{args.stack}: spec is valid ({len(plan.hosts)} hosts, {plan.sizing.gpus_total} GPUs, "
-        f"{sum(1 for t in plan.targets_map if t.kind == 'ost')} OSTs)"
+        f"{sum(1 for t in plan.lustre_targets if t.kind == 'ost')} OSTs)"
     )
     for w in plan.warnings:
         log.warning("%s", w.line())

@@ -1,5 +1,5 @@
 """The kiln policies as Pulumi ResourceValidationPolicy objects. The checks themselves are plain functions in
-kiln/render/policy_checks.py (unit-tested directly, and run by `kiln render` too)."""
+kiln/policy/checks.py (unit-tested directly, and run by `kiln render` too)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from pulumi_policy import (
 # The pack runs from a checkout (`pulumi preview --policy-pack policy`): kiln is importable from its root.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kiln.render.policy_checks import (
+from kiln.policy.checks import (
     CHECKS,
     DEFAULT_ALLOWED_CAPABILITIES,
     DEFAULT_GPU_RESOURCE,

@@ -218,7 +218,7 @@ def cmd_models(args: argparse.Namespace) -> int:
     import threading
 
     from kiln.cli import EXIT_OK, load
-    from kiln.dataflow.models import distribute, follow
+    from kiln.dataflow.model_distribution import distribute, follow
 
     _, plan = load(args.stack, args.stacks_dir)
     flow = _flow(plan)

@@ -4,7 +4,7 @@ rclone owns parallel streams, multipart uploads, retries and atomic downloads (a
 <name>.<random>.kiln-partial and is renamed when complete; rclone's default, `--inplace` off). kiln gives it
 the exact files (`--files-from-raw`), the planned concurrency and part size, and reads its JSON stats lines.
 Credentials reach rclone through its environment (RCLONE_CONFIG_LAKE_*), never argv.
-Chosen over s5cmd by measurement and guarantees: bench/dataflow-engine.md.
+Chosen over s5cmd by measurement and guarantees: docs/benchmarks.md ("The data mover's transfer engine").
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One measurement pass of the data-flow ratios (issue 14) on the host it runs on, against a real S3.
+"""One measurement pass of the data-flow ratios on the host it runs on, against a real S3.
 
 Run by the `dataflow.*` acceptance checks on a mover host (kiln/verify/checks/dataflow.py) and by hand:
 

@@ -8,7 +8,7 @@ import json
 from kiln.plan.dataflow import build_dataflow
 from kiln.plan.layouts import build_layouts, layout_issues
 from kiln.plan.mkfs import mkfs_issues
-from kiln.plan.model import PLAN_SCHEMA, LustreTarget, Plan, Sizing, Target
+from kiln.plan.model import PLAN_SCHEMA, AcceptanceTarget, LustreTarget, Plan, Sizing
 from kiln.plan.monitoring import build_monitoring, monitoring_targets
 from kiln.plan.objectstore import build_objectstore
 from kiln.plan.quotas import build_quota_defaults, quota_issues
@@ -33,7 +33,7 @@ from kiln.spec.models import ClusterSpec
 __all__ = ["Plan", "build_plan"]
 
 
-def plan_warnings(spec: ClusterSpec, sizing: Sizing, targets_map: tuple[LustreTarget, ...]) -> tuple[SpecIssue, ...]:
+def plan_warnings(spec: ClusterSpec, sizing: Sizing, lustre_targets: tuple[LustreTarget, ...]) -> tuple[SpecIssue, ...]:
     """What the plan can build but the stack should fix: issues of severity warning."""
     out: list[SpecIssue] = []
     ck = sizing.checkpoint
@@ -49,9 +49,9 @@ def plan_warnings(spec: ClusterSpec, sizing: Sizing, targets_map: tuple[LustreTa
                 "warning",
             )
         )
-    unprotected = sorted({t.name for t in targets_map if t.protection == "none"})
+    unprotected = sorted({t.name for t in lustre_targets if t.protection == "none"})
     if unprotected:
-        kinds = {t.kind for t in targets_map if t.protection == "none"}
+        kinds = {t.kind for t in lustre_targets if t.protection == "none"}
         where = "lustre.oss.osts.protection" if kinds == {"ost"} else "lustre.*.protection"
         out.append(
             SpecIssue(
@@ -88,7 +88,7 @@ def plan_warnings(spec: ClusterSpec, sizing: Sizing, targets_map: tuple[LustreTa
     return tuple(out)
 
 
-def waiver_issues(spec: ClusterSpec, targets: tuple[Target, ...]) -> list[SpecIssue]:
+def waiver_issues(spec: ClusterSpec, targets: tuple[AcceptanceTarget, ...]) -> list[SpecIssue]:
     """Warnings for waivers naming a check this plan lacks (misspelt, or its section removed): they waive nothing,
     which fails safe (the FAIL counts), but the operator should know."""
     known = {t.check for t in targets}
@@ -107,7 +107,7 @@ def waiver_issues(spec: ClusterSpec, targets: tuple[Target, ...]) -> list[SpecIs
 def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
     """Derive the plan of an environment. Raises SpecError for contradictions only the plan can see."""
     hosts = build_hosts(spec)
-    targets_map, mgs_nids = build_target_map(spec, hosts)
+    lustre_targets, mgs_nids = build_target_map(spec, hosts)
     tunables = []
     client_mod = 0
     brw = brw_size_MiB(spec)
@@ -129,14 +129,14 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
     issues += layout_issues(spec, layouts)
     quota_defaults = build_quota_defaults(spec)
     issues += quota_issues(spec, quota_defaults)
-    issues += mkfs_issues(spec, targets_map, mgs_nids)
+    issues += mkfs_issues(spec, lustre_targets, mgs_nids)
     sizing, sizing_issues = build_sizing(spec)
     objectstore, os_issues = build_objectstore(spec, hosts)
     issues += sizing_issues + os_issues
     dataflow, df_issues = build_dataflow(spec, hosts, layouts, sizing)
     issues += [i for i in df_issues if i.severity == "error"]
     monitoring, mon_issues = build_monitoring(
-        spec, hosts, targets_map, tuple(tunables), objectstore, sizing.demand_read_GBps
+        spec, hosts, lustre_targets, tuple(tunables), objectstore, sizing.demand_read_GBps
     )
     issues += mon_issues
     targets = (build_targets(spec, sizing) + tuple(monitoring_targets(monitoring))
@@ -144,7 +144,7 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
     if issues:
         raise SpecError(source, issues)
     digest = hashlib.sha256(json.dumps(spec.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:16]
-    warnings = (plan_warnings(spec, sizing, targets_map) + tuple(i for i in df_issues if i.severity != "error")
+    warnings = (plan_warnings(spec, sizing, lustre_targets) + tuple(i for i in df_issues if i.severity != "error")
                 + tuple(waiver_issues(spec, targets)))
     return Plan(
         schema=PLAN_SCHEMA,
@@ -158,7 +158,7 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
         lnet=lnet_nets(spec),
         lnet_routes=build_routes(spec, hosts),
         mgs_nids=mgs_nids,
-        targets_map=targets_map,
+        lustre_targets=lustre_targets,
         tunables=tuple(tunables),
         layouts=layouts,
         ost_pools={p.name: tuple(p.osts) for p in spec.lustre.pools},

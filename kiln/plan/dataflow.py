@@ -14,6 +14,7 @@ import posixpath
 from kiln import knowledge
 from kiln.lustre.lustre_common import parse_size
 from kiln.plan.model import (
+    AcceptanceTarget,
     CheckpointFlowPlan,
     DataflowPlan,
     DataLinkPlan,
@@ -21,16 +22,17 @@ from kiln.plan.model import (
     Layout,
     ModelFlowPlan,
     Sizing,
-    Target,
 )
 from kiln.plan.sizing import objectstore_rates
 from kiln.spec.errors import SpecIssue
 from kiln.spec.models import ClusterSpec, Dataflow
 
-#: The transfer engine the mover drives (chosen by measurement: bench/dataflow-engine.md).
+#: The transfer engine the mover drives (chosen by measurement: bench/dataflow_engine.py, docs/benchmarks.md
+#: "The data mover's transfer engine").
 ENGINE = "rclone"
 
-#: Floors of the acceptance ratios (issue 14's lab criteria); the plan's prediction is the expected value.
+#: Floors of the data-flow acceptance ratios (the kit's criteria for a mover worth running); the plan's
+#: prediction is the expected value.
 #: stage_in_efficiency: the stage's rate ÷ min(fast-tier write, S3 GET) measured in the same pass.
 FLOORS = {
     "stage_in": 3.0,
@@ -39,7 +41,7 @@ FLOORS = {
     "checkpoint_restore": 3.0,
     "model_distribution": 1.2,
 }
-#: Issue 14's ceiling on a re-sync with nothing changed: its time ÷ the full stage's.
+#: Ceiling on a re-sync with nothing changed: its time ÷ the full stage's.
 RESYNC_MAX_SHARE = 0.05
 
 MAX_CONCURRENCY = 256
@@ -495,16 +497,16 @@ def _ratio_target(
     why: str,
     group: str,
     floor_fails: bool = False,
-) -> Target:
+) -> AcceptanceTarget:
     """expected = the plan's prediction. Where it clears the floor, the floor fails and the acceptance fraction
     warns; where it does not (the plan warns), the acceptance fractions of the prediction judge it, unless
-    `floor_fails`: then the floor fails whatever the plan predicts (the issue's own criterion)."""
+    `floor_fails`: then the floor fails whatever the plan predicts (the floor is the criterion itself)."""
     a = spec.acceptance
     if predicted >= floor or floor_fails:
         fail, warn = floor, max(floor, predicted * a.warn_fraction)
     else:
         fail, warn = predicted * a.fail_fraction, predicted * a.warn_fraction
-    return Target(
+    return AcceptanceTarget(
         check,
         metric,
         "ratio",
@@ -519,7 +521,7 @@ def _ratio_target(
     )
 
 
-def dataflow_targets(spec: ClusterSpec, plan: DataflowPlan) -> tuple[Target, ...]:
+def dataflow_targets(spec: ClusterSpec, plan: DataflowPlan) -> tuple[AcceptanceTarget, ...]:
     """Acceptance targets under `dataflow.`: each names the plan's prediction and the floor it must clear."""
     g = plan.mover_group
     out = [
@@ -530,7 +532,7 @@ def dataflow_targets(spec: ClusterSpec, plan: DataflowPlan) -> tuple[Target, ...
             plan.naive_stage_in_s / plan.stage_in_s,
             FLOORS["stage_in"],
             f"parallel stage-in at {plan.stage_GBps:.3f} GB/s ({plan.stage_bottleneck}) against one sequential "
-            f"stream at {min(plan.stream_GBps, plan.stage_GBps):.3f} GB/s; issue 14's floor of "
+            f"stream at {min(plan.stream_GBps, plan.stage_GBps):.3f} GB/s; the kit's floor of "
             f"{FLOORS['stage_in']:g}× fails whatever the plan predicts",
             g,
             floor_fails=True,
@@ -545,7 +547,7 @@ def dataflow_targets(spec: ClusterSpec, plan: DataflowPlan) -> tuple[Target, ...
             g,
             floor_fails=True,
         ),
-        Target(
+        AcceptanceTarget(
             "dataflow.resync",
             "bytes_moved",
             "bytes",
@@ -558,7 +560,7 @@ def dataflow_targets(spec: ClusterSpec, plan: DataflowPlan) -> tuple[Target, ...
             g,
             ("objectstore",),
         ),
-        Target(
+        AcceptanceTarget(
             "dataflow.resync_time",
             "share_of_stage_time",
             "ratio",
@@ -566,13 +568,13 @@ def dataflow_targets(spec: ClusterSpec, plan: DataflowPlan) -> tuple[Target, ...
             RESYNC_MAX_SHARE,
             RESYNC_MAX_SHARE,
             "a re-sync with nothing changed lists and compares, moves nothing: at most "
-            f"{RESYNC_MAX_SHARE:.0%} of the full stage's time (issue 14)",
+            f"{RESYNC_MAX_SHARE:.0%} of the full stage's time",
             "aggregate",
             False,
             g,
             ("objectstore",),
         ),
-        Target(
+        AcceptanceTarget(
             "dataflow.resume",
             "lost_or_partial_files",
             "count",
@@ -614,7 +616,7 @@ def dataflow_targets(spec: ClusterSpec, plan: DataflowPlan) -> tuple[Target, ...
         )
     for m in plan.models:
         out.append(
-            Target(
+            AcceptanceTarget(
                 "dataflow.model_distribution",
                 "lake_bytes_over_model_bytes",
                 "ratio",

@@ -278,7 +278,7 @@ class Sizing:
 
 
 @dataclass(frozen=True, slots=True)
-class Target:
+class AcceptanceTarget:
     check: str  # check id the acceptance suite runs, e.g. storage.fio_lustre_read
     metric: str
     unit: str
@@ -373,7 +373,7 @@ class DataflowPlan:
     why: tuple[str, ...]
     # Acceptance targets of the dataflow.* checks (also in Plan.targets, which kiln verify runs; kept here so the
     # data-flow section reads on its own).
-    targets: tuple[Target, ...] = ()
+    targets: tuple[AcceptanceTarget, ...] = ()
 
     @property
     def filer_subscribers(self) -> tuple[str, ...]:
@@ -396,14 +396,14 @@ class Plan:
     lnet: tuple[LnetNet, ...]
     lnet_routes: tuple[LnetRoute, ...]
     mgs_nids: tuple[tuple[str, ...], ...]
-    targets_map: tuple[LustreTarget, ...]
+    lustre_targets: tuple[LustreTarget, ...]
     tunables: tuple[Tunable, ...]
     layouts: tuple[Layout, ...]
     ost_pools: dict[str, tuple[int, ...]]
     nccl: tuple[NcclPool, ...]
     objectstore: ObjectStorePlan
     sizing: Sizing
-    targets: tuple[Target, ...]
+    targets: tuple[AcceptanceTarget, ...]
     acceptance: Acceptance  # the stack's acceptance block, as validated
     kubernetes_version: str
     spec_digest: str

@@ -5,7 +5,7 @@ cadence), so an alert names the planned value it compares against. Metric names 
 exporters kiln deploys: node_exporter 1.5.0 (Debian bookworm; infiniband and sysctl collectors,
 collector/infiniband_linux.go and collector/sysctl_linux.go), NVIDIA dcgm-exporter's default counters
 (etc/default-counters.csv), SeaweedFS's -metricsPort endpoints and kiln's Lustre exporter
-(kiln/exporters/lustre.py).
+(kiln/node/exporters/lustre.py).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from kiln.plan.model import Host, LustreTarget, ObjectStorePlan, Target, Tunable
+from kiln.plan.model import AcceptanceTarget, Host, LustreTarget, ObjectStorePlan, Tunable
 from kiln.spec.errors import SpecIssue, suggest
 from kiln.spec.models import ClusterSpec
 
@@ -478,7 +478,7 @@ FAULTS: dict[str, tuple[str, str]] = {
     "exporter_down": ("ExporterDown", "stop node_exporter on a host"),
 }
 
-#: kiln-health's sub-checks (kiln/health.py run_checks), one acceptance row each on the compute hosts.
+#: kiln-health's sub-checks (kiln/node/health.py run_checks), one acceptance row each on the compute hosts.
 HEALTH_CHECKS: dict[str, str] = {
     "health.gpu": "GPUs present, no uncorrectable ECC errors, no hardware slowdown",
     "health.rdma": "planned RDMA ports ACTIVE at their planned rate",
@@ -500,13 +500,13 @@ def fire_bound_s(m: MonitoringPlan, rule: AlertRule) -> int:
     return 2 * m.scrape_interval_s + rule.for_s
 
 
-def monitoring_targets(m: MonitoringPlan) -> list[Target]:
+def monitoring_targets(m: MonitoringPlan) -> list[AcceptanceTarget]:
     """Acceptance targets of the monitoring stack: scrape targets up, dashboard panels with data, every fault
     in FAULTS fires its alert within fire_bound_s and clears after repair, and the node health check."""
     out = [
-        Target("monitoring.targets_up", "targets down", "count", 0, 0, 0,
+        AcceptanceTarget("monitoring.targets_up", "targets down", "count", 0, 0, 0,
                "every planned scrape target is up in Prometheus (/api/v1/targets)", "aggregate", False, "all"),
-        Target("monitoring.panels_with_data", "panels without data", "count", 0, 0, 0,
+        AcceptanceTarget("monitoring.panels_with_data", "panels without data", "count", 0, 0, 0,
                "every dashboard panel's query returns data from the live Prometheus", "aggregate", False, "all"),
     ]
     names = {r.alert for r in m.rules}
@@ -514,12 +514,14 @@ def monitoring_targets(m: MonitoringPlan) -> list[Target]:
         if alert not in names or (name == "disk_fill" and not m.fault_filesystem):
             continue
         bound = fire_bound_s(m, m.rule(alert))
-        out.append(Target(
+        out.append(AcceptanceTarget(
             f"monitoring.fault_{name}", "seconds to fire", "s", bound, bound, bound,
             f"{what}: {alert} fires within 2 scrape intervals + its for: ({bound} s) and clears after repair",
             "aggregate", False, "all",
         ))
     for check, why in HEALTH_CHECKS.items():
-        out.append(Target(check, "faults", "count", 0, 0, 0, f"kiln-health: {why}", "host", False, "kiln_compute"))
+        out.append(AcceptanceTarget(
+            check, "faults", "count", 0, 0, 0, f"kiln-health: {why}", "host", False, "kiln_compute",
+        ))
     return out
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from kiln.plan.model import DataflowPlan, Host, Layout, Plan, Target, Tunable
+from kiln.plan.model import AcceptanceTarget, DataflowPlan, Host, Layout, Plan, Tunable
 
 
 def _num(x: float) -> float | None:
@@ -95,7 +95,7 @@ def _layout(lay: Layout) -> dict[str, Any]:
     }
 
 
-def target_dict(t: Target) -> dict[str, Any]:
+def target_dict(t: AcceptanceTarget) -> dict[str, Any]:
     return {
         "check": t.check,
         "metric": t.metric,
@@ -311,7 +311,7 @@ def plan_to_dict(plan: Plan, include_hosts: bool = True) -> dict[str, Any]:
                     "raid_chunk_KiB": t.raid_chunk_KiB,
                     "ashift": t.ashift,
                 }
-                for t in plan.targets_map
+                for t in plan.lustre_targets
             ],
             "layouts": [_layout(x) for x in plan.layouts],
             "quota_defaults": [

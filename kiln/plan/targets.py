@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kiln import knowledge
-from kiln.plan.model import Scope, Sizing, Target
+from kiln.plan.model import AcceptanceTarget, Scope, Sizing
 from kiln.plan.sizing import lnet_factor, objectstore_rates, routed_only, router_link
 from kiln.spec import catalog
 from kiln.spec.models import ClusterSpec
@@ -57,7 +57,7 @@ def _perf(
     requires: tuple[str, ...] = (),
     gate: float | None = None,
     env: tuple[tuple[str, str], ...] = (),
-) -> Target:
+) -> AcceptanceTarget:
     """A higher-is-better target. With a production `gate` (the figure a health check fails a node below),
     the target fails below the gate, warns below expected × warn_fraction (never below the gate), and
     expects at least the gate."""
@@ -67,7 +67,7 @@ def _perf(
         expected = max(expected, gate)
         fail = gate
     warn = max(expected * a.warn_fraction, fail)
-    return Target(
+    return AcceptanceTarget(
         check, metric, unit, round(expected, 4), round(warn, 4), round(fail, 4), why, scope, True, group, requires,
         env,
     )
@@ -82,14 +82,16 @@ def nccl_algorithm(gpu_nvswitch: bool, gpu_pcie_gen: int, inter: bool) -> str:
     return "Ring"
 
 
-def build_targets(spec: ClusterSpec, sizing: Sizing) -> tuple[Target, ...]:
+def build_targets(spec: ClusterSpec, sizing: Sizing) -> tuple[AcceptanceTarget, ...]:
     kb = knowledge.load()
-    out: list[Target] = []
+    out: list[AcceptanceTarget] = []
     for check, (req, group, why) in CONFORMANCE.items():
         store_check = check.startswith(("conformance.objectstore", "security.objectstore"))
         if spec.objectstore.backend == "external" and store_check:
             continue
-        out.append(Target(check, "mismatches", "count", 0, 0, 0, why, "host", False, group, (req,) if req else ()))
+        out.append(AcceptanceTarget(
+            check, "mismatches", "count", 0, 0, 0, why, "host", False, group, (req,) if req else (),
+        ))
     rdma = spec.fabric.kind != "tcp"
     nic_models, gpu_models = catalog.nics(spec), catalog.gpus(spec)
     pay = kb.factor("rdma_payload")

@@ -9,9 +9,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from kiln.policy.enforce import PolicyViolation, enforce
 from kiln.render.manifests import policy_config, render_manifests
 from kiln.render.monitoring import render_monitoring
-from kiln.render.policy import PolicyViolation, enforce
 
 
 def cmd_render(args: argparse.Namespace) -> int:

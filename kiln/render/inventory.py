@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from kiln import knowledge, yamlio
-from kiln.health import expectations
+from kiln.node.health import expectations
 from kiln.plan.dataflow import systemd_calendar
 from kiln.plan.model import Host, LustreTarget, Plan, Tunable
 from kiln.plan.monitoring import PORTS
@@ -102,10 +102,10 @@ def _host_vars(plan: Plan, spec: ClusterSpec, h: Host) -> dict[str, Any]:
     nvme = local_nvme_mount(spec, h.pool)
     if nvme is not None:
         out["kiln_local_nvme_mount"] = nvme
-    targets = [t for t in plan.targets_map if t.host == h.name]
+    targets = [t for t in plan.lustre_targets if t.host == h.name]
     if targets:
         out["lustre_server_targets"] = [_target(plan, t) for t in targets]
-    standby = [t for t in plan.targets_map if t.failover_host == h.name]
+    standby = [t for t in plan.lustre_targets if t.failover_host == h.name]
     if standby:
         # The partner's targets: mount units written here too, started only by the HA manager.
         out["lustre_server_standby_targets"] = [_target(plan, t) for t in standby]
@@ -326,7 +326,7 @@ def render_inventory(plan: Plan, spec: ClusterSpec) -> dict[str, str]:
             for lay in plan.layouts
         ],
         "lustre_layout_pools": [{"name": k, "osts": list(v)} for k, v in plan.ost_pools.items()],
-        "lustre_layout_mdt_count": sum(1 for t in plan.targets_map if t.kind == "mdt"),
+        "lustre_layout_mdt_count": sum(1 for t in plan.lustre_targets if t.kind == "mdt"),
         "lustre_layout_quota_defaults": [q.module_args() for q in plan.quota_defaults],
         "lustre_layout_mount_point": plan.mount_point,
         "lustre_client_mounts": [

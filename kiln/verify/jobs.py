@@ -13,7 +13,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from kiln.plan.model import Plan, Target
+from kiln.plan.model import AcceptanceTarget, Plan
 from kiln.render.manifests import JobCheck, acceptance_jobs
 from kiln.render.manifests.acceptance import FIO_BEGIN, FIO_END
 from kiln.spec.models import ClusterSpec
@@ -51,7 +51,7 @@ def measure(jc: JobCheck, log: str) -> tuple[float, dict[str, object]]:
     return w.bytes_per_s / GB, {"ops_per_s": w.ops_per_s, "requests": w.requests, "errors": w.errors}
 
 
-def _target(plan: Plan, jc: JobCheck) -> Target:
+def _target(plan: Plan, jc: JobCheck) -> AcceptanceTarget:
     return next(t for t in plan.targets if t.check == jc.check and t.group == jc.group)
 
 

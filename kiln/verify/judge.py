@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from kiln.plan.model import Target
+from kiln.plan.model import AcceptanceTarget
 
 
 class Verdict(StrEnum):
@@ -49,7 +49,7 @@ def stats(values: Sequence[float]) -> Stats:
     return Stats(len(xs), statistics.median(xs), min(xs), max(xs), mean, sd, cv)
 
 
-def verdict_for(target: Target, value: float) -> Verdict:
+def verdict_for(target: AcceptanceTarget, value: float) -> Verdict:
     """PASS/WARN/FAIL for one value. Higher-is-better: below fail → FAIL, below warn → WARN.
     Lower-is-better (conformance mismatches, expected 0): above fail → FAIL, above warn → WARN."""
     if target.higher_is_better:
@@ -77,7 +77,7 @@ def _fmt(x: float) -> str:
     return f"{x:.4g}"
 
 
-def judge(target: Target, values: Sequence[float], cv_limit: float) -> Judgement:
+def judge(target: AcceptanceTarget, values: Sequence[float], cv_limit: float) -> Judgement:
     """The verdict of `values` (warm-up already removed) against `target`."""
     st = stats(values)
     v = verdict_for(target, st.median)

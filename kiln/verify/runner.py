@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from kiln.plan.model import Plan, Target
+from kiln.plan.model import AcceptanceTarget, Plan
 from kiln.spec.models import Acceptance, Waiver
 from kiln.verify.checks import REGISTRY
 from kiln.verify.checks.base import (
@@ -42,7 +42,7 @@ from kiln.verify.parsers import ParseError
 
 @dataclass
 class Result:
-    target: Target
+    target: AcceptanceTarget
     subject: Subject
     verdict: Verdict
     message: str
@@ -97,7 +97,7 @@ def select_hosts(plan: Plan, inventory: Inventory, pattern: str | None) -> list[
     return [h for h in hosts if h in keep]
 
 
-def select_targets(plan: Plan, only: tuple[str, ...]) -> list[Target]:
+def select_targets(plan: Plan, only: tuple[str, ...]) -> list[AcceptanceTarget]:
     if not only:
         return list(plan.targets)
 
@@ -131,8 +131,8 @@ class Runner:
 
     # ---- planning -------------------------------------------------------------------------------------
 
-    def items(self, targets: list[Target]) -> list[tuple[Target, Check | None, list[Subject], str]]:
-        out: list[tuple[Target, Check | None, list[Subject], str]] = []
+    def items(self, targets: list[AcceptanceTarget]) -> list[tuple[AcceptanceTarget, Check | None, list[Subject], str]]:
+        out: list[tuple[AcceptanceTarget, Check | None, list[Subject], str]] = []
         for t in targets:
             check = REGISTRY.get(t.check)
             if check is None:
@@ -157,7 +157,7 @@ class Runner:
 
     # ---- running --------------------------------------------------------------------------------------
 
-    def run(self, targets: list[Target]) -> list[Result]:
+    def run(self, targets: list[AcceptanceTarget]) -> list[Result]:
         plan = self.items(targets)
         self._total = sum(max(1, len(s)) for _, _, s, _ in plan)
         results: dict[tuple[int, int], Result] = {}
@@ -170,7 +170,7 @@ class Runner:
         benchmarks = [(i, p) for i, p in enumerate(plan) if not (p[1] is not None and p[1].kind == "conformance")]
         workers = max(1, self.ctx.options.workers)
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kiln-verify") as pool:
-            def job(i: int, j: int, t: Target, c: Check, s: Subject) -> None:
+            def job(i: int, j: int, t: AcceptanceTarget, c: Check, s: Subject) -> None:
                 record(i, j, self.run_one(t, c, s))
 
             futs = []
@@ -194,7 +194,7 @@ class Runner:
                         record(i, j, self.run_one(t, check, s))
         return [results[k] for k in sorted(results)]
 
-    def empty_row(self, t: Target, check: Check | None, why: str) -> Result:
+    def empty_row(self, t: AcceptanceTarget, check: Check | None, why: str) -> Result:
         self._tick(f"{t.check}: {why}")
         verdict = Verdict.ERROR if check is None or why.startswith("cannot") else Verdict.NOT_APPLICABLE
         msg = why if verdict is Verdict.ERROR else f"not applicable: {why}"
@@ -208,7 +208,7 @@ class Runner:
         self.ctx.progress(f"[{n}/{self._total}] {msg}")
         return n
 
-    def run_one(self, target: Target, check: Check, subject: Subject) -> Result:
+    def run_one(self, target: AcceptanceTarget, check: Check, subject: Subject) -> Result:
         start = time.monotonic()
         res = Result(target, subject, Verdict.ERROR, "", kind=check.kind, runbook=check.runbook, tools=check.tools)
         n = self._tick(f"{target.check} @ {subject.label}: starting")
@@ -243,7 +243,7 @@ class Runner:
                               f" — {res.message[:160]}")
         return res
 
-    def _repeat(self, target: Target, check: Check, subject: Subject, res: Result, n: int) -> None:
+    def _repeat(self, target: AcceptanceTarget, check: Check, subject: Subject, res: Result, n: int) -> None:
         a = self.ctx.acceptance
         if check.kind == "conformance" or check.single_run:
             reps = [Rep(1, 1, False)]
@@ -267,7 +267,7 @@ class Runner:
             if check.kind != "conformance":
                 self.ctx.progress(f"{where} = {sample.value:.4g} {target.unit}")
 
-    def _keep_raw(self, target: Target, subject: Subject, rep: Rep, sample: Sample, res: Result) -> None:
+    def _keep_raw(self, target: AcceptanceTarget, subject: Subject, rep: Rep, sample: Sample, res: Result) -> None:
         d = self.out / "raw" / target.check / _slug(subject.label)
         for name, text in sample.raw.items():
             d.mkdir(parents=True, exist_ok=True)
@@ -275,7 +275,7 @@ class Runner:
             path.write_text(self.redact(text), encoding="utf-8")
             res.raw_files.append(str(path.relative_to(self.out)))
 
-    def _judge(self, target: Target, check: Check, res: Result) -> None:
+    def _judge(self, target: AcceptanceTarget, check: Check, res: Result) -> None:
         j: Judgement = judge(target, res.samples, self.ctx.acceptance.cv_limit)
         res.stats, res.unstable, res.verdict = j.stats, j.unstable, j.verdict
         if check.kind == "conformance":

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from kiln.plan.model import Target
+from kiln.plan.model import AcceptanceTarget
 from kiln.verify.api import Prepared, prepare
 from kiln.verify.checks import REGISTRY
 from kiln.verify.checks.base import Check, Options, Subject
@@ -70,7 +70,7 @@ def prepared(sc: SuiteConfig) -> Prepared:
 
 @dataclass(frozen=True)
 class Item:
-    target: Target
+    target: AcceptanceTarget
     check: Check | None
     subject: Subject | None
     why: str

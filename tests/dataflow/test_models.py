@@ -9,7 +9,7 @@ from pathlib import Path
 
 from kiln.dataflow import engine
 from kiln.dataflow.lake import Credentials, client
-from kiln.dataflow.models import Distribution, distribute, follow, json_stream, new_keys
+from kiln.dataflow.model_distribution import Distribution, distribute, follow, json_stream, new_keys
 from kiln.dataflow.mover import Mover
 
 EVENTS = """{"directory": "/buckets/lake/models",

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from kiln.plan import build_plan
+from kiln.policy.enforce import violations
 from kiln.render.manifests import DATAFLOW, GPU_NODE_STACK, LUSTRE_CLIENT, OBJECT_STORE, S3_SECRET_NAME, build_manifests
 from kiln.render.manifests.dataflow import METRICS_PORT, RELAY_SUBDIR, SPEC_CONFIGMAP
 from kiln.render.manifests.monitoring import HOST_RELABEL
-from kiln.render.policy import violations
 from kiln.spec import load_stack
 
 STACKS = ["dev", "lab", "prod-h100"]

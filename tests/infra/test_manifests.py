@@ -197,7 +197,7 @@ def test_lustre_volumes_carry_the_plan_nids_capacity_and_options(built: Any) -> 
     pvcs = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in _kind(objs, "PersistentVolumeClaim")}
     # the root and each directory; the root again in the models namespace where models are distributed
     assert len(pvs) == len(plan.layouts) + 1 + _models(spec, plan) == len(pvcs)
-    osts = sum(1 for t in plan.targets_map if t.kind == "ost")
+    osts = sum(1 for t in plan.lustre_targets if t.kind == "ost")
     tb = osts * spec.lustre.oss.osts.devices_per_target * device_figures(spec.lustre.oss.osts.device).capacity_TB
     nids = ":".join(",".join(server) for server in plan.mgs_nids)
     inv = load_inventory(render_inventory(plan, spec)["group_vars/kiln_lustre_clients.yml"])

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from kiln.health import TAINT_KEY, Expect
 from kiln.knowledge.kubernetes import kubernetes
+from kiln.node.health import TAINT_KEY, Expect
 from kiln.plan import build_plan
 from kiln.render.manifests import MONITORING, build_manifests
 from kiln.render.monitoring import dashboards, rules_file

@@ -29,8 +29,8 @@ def test_mdts_go_on_oss_hosts_and_no_mds_host_is_generated(stack: Any) -> None:
     assert not [h for h in plan.hosts if h.name.startswith("mds")]
     servers = {h.name: h for h in plan.hosts if "kiln_lustre_servers" in h.groups}
     assert sorted(servers) == ["oss01", "oss02", "oss03", "oss04"]
-    mdts = [t for t in plan.targets_map if t.kind == "mdt"]
-    osts = [t for t in plan.targets_map if t.kind == "ost"]
+    mdts = [t for t in plan.lustre_targets if t.kind == "mdt"]
+    osts = [t for t in plan.lustre_targets if t.kind == "ost"]
     assert [t.host for t in mdts] == ["oss01", "oss02", "oss03", "oss04"]
     assert {t.host for t in osts} == set(servers)
     assert "kiln_lustre_mgs" in servers["oss01"].groups  # combined MGS on the first MDS, an OSS host

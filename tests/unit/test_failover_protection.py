@@ -29,11 +29,11 @@ def _issues(data: dict[str, Any]) -> dict[str, str]:
 
 def test_every_target_has_its_own_device_across_partners() -> None:
     plan = build_plan(load_stack("prod-h100"))
-    devices = [t.device for t in plan.targets_map]
+    devices = [t.device for t in plan.lustre_targets]
     assert len(devices) == len(set(devices))
-    drives = [d for t in plan.targets_map for d in t.drives]
+    drives = [d for t in plan.lustre_targets for d in t.drives]
     assert len(drives) == len(set(drives))
-    ost8 = next(t for t in plan.targets_map if t.name == "prod-OST0008")
+    ost8 = next(t for t in plan.lustre_targets if t.name == "prod-OST0008")
     assert ost8.device == "/dev/md/prod-ost0008" and ost8.failover_host == "oss01"
 
 
@@ -41,20 +41,20 @@ def test_zfs_pairs_get_distinct_pools_and_redundant_vdevs() -> None:
     data = _data("prod-h100")
     data["lustre"]["backend"] = "zfs"
     plan = _plan(data)
-    pools = [t.device.split("/")[0] for t in plan.targets_map]
+    pools = [t.device.split("/")[0] for t in plan.lustre_targets]
     assert len(pools) == len(set(pools))
-    ost = next(t for t in plan.targets_map if t.kind == "ost")
+    ost = next(t for t in plan.lustre_targets if t.kind == "ost")
     assert ost.vdevs[0] == "mirror" and ost.protection == "mirror" and ost.ashift == 12
-    mdt = next(t for t in plan.targets_map if t.kind == "mdt")
+    mdt = next(t for t in plan.lustre_targets if t.kind == "mdt")
     assert mdt.vdevs.count("mirror") == 2  # four drives: two mirrored pairs
 
 
 def test_mgt_is_mirrored() -> None:
-    mgt = build_plan(load_stack("prod-h100")).targets_map[0]
+    mgt = build_plan(load_stack("prod-h100")).lustre_targets[0]
     assert mgt.kind == "mgt" and mgt.protection == "raid1" and len(mgt.drives) == 2
     data = _data("prod-h100")
     data["lustre"]["backend"] = "zfs"
-    mgt = _plan(data).targets_map[0]
+    mgt = _plan(data).lustre_targets[0]
     assert mgt.vdevs == ("mirror", "/dev/disk/by-id/kiln-mgt-0", "/dev/disk/by-id/kiln-mgt-1")
 
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from kiln.cli import load
-from kiln.health import (
+from kiln.node.health import (
     FAULTS,
     Expect,
     Result,

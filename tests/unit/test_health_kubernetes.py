@@ -1,4 +1,4 @@
-"""TEST DOUBLE inside: kiln-health's Kubernetes side (kiln.health.KubeApi, reconcile_node) against FakeApiServer, a
+"""TEST DOUBLE inside: kiln-health's Kubernetes side (kiln.node.health.KubeApi, reconcile_node) against FakeApiServer, a
 test double of the API server on 127.0.0.1 (plain HTTP, the same requests the DaemonSet makes over HTTPS)."""
 
 from __future__ import annotations
@@ -12,8 +12,16 @@ from typing import Any
 
 import pytest
 
-from kiln import health
-from kiln.health import CORDONED_ANNOTATION, REASON_ANNOTATION, TAINT_KEY, KubeApi, KubeError, Result, reconcile_node
+from kiln.node import health
+from kiln.node.health import (
+    CORDONED_ANNOTATION,
+    REASON_ANNOTATION,
+    TAINT_KEY,
+    KubeApi,
+    KubeError,
+    Result,
+    reconcile_node,
+)
 
 TOKEN = "test-token-not-a-secret"
 FAULT = Result("health.rdma", "fault", "mlx5_0 port 1 is 1: DOWN", 21)

@@ -9,7 +9,7 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from kiln.exporters.lustre import LustreCollector, main, parse_job_stats, parse_stats, registry
+from kiln.node.exporters.lustre import LustreCollector, main, parse_job_stats, parse_stats, registry
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "lustre"
 

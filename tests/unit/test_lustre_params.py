@@ -311,8 +311,8 @@ def test_mkfs_arguments_checked_against_mkfs_lustre(stack: Any) -> None:
 
     spec = validate(stack("lab"), "test")
     plan = build_plan(spec, "test")
-    assert mkfs_issues(spec, plan.targets_map, plan.mgs_nids) == []
-    ost = next(t for t in plan.targets_map if t.kind == "ost")
+    assert mkfs_issues(spec, plan.lustre_targets, plan.mgs_nids) == []
+    ost = next(t for t in plan.lustre_targets if t.kind == "ost")
     too_far = replace(ost, index=65535)
     bad_geometry = replace(ost, mkfs_options=("--mkfsoptions=-E stride=32,stripe_width=100",))
     issues = mkfs_issues(spec, (too_far, bad_geometry, bad_geometry), plan.mgs_nids)
@@ -326,7 +326,7 @@ def test_every_stack_plans_mkfs_arguments_mkfs_lustre_takes() -> None:
 
     for name in STACKS:
         plan = build_plan(load_stack(name))
-        for t in plan.targets_map:
+        for t in plan.lustre_targets:
             assert 0 <= t.index <= REG.mkfs_limits["index_max"].value
             assert mkfs_option_problems(list(t.mkfs_options)) == [], (name, t.name)
             mgsnode = [list(g) for g in plan.mgs_nids] if t.kind != "mgt" else []
@@ -342,7 +342,7 @@ def test_draid_targets_plan_words_zpool_takes_and_an_ashift(stack: Any) -> None:
                                     "device": {"catalog": "samsung-pm1743-15t"}}
     data["lustre"]["mds"]["mdts"] = {"per_node": 1, "devices_per_target": 2, "device": {"catalog": "micron-7450pro-7t"}}
     plan = plan_of(data)
-    osts = [t for t in plan.targets_map if t.kind == "ost"]
+    osts = [t for t in plan.lustre_targets if t.kind == "ost"]
     assert osts and all(t.vdevs[0].startswith("draid2:") and t.ashift == 12 for t in osts)
     for t in osts:
         assert draid_problems(list(t.vdevs)) == [] and len(zfs_vdev_paths(list(t.vdevs))) == 8

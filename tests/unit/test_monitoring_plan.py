@@ -60,7 +60,7 @@ def test_scrape_targets_follow_the_plan() -> None:
 def test_every_target_has_a_placement_alert() -> None:
     _, plan = load("lab")
     placed = {r.labels["target"]: r for r in plan.monitoring.rules if r.alert == "LustreTargetNotOnPlannedServer"}
-    assert set(placed) == {t.name for t in plan.targets_map if t.kind != "mgt"}
+    assert set(placed) == {t.name for t in plan.lustre_targets if t.kind != "mgt"}
     assert placed["lab-OST0002"].expr == 'absent(lustre_target_info{target="lab-OST0002",host="oss02"})'
 
 

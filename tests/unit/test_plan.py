@@ -46,7 +46,7 @@ def test_nids_multi_rail(prod: Any) -> None:
 
 
 def test_target_map_failover(prod: Any) -> None:
-    osts = [t for t in prod.targets_map if t.kind == "ost"]
+    osts = [t for t in prod.lustre_targets if t.kind == "ost"]
     assert len(osts) == 4 * 8
     assert [t.index for t in osts] == list(range(32))
     ost = next(t for t in osts if t.name == "prod-OST000a")

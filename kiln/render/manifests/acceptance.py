@@ -16,7 +16,7 @@ from typing import Any, Literal
 from urllib.parse import urlparse
 
 from kiln.knowledge.kubernetes import kubernetes
-from kiln.plan.model import Plan, Target
+from kiln.plan.model import AcceptanceTarget, Plan
 from kiln.plan.serialize import target_dict
 from kiln.render.manifests.context import (
     ACCEPTANCE,
@@ -60,7 +60,7 @@ class JobCheck:
     tool: Tool
 
 
-def _target(plan: Plan, check: str, group: str | None = None) -> Target | None:
+def _target(plan: Plan, check: str, group: str | None = None) -> AcceptanceTarget | None:
     return next((t for t in plan.targets if t.check == check and (group is None or t.group == group)), None)
 
 

@@ -198,7 +198,7 @@ def mgs_spec(plan: Plan) -> str:
 
 def ost_capacity_TB(plan: Plan, spec: ClusterSpec) -> float:
     """Raw OST capacity: OSTs in the plan's target map × drives per OST × drive capacity."""
-    osts = sum(1 for t in plan.targets_map if t.kind == "ost")
+    osts = sum(1 for t in plan.lustre_targets if t.kind == "ost")
     group = spec.lustre.oss.osts
     return osts * group.devices_per_target * device_figures(group.device).capacity_TB
 

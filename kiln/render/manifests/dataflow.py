@@ -21,7 +21,7 @@ Model distribution writes each receiver node's local NVMe, so its pods need a ho
 of their own (kubernetes.models_namespace), where the policy pack admits exactly the planned receiver
 directories as hostPath volumes (policy_config) and nothing else the training namespace forbids. One relay on
 Lustre serves every receiver: the pods stage a new object into it one at a time (a lock in the shared state
-directory, kiln.dataflow.models.distribute), so the lake serves each model once, whatever the pool's size.
+directory, kiln.dataflow.model_distribution.distribute), so the lake serves each model once, whatever the pool's size.
 """
 
 from __future__ import annotations

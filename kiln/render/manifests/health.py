@@ -1,7 +1,7 @@
 """kiln-health on Kubernetes (component Monitoring): the node health check as a DaemonSet on the GPU nodes.
 
 The Kubernetes equivalent of roles/monitoring's kiln-health timer: the same checks and fault codes
-(kiln/health.py), run every `health.interval_s` by `kiln-health --kubernetes`, which cordons and taints a faulty
+(kiln/node/health.py), run every `health.interval_s` by `kiln-health --kubernetes`, which cordons and taints a faulty
 node (`kiln.io/health=fault-<code>:NoSchedule`, the reason as an annotation and an event) and returns it when
 healthy, only if kiln-health cordoned it. Least privilege:
 
@@ -9,7 +9,7 @@ healthy, only if kiln-health cordoned it. Least privilege:
                         the policy pack (kiln-pod-security, hostPathNamespaces) allows there exactly read-only
                         /proc and /sys, no host namespaces, no privilege escalation and every capability dropped
     ServiceAccount      kiln-health; ClusterRole: nodes get/patch; Role (its namespace): events create
-    ConfigMap           kiln-health-expect: each compute host's expectations (<host>.json, kiln.health.Expect)
+    ConfigMap           kiln-health-expect: each compute host's expectations (<host>.json, kiln.node.health.Expect)
     DaemonSet           kiln-health: host /proc and /sys read-only under /host; nvidia-smi from the NVIDIA runtime
 """
 
@@ -19,8 +19,8 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from kiln.health import TAINT_KEY, expectations
 from kiln.knowledge.kubernetes import kubernetes
+from kiln.node.health import TAINT_KEY, expectations
 from kiln.render.inventory import local_nvme_mount
 from kiln.render.manifests.context import MONITORING, Ctx, Obj, obj, pool_label, role_label
 
@@ -28,7 +28,7 @@ NAME = "kiln-health"
 EXPECT_CONFIGMAP = "kiln-health-expect"
 EXPECT_DIR = "/etc/kiln/health"
 HOST_ROOT = "/host"
-#: Host paths the checks read, mounted read-only under HOST_ROOT (kiln/health.py: /proc/1/mounts,
+#: Host paths the checks read, mounted read-only under HOST_ROOT (kiln/node/health.py: /proc/1/mounts,
 #: /proc/fs/lustre, /sys/fs/lustre, /sys/class/infiniband). No check reads /dev.
 HOST_PATHS = ("/proc", "/sys")
 RBAC_API = "rbac.authorization.k8s.io/v1"

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from kiln.plan.model import Host, Plan, Target
+from kiln.plan.model import AcceptanceTarget, Host, Plan
 from kiln.spec.models import Acceptance
 from kiln.verify.hosts import CommandResult, Remote, RemoteError
 from kiln.verify.inventory import Inventory
@@ -281,7 +281,7 @@ class Check(ABC):
     single_run: ClassVar[bool] = False  # one run per subject whatever acceptance.repetitions says (faults)
     tools: ClassVar[tuple[str, ...]] = ()  # what the report names as the tool(s)
 
-    def subjects(self, ctx: Context, target: Target) -> list[Subject]:
+    def subjects(self, ctx: Context, target: AcceptanceTarget) -> list[Subject]:
         """Default by scope: host/node → one per host; pair → a ring of host pairs; aggregate → one."""
         hosts = ctx.group_hosts(target.group)
         if target.scope in ("host", "node"):
@@ -294,7 +294,7 @@ class Check(ABC):
         ordered = (launcher, *[h for h in hosts if h != launcher])
         return [Subject(f"{target.group} ({len(hosts)} hosts, from {launcher})", ordered)]
 
-    def not_applicable(self, ctx: Context, target: Target, subject: Subject) -> str | None:
+    def not_applicable(self, ctx: Context, target: AcceptanceTarget, subject: Subject) -> str | None:
         for req in target.requires:
             for h in subject.hosts:
                 reason = ctx.probe(h, req)
@@ -302,14 +302,14 @@ class Check(ABC):
                     return reason if len(subject.hosts) == 1 else f"{h}: {reason}"
         return None
 
-    def prepare(self, ctx: Context, target: Target, subject: Subject) -> None:  # noqa: B027 - optional hook
+    def prepare(self, ctx: Context, target: AcceptanceTarget, subject: Subject) -> None:  # noqa: B027 - optional hook
         """Once before the runs of a subject (push binaries, lay out files)."""
 
-    def cleanup(self, ctx: Context, target: Target, subject: Subject) -> None:  # noqa: B027 - optional hook
+    def cleanup(self, ctx: Context, target: AcceptanceTarget, subject: Subject) -> None:  # noqa: B027 - optional hook
         """Once after the runs of a subject, also after errors."""
 
     @abstractmethod
-    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+    def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
         """One run. Raise NotApplicable, CheckError or ParseError when there is no value."""
 
 

@@ -17,7 +17,7 @@ from kiln.lustre.lustre_layout import (
     parse_getstripe,
 )
 from kiln.lustre.lustre_quota import QUOTA_TYPES, parse_default_quota, quota_drift, quota_from_spec
-from kiln.plan.model import Layout, Target, Tunable
+from kiln.plan.model import AcceptanceTarget, Layout, Tunable
 from kiln.plan.tuning import is_namespaced_sysctl
 from kiln.verify.checks.base import Check as _Check
 from kiln.verify.checks.base import (
@@ -64,7 +64,7 @@ class Sysctls(Conformance):
     id = "conformance.sysctls"
     tools = ("sysctl",)
 
-    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+    def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
         host = subject.hosts[0]
         tun = [t for t in ctx.plan.tunables if t.apply == "sysctl"]
         if not tun:
@@ -104,7 +104,7 @@ class NcclConf(Conformance):
     id = "conformance.nccl_conf"
     tools = ("cat /etc/nccl.conf",)
 
-    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+    def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
         host = subject.hosts[0]
         ph = ctx.plan_host(host)
         pool = next((n for n in ctx.plan.nccl if ph and n.pool == ph.pool), None)
@@ -143,7 +143,7 @@ class ObjectstoreServices(Conformance):
     id = "conformance.objectstore_services"
     tools = ("systemctl",)
 
-    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+    def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
         host = subject.hosts[0]
         units = [u for u in ctx.options.objectstore_units if u != "seaweedfs-master" or host in master_hosts(ctx)]
         r = ctx.run(host, "; ".join(f"printf '%s %s\\n' {quote(u)} \"$(systemctl is-active {quote(u)} 2>&1)\""
@@ -233,11 +233,11 @@ class ObjectstoreBuckets(Conformance):
     id = "conformance.objectstore_buckets"
     tools = ("S3 ListBuckets (SigV4)",)
 
-    def subjects(self, ctx: Context, target: Target) -> list[Subject]:
+    def subjects(self, ctx: Context, target: AcceptanceTarget) -> list[Subject]:
         hosts = ctx.group_hosts(target.group)
         return [Subject(f"{hosts[0]} (S3 ListBuckets)", tuple(hosts))] if hosts else []
 
-    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+    def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
         host = subject.hosts[0]
         endpoint = s3_endpoints(ctx)[0]
         names, raw = list_buckets(ctx, host, endpoint)
@@ -259,7 +259,7 @@ class RdmaPorts(Conformance):
     id = "conformance.rdma_ports"
     tools = ("/sys/class/infiniband",)
 
-    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+    def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
         host = subject.hosts[0]
         expected = ctx.hostvars(host).get("rdma_expected_devices")
         if expected is None:
@@ -304,7 +304,7 @@ class Gpus(Conformance):
     id = "conformance.gpus"
     tools = ("nvidia-smi",)
 
-    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+    def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
         host = subject.hosts[0]
         ph = ctx.plan_host(host)
         want = ph.gpus if ph else int(ctx.hostvars(host).get("gpu_expected_count", 0))
@@ -330,7 +330,7 @@ class Lnet(Conformance):
     id = "conformance.lnet"
     tools = ("lnetctl net show",)
 
-    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+    def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
         host = subject.hosts[0]
         ph = ctx.plan_host(host)
         planned_nids = {normalize_nid(n) for n in (ph.nids if ph else ())}
@@ -355,7 +355,7 @@ class Lnet(Conformance):
         return s
 
 
-def lustre_hosts(ctx: Context, target: Target) -> list[str]:
+def lustre_hosts(ctx: Context, target: AcceptanceTarget) -> list[str]:
     hosts = ctx.group_hosts(target.group)
     return hosts + [h for h in ctx.group_hosts("kiln_lustre_servers") if h not in hosts]
 
@@ -384,10 +384,10 @@ class LustreTunables(Conformance):
     id = "conformance.lustre_tunables"
     tools = ("lctl get_param", "/sys/module/*/parameters")
 
-    def subjects(self, ctx: Context, target: Target) -> list[Subject]:
+    def subjects(self, ctx: Context, target: AcceptanceTarget) -> list[Subject]:
         return [Subject(h, (h,)) for h in lustre_hosts(ctx, target)]
 
-    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+    def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
         host = subject.hosts[0]
         tun = tunables_for(ctx, host)
         if not tun:
@@ -432,7 +432,7 @@ class LustreMounts(Conformance):
     id = "conformance.lustre_mounts"
     tools = ("findmnt",)
 
-    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+    def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
         host = subject.hosts[0]
         ph = ctx.plan_host(host)
         mount_tun = [t for t in ctx.plan.tunables
@@ -476,11 +476,11 @@ class LustreLayouts(Conformance):
     id = "conformance.lustre_layouts"
     tools = ("lfs getstripe -d --yaml", "lfs getdirstripe -D --yaml")
 
-    def subjects(self, ctx: Context, target: Target) -> list[Subject]:
+    def subjects(self, ctx: Context, target: AcceptanceTarget) -> list[Subject]:
         hosts = ctx.group_hosts(target.group)  # directory layouts are filesystem-wide: read them from one client
         return [Subject(hosts[0], (hosts[0],))] if hosts else []
 
-    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+    def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
         host = subject.hosts[0]
         if not ctx.plan.layouts:
             raise NotApplicable("the plan has no directory layouts")
@@ -515,11 +515,11 @@ class LustreQuotas(Conformance):
     id = "conformance.lustre_quotas"
     tools = ("lfs quota -U|-G|-P",)
 
-    def subjects(self, ctx: Context, target: Target) -> list[Subject]:
+    def subjects(self, ctx: Context, target: AcceptanceTarget) -> list[Subject]:
         hosts = ctx.group_hosts(target.group)  # default quotas are filesystem-wide: read them from one client
         return [Subject(hosts[0], (hosts[0],))] if hosts else []
 
-    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+    def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
         host = subject.hosts[0]
         if not ctx.plan.quota_defaults:
             raise NotApplicable("the plan sets no default quotas (lustre.quotas.defaults)")

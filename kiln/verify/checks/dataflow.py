@@ -1,4 +1,4 @@
-"""Data flow (issue 14): the mover's ratios against the naive way, measured on a mover host against the lake.
+"""Data flow: the mover's ratios against the naive way, measured on a mover host against the lake.
 
 One pass of `python -m kiln.dataflow.measure` (the kiln the datamover role installed on the host) gives every
 figure on the same data; each repetition runs one pass, and the six checks judge their figure from the pass of
@@ -14,7 +14,7 @@ import posixpath
 import threading
 from typing import Any, ClassVar
 
-from kiln.plan.model import Target
+from kiln.plan.model import AcceptanceTarget
 from kiln.verify.checks.base import (
     Check,
     CheckError,
@@ -102,7 +102,7 @@ class DataflowCheck(Check):
     tools = ("kiln data (rclone, boto3)",)
     figure: ClassVar[str]
 
-    def subjects(self, ctx: Context, target: Target) -> list[Subject]:
+    def subjects(self, ctx: Context, target: AcceptanceTarget) -> list[Subject]:
         """One mover host (the first of the plan's movers the inventory reaches) runs the pass."""
         flow = ctx.plan.dataflow
         movers = [h for h in (flow.mover_hosts if flow else ()) if h in ctx.remotes]
@@ -110,10 +110,10 @@ class DataflowCheck(Check):
             return []
         return [Subject(f"{movers[0]} → lake {ctx.plan.objectstore.endpoint}", (movers[0],))]
 
-    def not_applicable(self, ctx: Context, target: Target, subject: Subject) -> str | None:
+    def not_applicable(self, ctx: Context, target: AcceptanceTarget, subject: Subject) -> str | None:
         return None  # the plan deploys or names the lake, and the role the mover: failures are errors
 
-    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+    def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
         f = measure_pass(ctx, subject.hosts[0], rep)
         details = self.details(f)
         return Sample(float(f[self.figure]), details=details, raw={"measure.json": json.dumps(f, indent=1)},

@@ -1,4 +1,4 @@
-"""Model distribution (issue 14): a model object written to the lake reaches every receiver without anyone asking.
+"""Model distribution: a model object written to the lake reaches every receiver without anyone asking.
 
 `dataflow.model_distribution` does what a user does and nothing more: it PUTs a fresh model object under the prefix
 of the plan's first event-driven `dataflow.models` entry. Nobody tells the mover: the entry's model service
@@ -25,7 +25,7 @@ import posixpath
 import secrets
 
 from kiln.plan.dataflow import model_arrival_s
-from kiln.plan.model import ModelFlowPlan, Target
+from kiln.plan.model import AcceptanceTarget, ModelFlowPlan
 from kiln.verify.checks.base import (
     Check,
     CheckError,
@@ -123,7 +123,7 @@ class ModelDistribution(Check):
     runbook = RUNBOOK
     tools = ("boto3 PUT", "kiln data models (SeaweedFS filer subscription)", "/proc/net/dev")
 
-    def subjects(self, ctx: Context, target: Target) -> list[Subject]:
+    def subjects(self, ctx: Context, target: AcceptanceTarget) -> list[Subject]:
         found = model_entry(ctx)
         if found is None or found[1].hosts[0] not in ctx.remotes:
             return []
@@ -131,10 +131,10 @@ class ModelDistribution(Check):
         return [Subject(f"dataflow.models[{i}] {m.bucket}/{m.prefix} → {m.receivers} receivers on "
                         f"{', '.join(m.hosts)}", (m.hosts[0],))]
 
-    def not_applicable(self, ctx: Context, target: Target, subject: Subject) -> str | None:
+    def not_applicable(self, ctx: Context, target: AcceptanceTarget, subject: Subject) -> str | None:
         return None  # the plan deploys the lake and the role the model service: failures are errors
 
-    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+    def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
         found = model_entry(ctx)
         flow = ctx.plan.dataflow
         assert found is not None and flow is not None

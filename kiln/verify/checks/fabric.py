@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from kiln.plan.model import Target
+from kiln.plan.model import AcceptanceTarget
 from kiln.verify.checks.base import (
     Check,
     CheckError,
@@ -56,7 +56,7 @@ class Perftest(Check):
     runbook = RUNBOOK
     tools = ("perftest",)
 
-    def subjects(self, ctx: Context, target: Target) -> list[Subject]:
+    def subjects(self, ctx: Context, target: AcceptanceTarget) -> list[Subject]:
         out = []
         for pair in ring_pairs(ctx.group_hosts(target.group)):
             for i, dev in enumerate(rails(ctx, pair.hosts[0])):
@@ -65,7 +65,7 @@ class Perftest(Check):
                 out.append(Subject(f"{pair.label} {dev}", pair.hosts, (("device", dev), ("peer_device", pdev))))
         return out
 
-    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+    def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
         o = ctx.options
         client, server = subject.hosts
         tool = f"ib_{self.verb}_bw"
@@ -117,7 +117,7 @@ class NcclIntra(Check):
     tools = ("nccl-tests all_reduce_perf",)
     parallel_hosts = True  # NVLink/NVSwitch inside each node
 
-    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+    def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
         o = ctx.options
         host = subject.hosts[0]
         ph = ctx.plan_host(host)
@@ -139,7 +139,7 @@ class NcclInter(Check):
     runbook = RUNBOOK
     tools = ("nccl-tests all_reduce_perf", "mpirun/srun")
 
-    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+    def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
         o = ctx.options
         launcher = subject.hosts[0]
         if len(subject.hosts) < 2:

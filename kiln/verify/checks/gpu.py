@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kiln.plan.model import Target
+from kiln.plan.model import AcceptanceTarget
 from kiln.verify.checks.base import Check, CheckError, Context, Rep, Sample, Subject, quote, register, tool_finished
 from kiln.verify.parsers import GpuCopyResult, parse_bandwidth_test, parse_nvbandwidth
 
@@ -26,7 +26,7 @@ class CopyBw(Check):
         raise CheckError(f"{host}: neither nvbandwidth nor bandwidthTest is installed "
                          "(build github.com/NVIDIA/nvbandwidth or the CUDA samples; --option nvbandwidth_path=PATH)")
 
-    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+    def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
         o = ctx.options
         host = subject.hosts[0]
         tool = self._tool(ctx, host)

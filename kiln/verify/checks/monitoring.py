@@ -15,7 +15,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from kiln.plan.model import Target
+from kiln.plan.model import AcceptanceTarget
 from kiln.plan.monitoring import FAULTS, HEALTH_CHECKS, PORTS, fire_bound_s
 from kiln.plan.tuning import is_namespaced_sysctl
 from kiln.verify.checks.base import (
@@ -93,7 +93,7 @@ class _PromCheck(Check):
     runbook = RUNBOOK
     tools = ("Prometheus HTTP API",)
 
-    def subjects(self, ctx: Context, target: Target) -> list[Subject]:
+    def subjects(self, ctx: Context, target: AcceptanceTarget) -> list[Subject]:
         hosts = [h for h in ctx.plan.monitoring.hosts if h in ctx.remotes]
         return [Subject(f"Prometheus on {hosts[0]}", (hosts[0],))] if hosts else []
 
@@ -113,7 +113,7 @@ def _hardware_reason(ctx: Context, job: str, hosts: list[str]) -> str | None:
 class TargetsUp(_PromCheck):
     id = "monitoring.targets_up"
 
-    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+    def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
         wait_first_scrapes(ctx)
         data = prom_api(ctx, "/api/v1/targets", {"state": "active"})
         active = {(t["labels"].get("job"), t["labels"].get("instance")): t for t in data.get("activeTargets", [])}
@@ -192,7 +192,7 @@ class PanelsWithData(_PromCheck):
                     return f"no RDMA device on any host ({reasons[0]})"
         return None
 
-    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+    def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
         wait_first_scrapes(ctx)
         s = Sample(0.0)
         queries = panel_queries(ctx)
@@ -445,11 +445,11 @@ class FaultCheck(Check):
     tools = ("systemctl / sysctl / head (fault)", "Prometheus HTTP API (ALERTS)")
     fault = ""
 
-    def subjects(self, ctx: Context, target: Target) -> list[Subject]:
+    def subjects(self, ctx: Context, target: AcceptanceTarget) -> list[Subject]:
         hosts = [h for h in ctx.plan.monitoring.hosts if h in ctx.remotes]
         return [Subject(f"{FAULTS[self.fault][1]}, Prometheus on {hosts[0]}", (hosts[0],))] if hosts else []
 
-    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+    def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
         res = FaultSession.of(ctx).results.get(self.fault)
         if res is None:
             raise CheckError(f"fault {self.fault} was not run (not selected in this run's --only)")
@@ -503,7 +503,7 @@ class HealthCheck(Check):
             self._cache[key] = rows
         return list(rows)
 
-    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+    def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
         host = subject.hosts[0]
         row = next((x for x in self.results(ctx, host) if x.get("check") == target.check), None)
         if row is None:

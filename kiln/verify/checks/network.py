@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from kiln.plan.model import Target
+from kiln.plan.model import AcceptanceTarget
 from kiln.verify.checks.base import (
     Check,
     CheckError,
@@ -41,11 +41,11 @@ class Iperf3(Check):
     tools = ("iperf3",)
     parallel_hosts = False  # pairs share the switch; one at a time
 
-    def prepare(self, ctx: Context, target: Target, subject: Subject) -> None:
+    def prepare(self, ctx: Context, target: AcceptanceTarget, subject: Subject) -> None:
         for h in subject.hosts:
             need_tool(ctx, h, "iperf3", "install the iperf3 package; roles/bench_tools does")
 
-    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+    def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
         client, server = subject.hosts[0], subject.hosts[1]
         o = ctx.options
         c_addr, s_addr = storage_address(ctx, client), storage_address(ctx, server)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from kiln.plan.model import Target
+from kiln.plan.model import AcceptanceTarget
 from kiln.plan.objectstore import seaweedfs
 from kiln.verify.checks.base import (
     Check,
@@ -58,7 +58,7 @@ class Warp(Check):
     runbook = RUNBOOK
     tools = ("warp",)
 
-    def subjects(self, ctx: Context, target: Target) -> list[Subject]:
+    def subjects(self, ctx: Context, target: AcceptanceTarget) -> list[Subject]:
         """warp runs on a client (the first selected compute host, or --launcher-host), not on a gateway."""
         stores = ctx.group_hosts(target.group)
         clients = ctx.group_hosts("kiln_compute")
@@ -68,19 +68,19 @@ class Warp(Check):
         eps = s3_endpoints(ctx)
         return [Subject(f"{launcher} → {len(eps)} S3 gateway{'s' if len(eps) > 1 else ''}", (launcher, *stores))]
 
-    def not_applicable(self, ctx: Context, target: Target, subject: Subject) -> str | None:
+    def not_applicable(self, ctx: Context, target: AcceptanceTarget, subject: Subject) -> str | None:
         return None  # "objectstore": the plan deploys or names one; failure to reach it is an error, not N/A
 
     def __init__(self) -> None:
         self._warp: dict[str, str] = {}  # launcher → warp path there
 
-    def prepare(self, ctx: Context, target: Target, subject: Subject) -> None:
+    def prepare(self, ctx: Context, target: AcceptanceTarget, subject: Subject) -> None:
         s3_credentials(ctx)  # no secret, no run: fail before copying anything to the host
         warp = warp_on(ctx, subject.hosts[0])
         warp_version(ctx, subject.hosts[0], warp)
         self._warp[subject.hosts[0]] = warp
 
-    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+    def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
         o = ctx.options
         host = subject.hosts[0]
         ak, sk = s3_credentials(ctx)

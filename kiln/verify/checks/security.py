@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 
-from kiln.plan.model import Target
+from kiln.plan.model import AcceptanceTarget
 from kiln.render.firewall import filer_grpc_port
 from kiln.verify.checks.base import CheckError, Context, NotApplicable, Rep, Sample, Subject, quote, register
 from kiln.verify.checks.conformance import Conformance, master_hosts
@@ -58,7 +58,7 @@ class ObjectstoreExposure(Conformance):
     runbook = RUNBOOK
     tools = ("python3 socket connect",)
 
-    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+    def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
         client = subject.hosts[0]
         store = ctx.plan.objectstore
         if store.backend != "seaweedfs" or not store.hosts:

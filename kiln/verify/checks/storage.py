@@ -5,7 +5,7 @@ from __future__ import annotations
 from abc import abstractmethod
 
 from kiln.lustre.lustre_common import parse_size
-from kiln.plan.model import Target
+from kiln.plan.model import AcceptanceTarget
 from kiln.verify.checks.base import (
     Check,
     CheckError,
@@ -55,13 +55,13 @@ class FioCheck(Check):
         return FioJobSpec(self.op, self.directory(ctx, host), size, o.fio_jobs, o.fio_runtime_s, o.fio_block_size,
                           o.fio_iodepth)
 
-    def prepare(self, ctx: Context, target: Target, subject: Subject) -> None:
+    def prepare(self, ctx: Context, target: AcceptanceTarget, subject: Subject) -> None:
         host = subject.hosts[0]
         need_tool(ctx, host, "fio", "install the fio package; roles/bench_tools does")
         d = self.directory(ctx, host)
         ctx.must(host, f"mkdir -p {quote(d)}", 60, what=f"creating {d}")
 
-    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+    def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
         host = subject.hosts[0]
         job = self.job(ctx, host)
         jobfile = ctx.workdir(f"{self.id}.fio")
@@ -76,7 +76,7 @@ class FioCheck(Check):
                       info={"per_job_GBps": [round(x / GB, 4) for x in res.per_job_Bps(self.op)],
                             "numjobs": job.numjobs, "size_per_job_bytes": job.size_per_job, "fio": res.version})
 
-    def cleanup(self, ctx: Context, target: Target, subject: Subject) -> None:
+    def cleanup(self, ctx: Context, target: AcceptanceTarget, subject: Subject) -> None:
         host = subject.hosts[0]  # each check lays out its own files (fio does it unmeasured) and removes them
         ctx.run(host, f"rm -f {quote(self.directory(ctx, host))}/kiln-fio.*", 300)
 
@@ -131,7 +131,7 @@ class IorEasy(Check):
     runbook = RUNBOOK
     tools = ("ior", "mpirun/srun")
 
-    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+    def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
         o = ctx.options
         launcher = subject.hosts[0]
         need_tool(ctx, launcher, o.ior_path, "build IOR (github.com/hpc/ior) with MPI on every client")
@@ -154,7 +154,7 @@ class IorEasy(Check):
         return Sample(res.bw(self.op) / GB, raw={"ior.json": r.stdout, "command.txt": cmd},
                       info={"tasks": res.tasks})
 
-    def cleanup(self, ctx: Context, target: Target, subject: Subject) -> None:
+    def cleanup(self, ctx: Context, target: AcceptanceTarget, subject: Subject) -> None:
         if self.op == "read":
             ctx.run(subject.hosts[0], f"rm -rf {quote(lustre_dir(ctx))}/ior_easy", 600)
 
@@ -177,7 +177,7 @@ class MdtestCreate(Check):
     runbook = RUNBOOK
     tools = ("mdtest", "mpirun/srun")
 
-    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+    def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
         o = ctx.options
         launcher = subject.hosts[0]
         need_tool(ctx, launcher, o.mdtest_path, "mdtest is built with IOR (github.com/hpc/ior)")
@@ -202,7 +202,7 @@ class LnetSelftest(Check):
     tools = ("lst (lnet_selftest)",)
     seconds = 20
 
-    def subjects(self, ctx: Context, target: Target) -> list[Subject]:
+    def subjects(self, ctx: Context, target: AcceptanceTarget) -> list[Subject]:
         clients = ctx.group_hosts(target.group)
         servers = ctx.group_hosts("kiln_lustre_oss")
         if not clients or not servers:
@@ -217,7 +217,7 @@ class LnetSelftest(Check):
             raise CheckError(f"{host}: the plan gives it no LNet NID")
         return nids[0]
 
-    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+    def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
         client, server = subject.hosts
         for h in (client, server):
             r = ctx.run(h, "modprobe lnet_selftest", 60)

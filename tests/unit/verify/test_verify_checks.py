@@ -11,7 +11,7 @@ import pytest
 from verify_fakes import FakeRemote, context, fake_tool, lab
 
 from kiln.lustre.lustre_common import values_equal
-from kiln.plan.model import Target
+from kiln.plan.model import AcceptanceTarget
 from kiln.verify.checks import REGISTRY
 from kiln.verify.checks.base import CheckError, NotApplicable, Options, Rep, Subject
 from kiln.verify.checks.launch import launch_command
@@ -21,13 +21,13 @@ FIX = Path(__file__).resolve().parents[2] / "fixtures" / "tools"
 REP = Rep(1, 1, False)
 
 
-def target(check: str) -> Target:
+def target(check: str) -> AcceptanceTarget:
     plan, _, _ = lab()
     for t in plan.targets:
         if t.check == check:
             return t
     # checks the lab plan has no target for (one GPU per node, no RDMA): a prod-like target
-    return Target(check, "busbw", "GB/s", 100.0, 90.0, 75.0, "test", "node", True, "kiln_pool_gpu", ("gpu",))
+    return AcceptanceTarget(check, "busbw", "GB/s", 100.0, 90.0, 75.0, "test", "node", True, "kiln_pool_gpu", ("gpu",))
 
 
 def measure(check: str, remotes: dict[str, FakeRemote], host: str, options: Options | None = None,

@@ -6,11 +6,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kiln.plan.model import Target
+from kiln.plan.model import AcceptanceTarget
 from kiln.verify.judge import Verdict, effective, exit_code, judge, stats, verdict_for
 
-PERF = Target("storage.fio_local_read", "bw", "GB/s", 10.0, 9.0, 7.5, "test", "host", True, "g", ("nvme",))
-CONF = Target("conformance.sysctls", "mismatches", "count", 0, 0, 0, "test", "host", False, "all", ())
+PERF = AcceptanceTarget("storage.fio_local_read", "bw", "GB/s", 10.0, 9.0, 7.5, "test", "host", True, "g", ("nvme",))
+CONF = AcceptanceTarget("conformance.sysctls", "mismatches", "count", 0, 0, 0, "test", "host", False, "all", ())
 
 
 def test_higher_is_better_thresholds() -> None:
@@ -84,7 +84,7 @@ def test_median_inside_min_max(xs: list[float]) -> None:
        warn_f=st.floats(min_value=0.01, max_value=1.0), fail_f=st.floats(min_value=0.01, max_value=1.0))
 def test_at_or_above_expected_never_fails(expected: float, excess: float, warn_f: float, fail_f: float) -> None:
     lo, hi = sorted((warn_f, fail_f))
-    t = Target("x", "bw", "GB/s", expected, expected * hi, expected * lo, "", "host", True)
+    t = AcceptanceTarget("x", "bw", "GB/s", expected, expected * hi, expected * lo, "", "host", True)
     assert verdict_for(t, expected + excess) is Verdict.PASS
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from verify_fakes import FakeRemote, context
 
-from kiln.plan.model import Target
+from kiln.plan.model import AcceptanceTarget
 from kiln.verify.checks import REGISTRY
 from kiln.verify.checks import monitoring as mon
 from kiln.verify.checks.base import CheckError, NotApplicable, Rep, Subject
@@ -66,7 +66,7 @@ def _hosts(prom: FakeProm) -> dict[str, FakeRemote]:
     return remotes
 
 
-def _target(check: str) -> Target:
+def _target(check: str) -> AcceptanceTarget:
     return next(t for t in context({}).plan.targets if t.check == check)
 
 

@@ -12,7 +12,7 @@ from typing import ClassVar
 import pytest
 from verify_fakes import FakeRemote, context, lab
 
-from kiln.plan.model import Target
+from kiln.plan.model import AcceptanceTarget
 from kiln.verify.checks import REGISTRY
 from kiln.verify.checks.base import Check, CheckError, Context, NotApplicable, Options, Rep, Sample, Subject
 from kiln.verify.hosts import backend_spec
@@ -31,7 +31,7 @@ class Seq(Check):
     parallel_hosts = True
     values: ClassVar[itertools.cycle[float]]
 
-    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+    def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
         v = next(self.values)
         if v < 0:
             raise CheckError("tool exploded with token s3cr3t")
@@ -41,19 +41,19 @@ class Seq(Check):
 class Broken(Check):
     id = "test.broken"
 
-    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+    def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
         raise KeyError("boom")
 
 
 class Na(Check):
     id = "test.na"
 
-    def measure(self, ctx: Context, target: Target, subject: Subject, rep: Rep) -> Sample:
+    def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
         raise NotApplicable("no widget")
 
 
-def tgt(check: str, scope: str = "host", requires: tuple[str, ...] = ()) -> Target:
-    return Target(check, "bw", "GB/s", 10.0, 9.0, 7.5, "because", scope, True, "kiln_compute", requires)  # type: ignore[arg-type]
+def tgt(check: str, scope: str = "host", requires: tuple[str, ...] = ()) -> AcceptanceTarget:
+    return AcceptanceTarget(check, "bw", "GB/s", 10.0, 9.0, 7.5, "because", scope, True, "kiln_compute", requires)  # type: ignore[arg-type]
 
 
 @pytest.fixture

@@ -462,7 +462,7 @@ def _namespace() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="kiln-health", description="Check this node against the plan.")
-    p.add_argument("--expect", default="/etc/kiln/health.json", help="expectations file (kiln.health.Expect)")
+    p.add_argument("--expect", default="/etc/kiln/health.json", help="expectations file (kiln.node.health.Expect)")
     p.add_argument("--drain", choices=["none", "slurm", "kubernetes"], default="none",
                    help="take the node out of the scheduler on a fault, and back when healthy")
     p.add_argument("--json", action="store_true", help="print the results as JSON")

@@ -38,7 +38,7 @@ import yaml
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-log = logging.getLogger("kiln.exporters.lustre")
+log = logging.getLogger("kiln.node.exporters.lustre")
 
 DEFAULT_PORT = 9169
 TARGET_RE = re.compile(r"^(?P<fs>[A-Za-z0-9_]{1,8})-(?P<kind>OST|MDT)[0-9a-f]{4}$")

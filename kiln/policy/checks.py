@@ -1,5 +1,5 @@
 """The kiln policy checks as plain functions: used by the Pulumi policy pack (policy/kiln_policies.py) and by
-`kiln render` (kiln/render/policy.py), so a wheel without Pulumi enforces the same rules.
+`kiln render` (kiln/policy/enforce.py), so a wheel without Pulumi enforces the same rules.
 
 Each check takes a resource type token, the resource's inputs (Kubernetes wire names: camelCase) and
 the policy's config, and returns violation messages. Per-stack config comes from

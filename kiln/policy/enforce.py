@@ -1,4 +1,4 @@
-"""The policy pack's checks (kiln/render/policy_checks.py; Pulumi gets them through policy/kiln_policies.py)
+"""The policy pack's checks (kiln/policy/checks.py; Pulumi gets them through policy/kiln_policies.py)
 on the `kiln render` path: the same checks Pulumi runs in
 `pulumi preview --policy-pack policy`, run over the rendered objects before any file is written."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from kiln.plan.model import Plan
-from kiln.render.policy_checks import CHECKS
+from kiln.policy.checks import CHECKS
 from kiln.spec.models import ClusterSpec
 
 
