@@ -6,17 +6,25 @@ exporters kiln deploys: node_exporter 1.5.0 (Debian bookworm; infiniband and sys
 collector/infiniband_linux.go and collector/sysctl_linux.go), NVIDIA dcgm-exporter's default counters
 (etc/default-counters.csv), SeaweedFS's -metricsPort endpoints and kiln's Lustre exporter
 (kiln/node/exporters/lustre.py).
+
+Each alert is one function below that returns its rule (or one rule per planned item) together with the
+rule's `promtool test rules` cases and, where `kiln verify` injects one, its fault. The renderer
+(kiln/render/monitoring.py) and the fault checks (kiln/verify/checks/monitoring.py) read those records and
+know no alert by name.
 """
 
 from __future__ import annotations
 
 import re
+import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from kiln.plan.model import AcceptanceTarget, Host, LustreTarget, ObjectStorePlan, Tunable
+from kiln.plan.tuning import is_namespaced_sysctl
 from kiln.spec.errors import SpecIssue, suggest
-from kiln.spec.models import ClusterSpec
+from kiln.spec.models import ClusterSpec, Monitoring
 
 Severity = Literal["critical", "warning"]
 
@@ -45,7 +53,8 @@ RUNBOOK = "docs/runbooks/monitoring.md"
 IB_STATE_ACTIVE = 4
 
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ScrapeTarget:
     job: str
     host: str
@@ -53,7 +62,88 @@ class ScrapeTarget:
     labels: dict[str, str]
 
 
-@dataclass(frozen=True, slots=True)
+# --- an alert's promtool cases --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Series:
+    """An input series of a promtool test: metric{labels} and its samples in promtool's expanding notation
+    ("1x200": the value 1 for 201 samples; "0+1x200": a counter that rises by one a sample)."""
+
+    metric: str
+    labels: dict[str, str]
+    values: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Firing:
+    """The alert a case expects: the labels it takes from its series (the rule adds its severity and its own
+    labels) and the value its annotations print."""
+
+    labels: dict[str, str]
+    value: float
+
+
+#: How a case is evaluated, and where the test file lists it. "rule": once the rule's `for:` (at least 10
+#: minutes) and two scrape intervals have passed. "alert": the same, one input for every rule of the alert at
+#: once (listed before the "rule" cases). "onset": the fault starts after GOOD_SAMPLES healthy samples; the
+#: alert must be silent until its `for:` can have elapsed and firing by fire_bound_s (listed last).
+CaseKind = Literal["rule", "alert", "onset"]
+CASE_KINDS: tuple[CaseKind, ...] = ("alert", "rule", "onset")  # the order of the test file
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PromtoolCase:
+    """One `promtool test rules` case of a rule: input series and the alert the rule must raise from them (None:
+    it must stay silent). A case that fires holds healthy neighbours too (on OK_HOST, or series the rule must
+    ignore), which must not fire."""
+
+    series: tuple[Series, ...]
+    fires: Firing | None = None
+    kind: CaseKind = "rule"
+
+
+# --- an alert's injectable fault ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Commands:
+    """A fault made and repaired by one shell command each."""
+
+    inject: str
+    repair: str
+    note: str = ""  # what the fault changes, for the acceptance row
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FilesystemFill:
+    """A fault made by one file that fills a small scratch filesystem to `fraction` of its size, repaired by
+    removing it. kiln verify measures the filesystem first and refuses one that is not a mount point or is
+    larger than 1 GiB."""
+
+    mountpoint: str
+    fraction: float
+
+
+#: Where kiln verify injects a fault: on the first selected object-store host, or on the first or the last
+#: selected host that does not run Prometheus (compute hosts first; "last" keeps a fault that silences a host's
+#: exporter off the host the other faults change).
+FaultHost = Literal["objectstore", "first", "last"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Fault:
+    """A fault `kiln verify` injects to prove that its rule fires within fire_bound_s and clears after repair.
+    It is a description that kiln/verify/checks/monitoring.py carries out on one selected host; the check then
+    expects the rule's alert firing with `labels` and that host's name as `host`."""
+
+    name: str  # its acceptance row, monitoring.fault_<name> (a key of FAULTS)
+    on: FaultHost
+    how: Commands | FilesystemFill
+    labels: dict[str, str] = field(default_factory=dict)  # the firing alert's labels besides alertname and host
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AlertRule:
     alert: str
     group: str  # rule group: lustre, fabric, gpu, objectstore, host, exporters, datamover
@@ -63,20 +153,22 @@ class AlertRule:
     summary: str
     description: str
     labels: dict[str, str] = field(default_factory=dict)  # extra static labels (planned values)
+    tests: tuple[PromtoolCase, ...] = ()  # its promtool cases (a rule covered by an "alert" case of another: none)
+    fault: Fault | None = None  # the fault kiln verify injects to fire it, where there is one
 
     @property
     def runbook(self) -> str:
         return f"{RUNBOOK}#{self.alert.lower()}"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SnapshotPlan:
     name: str
     every_hours: int
     keep: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Receiver:
     name: str
     webhook_url: str
@@ -84,7 +176,7 @@ class Receiver:
     send_resolved: bool
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class MonitoringPlan:
     hosts: tuple[str, ...]  # where Prometheus and Alertmanager run
     retention_days: int
@@ -113,7 +205,7 @@ class MonitoringPlan:
 _RE2_META = frozenset(".^$*+?()[]{}|\\")
 
 
-def _regex(values: list[str] | tuple[str, ...]) -> str:
+def _regex(values: Sequence[str]) -> str:
     """A PromQL regex (anchored by Prometheus) matching exactly these values, as it stands inside a double-quoted
     PromQL string: a regex metacharacter gets a backslash, written twice (the string literal takes one)."""
     return "|".join("".join("\\\\" + c if c in _RE2_META else c for c in v) for v in sorted(set(values)))
@@ -143,7 +235,7 @@ def _scrape_targets(hosts: tuple[Host, ...], monitors: tuple[str, ...], os_: Obj
             # SeaweedFS 3.39 serves -metricsPort on its -ip.bind address (weed/command/volume.go and the
             # others: StartMetricsServer(*v.bindIp, ...)); roles/objectstore binds the first storage address
             address = next((n.address for n in h.nics if n.role == "storage" and n.address), address)
-        out.append(ScrapeTarget(job, h.name, f"{address}:{PORTS[job]}", labels))
+        out.append(ScrapeTarget(job=job, host=h.name, address=f"{address}:{PORTS[job]}", labels=labels))
 
     by_name = {h.name: h for h in hosts}
     for name in monitors:
@@ -181,6 +273,16 @@ SYSCTL_KEYS = ("min", "default", "max")
 MOUNT_POINTS_EXCLUDE = "^/(dev|proc|run|sys|var/lib/docker/.+|var/lib/containers/storage/.+)($|/)"
 
 
+def fill_mounts(filesystems: Sequence[str], fault_filesystem: str | None) -> tuple[str, ...]:
+    """The mount points whose space used alerts (monitoring.filesystems and fault_filesystem), sorted."""
+    return tuple(sorted({*filesystems, *([fault_filesystem] if fault_filesystem else [])}))
+
+
+def mountpoint_selector(mounts: Sequence[str]) -> str:
+    """The selector of those mount points, as the fill alerts and the hosts dashboard write it."""
+    return f'{{mountpoint=~"{_regex(mounts)}"}}'
+
+
 def _sysctl_include(t: Tunable) -> str:
     """The --collector.sysctl.include value: name, or name:k1,k2,k3 for a multi-value sysctl."""
     values = str(t.value).split()
@@ -195,159 +297,367 @@ def _sysctls(tunables: tuple[Tunable, ...]) -> list[Tunable]:
     return out
 
 
-def _lustre_rules(spec: ClusterSpec, targets: tuple[LustreTarget, ...]) -> list[AlertRule]:
-    m = spec.monitoring
-    out: list[AlertRule] = []
-    levels: tuple[tuple[Severity, float], ...] = (
-        ("warning", m.fill_warn_percent),
-        ("critical", m.fill_critical_percent),
+
+# --- promtool case helpers ------------------------------------------------------------------------------
+
+#: Samples per test series: past every evaluation time (the longest for: is 900 s; scrape intervals from 5 s).
+SAMPLES = 200
+#: The hosts of the test series: a healthy neighbour and the host with the fault.
+OK_HOST = {"host": "ok-host", "instance": "ok-host:1"}
+BAD_HOST = {"host": "bad-host", "instance": "bad-host:1"}
+#: Healthy samples before the fault in an "onset" case: the fault starts right after sample GOOD_SAMPLES - 1.
+GOOD_SAMPLES = 3
+
+
+def _held(metric: str, labels: dict[str, str], value: object) -> Series:
+    """A series that holds one value for SAMPLES samples."""
+    return Series(metric=metric, labels=labels, values=f"{value}x{SAMPLES}")
+
+
+def _onset(case: PromtoolCase) -> PromtoolCase:
+    """The firing case of an injectable fault as it starts: each series of the faulty host first holds, for
+    GOOD_SAMPLES samples, the value of its twin on the healthy host (one without a twin stays as it is)."""
+    bad, ok = BAD_HOST["host"], OK_HOST["host"]
+    values = {(s.metric, tuple(s.labels.items())): s.values for s in case.series}
+    series = []
+    for s in case.series:
+        twin = tuple((k, v.replace(bad, ok)) for k, v in s.labels.items())
+        healthy = values.get((s.metric, twin))
+        if healthy is not None and any(bad in v for v in s.labels.values()):
+            s = replace(s, values=f"{healthy.split('x', 1)[0]}x{GOOD_SAMPLES - 1} {s.values}")
+        series.append(s)
+    return replace(case, series=tuple(series), kind="onset")
+
+
+def _increase_10m(step_s: int) -> float:
+    """increase() over 10m of a counter rising 1 per sample: extrapolated as Prometheus does (rate.go)."""
+    samples = 600 // step_s + 1  # samples inside the window, both ends included
+    covered = (samples - 1) * step_s
+    return (samples - 1) * 600 / covered
+
+
+def _fill_levels(m: Monitoring) -> tuple[tuple[Severity, float, float], ...]:
+    """(severity, percent, the share used in its test case) of the two fill levels: half-way between them for the
+    warning, 99.5 % for the critical level."""
+    return (
+        ("warning", m.fill_warn_percent, (m.fill_warn_percent + m.fill_critical_percent) / 200),
+        ("critical", m.fill_critical_percent, 0.995),
     )
-    for sev, pct in levels:
+
+
+def _fill_case(total: str, free: str, ok: dict[str, str], bad: dict[str, str], used: float) -> PromtoolCase:
+    """`bad` has used `used` of its 1000 units (bytes or inodes), the healthy `ok` half of them."""
+    free_bad = round(1000 * (1 - used))
+    return PromtoolCase(
+        series=(_held(total, ok, 1000), _held(free, ok, 500), _held(total, bad, 1000), _held(free, bad, free_bad)),
+        fires=Firing(labels=bad, value=1 - free_bad / 1000),
+    )
+
+
+# --- the alerts -----------------------------------------------------------------------------------------
+
+
+def _lustre_fill(m: Monitoring) -> list[AlertRule]:
+    ok = {"target": "t-OST0000", "kind": "ost", **OK_HOST}
+    full = {"target": "t-OST0001", "kind": "ost", **BAD_HOST}
+    out: list[AlertRule] = []
+    for sev, pct, used in _fill_levels(m):
         frac = round(pct / 100, 4)
         out.append(AlertRule(
-            "LustreTargetSpaceFilling" if sev == "warning" else "LustreTargetSpaceFull", "lustre",
-            f"1 - lustre_target_free_bytes / lustre_target_capacity_bytes > {frac}", 300, sev,
-            "Lustre {{ $labels.target }} is {{ $value | humanizePercentage }} full",
-            f"{{{{ $labels.target }}}} on {{{{ $labels.host }}}} has used more than {pct:g}% of its space "
-            "(monitoring.fill_*_percent).",
+            alert="LustreTargetSpaceFilling" if sev == "warning" else "LustreTargetSpaceFull", group="lustre",
+            expr=f"1 - lustre_target_free_bytes / lustre_target_capacity_bytes > {frac}", for_s=300, severity=sev,
+            summary="Lustre {{ $labels.target }} is {{ $value | humanizePercentage }} full",
+            description=f"{{{{ $labels.target }}}} on {{{{ $labels.host }}}} has used more than {pct:g}% of its "
+            "space (monitoring.fill_*_percent).",
+            tests=(_fill_case("lustre_target_capacity_bytes", "lustre_target_free_bytes", ok, full, used),),
         ))
         out.append(AlertRule(
-            "LustreTargetInodesFilling" if sev == "warning" else "LustreTargetInodesFull", "lustre",
-            f"1 - lustre_target_files_free / lustre_target_files > {frac}", 300, sev,
-            "Lustre {{ $labels.target }} has used {{ $value | humanizePercentage }} of its inodes",
-            f"{{{{ $labels.target }}}} on {{{{ $labels.host }}}} has used more than {pct:g}% of its inodes.",
+            alert="LustreTargetInodesFilling" if sev == "warning" else "LustreTargetInodesFull", group="lustre",
+            expr=f"1 - lustre_target_files_free / lustre_target_files > {frac}", for_s=300, severity=sev,
+            summary="Lustre {{ $labels.target }} has used {{ $value | humanizePercentage }} of its inodes",
+            description=f"{{{{ $labels.target }}}} on {{{{ $labels.host }}}} has used more than {pct:g}% of its "
+            "inodes.",
+            tests=(_fill_case("lustre_target_files", "lustre_target_files_free", ok, full, used),),
         ))
-    out.append(AlertRule(
-        "LustreServerNotHealthy", "lustre", "lustre_health_healthy == 0", 60, "critical",
-        "Lustre on {{ $labels.host }} reports NOT HEALTHY",
-        "/sys/fs/lustre/health_check on {{ $labels.host }} is not 'healthy' (a target or the OSD failed).",
-    ))
-    out.append(AlertRule(
-        "LustreTargetRecovering", "lustre", 'lustre_target_recovery_status{status!="COMPLETE"} == 1', 900,
-        "warning", "Lustre {{ $labels.target }} has been in recovery for 15 minutes",
-        "recovery_status of {{ $labels.target }} is {{ $labels.status }}: clients are not reconnecting.",
-    ))
-    for t in targets:
-        if t.kind == "mgt":
-            continue
-        out.append(AlertRule(
-            "LustreTargetNotOnPlannedServer", "lustre",
-            f'absent(lustre_target_info{{target="{t.name}",host="{t.host}"}})', 120, "critical",
-            f"{t.name} is not mounted on its planned server {t.host}",
-            f"The plan places {t.name} on {t.host}"
-            + (f" (failover partner {t.failover_host})" if t.failover_host else "")
-            + "; its exporter does not report it mounted there (down, or failed over).",
-            {"target": t.name, "planned_host": t.host},
-        ))
-    out.append(AlertRule(
-        "LnetNetworkInterfaceDown", "lustre", 'lustre_lnet_ni_up{net!="lo"} == 0', 120, "critical",
-        "LNet NI {{ $labels.nid }} on {{ $labels.host }} is down",
-        "lnetctl net show reports status down for {{ $labels.nid }}: the host lost a storage rail.",
-    ))
     return out
 
 
-def _fabric_rules(hosts: tuple[Host, ...]) -> list[AlertRule]:
+def _lustre_not_healthy() -> AlertRule:
+    return AlertRule(
+        alert="LustreServerNotHealthy", group="lustre", expr="lustre_health_healthy == 0", for_s=60,
+        severity="critical", summary="Lustre on {{ $labels.host }} reports NOT HEALTHY",
+        description="/sys/fs/lustre/health_check on {{ $labels.host }} is not 'healthy' (a target or the OSD "
+        "failed).",
+        tests=(PromtoolCase(
+            series=(_held("lustre_health_healthy", dict(OK_HOST), 1),
+                    _held("lustre_health_healthy", dict(BAD_HOST), 0)),
+            fires=Firing(labels=dict(BAD_HOST), value=0),
+        ),),
+    )
+
+
+def _lustre_recovering() -> AlertRule:
+    done = {"target": "t-OST0000", "status": "COMPLETE", **OK_HOST}
+    stuck = {"target": "t-OST0001", "status": "RECOVERING", **BAD_HOST}
+    return AlertRule(
+        alert="LustreTargetRecovering", group="lustre",
+        expr='lustre_target_recovery_status{status!="COMPLETE"} == 1', for_s=900, severity="warning",
+        summary="Lustre {{ $labels.target }} has been in recovery for 15 minutes",
+        description="recovery_status of {{ $labels.target }} is {{ $labels.status }}: clients are not "
+        "reconnecting.",
+        tests=(PromtoolCase(
+            series=(_held("lustre_target_recovery_status", done, 1), _held("lustre_target_recovery_status", stuck, 1)),
+            fires=Firing(labels=stuck, value=1),
+        ),),
+    )
+
+
+def _placement_cases(placed: list[LustreTarget]) -> tuple[PromtoolCase, ...]:
+    """One pair of cases for every placement rule: each target on its planned server is silent; the first moved
+    to another host, it alone fires."""
+    at = [{"target": t.name, "host": t.host} for t in placed]
+    home = tuple(_held("lustre_target_info", {**w, "instance": f"{w['host']}:1"}, 1) for w in at)
+    moved = _held("lustre_target_info", {**at[0], "host": "elsewhere", "instance": "elsewhere:1"}, 1)
+    return (
+        PromtoolCase(series=home, kind="alert"),
+        PromtoolCase(series=(moved, *home[1:]), fires=Firing(labels=at[0], value=1), kind="alert"),
+    )
+
+
+def _lustre_target_not_on_planned_server(targets: tuple[LustreTarget, ...]) -> list[AlertRule]:
+    """One rule per MDT and OST; the first carries the cases of all of them (_placement_cases)."""
+    placed = [t for t in targets if t.kind != "mgt"]
     out: list[AlertRule] = []
+    for i, t in enumerate(placed):
+        out.append(AlertRule(
+            alert="LustreTargetNotOnPlannedServer", group="lustre",
+            expr=f'absent(lustre_target_info{{target="{t.name}",host="{t.host}"}})', for_s=120, severity="critical",
+            summary=f"{t.name} is not mounted on its planned server {t.host}",
+            description=f"The plan places {t.name} on {t.host}"
+            + (f" (failover partner {t.failover_host})" if t.failover_host else "")
+            + "; its exporter does not report it mounted there (down, or failed over).",
+            labels={"target": t.name, "planned_host": t.host},
+            tests=_placement_cases(placed) if i == 0 else (),
+        ))
+    return out
+
+
+def _lnet_network_interface_down() -> AlertRule:
+    up = {"net": "o2ib0", "nid": "10.0.0.1@o2ib", **OK_HOST}
+    down = {"net": "o2ib0", "nid": "10.0.0.2@o2ib", **BAD_HOST}
+    loopback = {"net": "lo", "nid": "0@lo", **OK_HOST}
+    return AlertRule(
+        alert="LnetNetworkInterfaceDown", group="lustre", expr='lustre_lnet_ni_up{net!="lo"} == 0', for_s=120,
+        severity="critical", summary="LNet NI {{ $labels.nid }} on {{ $labels.host }} is down",
+        description="lnetctl net show reports status down for {{ $labels.nid }}: the host lost a storage rail.",
+        tests=(PromtoolCase(
+            series=(_held("lustre_lnet_ni_up", up, 1), _held("lustre_lnet_ni_up", down, 0),
+                    _held("lustre_lnet_ni_up", loopback, 0)),
+            fires=Firing(labels=down, value=0),
+        ),),
+    )
+
+
+def _lustre_rules(spec: ClusterSpec, targets: tuple[LustreTarget, ...]) -> list[AlertRule]:
+    return [
+        *_lustre_fill(spec.monitoring),
+        _lustre_not_healthy(),
+        _lustre_recovering(),
+        *_lustre_target_not_on_planned_server(targets),
+        _lnet_network_interface_down(),
+    ]
+
+
+def _rdma_port_rules(cls: dict[str, str], rate: float, devices: list[str]) -> list[AlertRule]:
+    """RdmaPortNotActive and RdmaPortBelowPlannedRate for one host class (role, pool) and planned link rate."""
+    sel = ",".join(f'{k}="{v}"' for k, v in cls.items()) + f',device=~"{_regex(devices)}"'
+    bytes_s = int(rate * 1e9 / 8)
+    planned = {"planned_Gbps": f"{rate:g}", "host_class": "/".join(cls.values())}
+    port = {**cls, "device": sorted(set(devices))[0], "port": "1"}
+    ok, bad = {**port, **OK_HOST}, {**port, **BAD_HOST}
+    state, speed = "node_infiniband_state_id", "node_infiniband_rate_bytes_per_second"
+    return [
+        AlertRule(
+            alert="RdmaPortNotActive", group="fabric", expr=f"{state}{{{sel}}} != {IB_STATE_ACTIVE}", for_s=120,
+            severity="critical",
+            summary="RDMA port {{ $labels.device }}/{{ $labels.port }} on {{ $labels.host }} is not ACTIVE",
+            description="The port's state is not 4 (ACTIVE): the link is down or still training.",
+            labels=dict(planned),
+            tests=(PromtoolCase(series=(_held(state, ok, IB_STATE_ACTIVE), _held(state, bad, 1)),  # 1: DOWN
+                                fires=Firing(labels=bad, value=1)),),
+        ),
+        AlertRule(
+            alert="RdmaPortBelowPlannedRate", group="fabric", expr=f"{speed}{{{sel}}} < {bytes_s}", for_s=120,
+            severity="warning",
+            summary="RDMA port {{ $labels.device }} on {{ $labels.host }} runs below its planned rate",
+            description=f"The plan expects {rate:g} Gb/s ({bytes_s} bytes/s); the port reports {{{{ $value }}}} "
+            "bytes/s (a cable, transceiver or switch port negotiated down).",
+            labels=dict(planned),
+            tests=(PromtoolCase(series=(_held(speed, ok, bytes_s), _held(speed, bad, bytes_s // 2)),
+                                fires=Firing(labels=bad, value=bytes_s // 2)),),
+        ),
+    ]
+
+
+def _rdma_port_errors_rising(every_s: int) -> AlertRule:
+    errors = " or ".join(
+        f"increase(node_infiniband_{c}[10m]) > 0"
+        for c in ("symbol_error_total", "link_downed_total", "port_errors_received_total",
+                  "link_error_recovery_total")
+    )
+    port = {"device": "mlx5_0", "port": "1"}
+    symbols = "node_infiniband_symbol_error_total"
+    return AlertRule(
+        alert="RdmaPortErrorsRising", group="fabric", expr=errors, for_s=0, severity="warning",
+        summary="RDMA port {{ $labels.device }} on {{ $labels.host }} counts new errors",
+        description="Symbol errors, link-downed events, receive errors or link recoveries rose in the last 10 "
+        "minutes.",
+        tests=(PromtoolCase(
+            series=(_held(symbols, {**port, **OK_HOST}, 5),
+                    Series(metric=symbols, labels={**port, **BAD_HOST}, values=f"0+1x{SAMPLES}")),
+            fires=Firing(labels={**port, **BAD_HOST}, value=_increase_10m(every_s)),
+        ),),
+    )
+
+
+def _fabric_rules(hosts: tuple[Host, ...], every_s: int) -> list[AlertRule]:
     # one rule per (host class, planned link rate): hosts of a pool (or a server role) share their NICs,
     # and every scrape target carries the role and pool labels (_scrape_targets)
     by_rate: dict[tuple[str, float], list[str]] = {}
-    classes: dict[str, str] = {}
+    classes: dict[str, dict[str, str]] = {}
     for h in hosts:
         for n in h.nics:
             if n.device:
-                cls = f'role="{h.role}",pool="{h.pool}"' if h.pool else f'role="{h.role}"'
+                labels: dict[str, str] = {"role": h.role, **({"pool": h.pool} if h.pool else {})}
+                cls = ",".join(f'{k}="{v}"' for k, v in labels.items())
+                classes[cls] = labels
                 devices = by_rate.setdefault((cls, n.link_Gbps), [])
-                classes[cls] = f"{h.role}/{h.pool}" if h.pool else h.role
                 if n.device not in devices:
                     devices.append(n.device)
+    out: list[AlertRule] = []
     for (cls, rate), ds in sorted(by_rate.items()):
-        sel = f'{cls},device=~"{_regex(ds)}"'
-        bytes_s = int(rate * 1e9 / 8)
-        out.append(AlertRule(
-            "RdmaPortNotActive", "fabric", f"node_infiniband_state_id{{{sel}}} != {IB_STATE_ACTIVE}", 120,
-            "critical", "RDMA port {{ $labels.device }}/{{ $labels.port }} on {{ $labels.host }} is not ACTIVE",
-            "The port's state is not 4 (ACTIVE): the link is down or still training.",
-            {"planned_Gbps": f"{rate:g}", "host_class": classes[cls]},
-        ))
-        out.append(AlertRule(
-            "RdmaPortBelowPlannedRate", "fabric", f"node_infiniband_rate_bytes_per_second{{{sel}}} < {bytes_s}", 120,
-            "warning", "RDMA port {{ $labels.device }} on {{ $labels.host }} runs below its planned rate",
-            f"The plan expects {rate:g} Gb/s ({bytes_s} bytes/s); the port reports {{{{ $value }}}} bytes/s "
-            "(a cable, transceiver or switch port negotiated down).",
-            {"planned_Gbps": f"{rate:g}", "host_class": classes[cls]},
-        ))
+        out += _rdma_port_rules(classes[cls], rate, ds)
     if by_rate:
-        errors = " or ".join(
-            f"increase(node_infiniband_{c}[10m]) > 0"
-            for c in ("symbol_error_total", "link_downed_total", "port_errors_received_total",
-                      "link_error_recovery_total")
-        )
-        out.append(AlertRule(
-            "RdmaPortErrorsRising", "fabric", errors, 0, "warning",
-            "RDMA port {{ $labels.device }} on {{ $labels.host }} counts new errors",
-            "Symbol errors, link-downed events, receive errors or link recoveries rose in the last 10 minutes.",
-        ))
+        out.append(_rdma_port_errors_rising(every_s))
     return out
+
+
+def _gpu_case(metric: str, ok_value: int, bad_value: int) -> PromtoolCase:
+    bad = {"gpu": "0", "Hostname": "bad-host", **BAD_HOST}
+    ok = {"gpu": "0", "Hostname": "ok-host", **OK_HOST}
+    return PromtoolCase(series=(_held(metric, ok, ok_value), _held(metric, bad, bad_value)),
+                        fires=Firing(labels=bad, value=bad_value))
 
 
 def _gpu_rules(spec: ClusterSpec) -> list[AlertRule]:
     t = spec.monitoring.gpu_temp_max_C
     return [
-        AlertRule("GpuXidError", "gpu", "DCGM_FI_DEV_XID_ERRORS > 0", 0, "critical",
-                  "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} reported XID {{ $value }}",
-                  "dcgm-exporter's DCGM_FI_DEV_XID_ERRORS is the last XID the driver logged."),
-        AlertRule("GpuUncorrectableMemoryError", "gpu",
-                  "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS > 0 or DCGM_FI_DEV_ROW_REMAP_FAILURE > 0", 0,
-                  "critical", "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} has uncorrectable memory errors",
-                  "Rows were remapped for uncorrectable (double-bit) ECC errors, or remapping failed."),
-        AlertRule("GpuTooHot", "gpu", f"DCGM_FI_DEV_GPU_TEMP > {t}", 300, "warning",
-                  "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} is at {{ $value }} °C",
-                  f"Above monitoring.gpu_temp_max_C ({t} °C) for 5 minutes: the GPU throttles."),
+        AlertRule(alert="GpuXidError", group="gpu", expr="DCGM_FI_DEV_XID_ERRORS > 0", for_s=0, severity="critical",
+                  summary="GPU {{ $labels.gpu }} on {{ $labels.Hostname }} reported XID {{ $value }}",
+                  description="dcgm-exporter's DCGM_FI_DEV_XID_ERRORS is the last XID the driver logged.",
+                  tests=(_gpu_case("DCGM_FI_DEV_XID_ERRORS", 0, 79),)),
+        AlertRule(alert="GpuUncorrectableMemoryError", group="gpu",
+                  expr="DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS > 0 or DCGM_FI_DEV_ROW_REMAP_FAILURE > 0", for_s=0,
+                  severity="critical",
+                  summary="GPU {{ $labels.gpu }} on {{ $labels.Hostname }} has uncorrectable memory errors",
+                  description="Rows were remapped for uncorrectable (double-bit) ECC errors, or remapping failed.",
+                  tests=(_gpu_case("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", 0, 1),)),
+        AlertRule(alert="GpuTooHot", group="gpu", expr=f"DCGM_FI_DEV_GPU_TEMP > {t}", for_s=300, severity="warning",
+                  summary="GPU {{ $labels.gpu }} on {{ $labels.Hostname }} is at {{ $value }} °C",
+                  description=f"Above monitoring.gpu_temp_max_C ({t} °C) for 5 minutes: the GPU throttles.",
+                  tests=(_gpu_case("DCGM_FI_DEV_GPU_TEMP", t - 20, t + 5),)),
     ]
 
 
-def _host_rules(sysctls: list[Tunable], every_s: int) -> list[AlertRule]:
-    out = [AlertRule(
-        "ExporterDown", "exporters", "up == 0", 2 * every_s, "critical",
-        "{{ $labels.job }} exporter on {{ $labels.host }} is down",
-        "Prometheus could not scrape {{ $labels.instance }} (up == 0 for the rule's for:, two scrape intervals "
-        "unless monitoring.alert_for_max_s caps it).",
-    )]
-    for t in sysctls:
-        values = str(t.value).split()
-        keys: tuple[str | None, ...] = (None,) if len(values) == 1 else SYSCTL_KEYS[: len(values)]
-        for key, value in zip(keys, values, strict=True):
-            shown = f"{t.param}[{key}]" if key else t.param
-            out.append(AlertRule(
-                "SysctlDrift", "host", f"{sysctl_metric(t.param, key)} != {value}", 2 * every_s, "warning",
-                f"{shown} on {{{{ $labels.host }}}} differs from the plan",
-                f"The plan sets {shown} = {value} ({t.id}); the host reports {{{{ $value }}}}.",
-                {"sysctl": shown, "planned": value},
-            ))
+def _exporter_down(every_s: int) -> AlertRule:
+    bad = {"job": "node", **BAD_HOST}
+    fires = PromtoolCase(series=(_held("up", {"job": "node", **OK_HOST}, 1), _held("up", bad, 0)),
+                         fires=Firing(labels=bad, value=0))
+    return AlertRule(
+        alert="ExporterDown", group="exporters", expr="up == 0", for_s=2 * every_s, severity="critical",
+        summary="{{ $labels.job }} exporter on {{ $labels.host }} is down",
+        description="Prometheus could not scrape {{ $labels.instance }} (up == 0 for the rule's for:, two scrape "
+        "intervals unless monitoring.alert_for_max_s caps it).",
+        tests=(fires, _onset(fires)),
+        fault=Fault(name="exporter_down", on="last", labels={"job": "node"},
+                    how=Commands(inject="systemctl stop prometheus-node-exporter",
+                                 repair="systemctl start prometheus-node-exporter")),
+    )
+
+
+def _sysctl_fault(t: Tunable) -> Fault | None:
+    """Another value written into a single-valued sysctl that a host's network namespace owns (the lab's
+    containers may set only those); the planned value written back repairs it."""
+    value = str(t.value)
+    if not (is_namespaced_sysctl(t.id) and value.isdigit()):
+        return None
+    wrong = int(value) - 1 if int(value) > 0 else 1
+    return Fault(name="sysctl_drift", on="first", labels={"sysctl": t.param}, how=Commands(
+        inject=f"sysctl -q -w {shlex.quote(f'{t.param}={wrong}')}",
+        repair=f"sysctl -q -w {shlex.quote(f'{t.param}={value}')}",
+        note=f"{t.param}: planned {value}, set to {wrong}",
+    ))
+
+
+def _sysctl_drift(t: Tunable, every_s: int) -> list[AlertRule]:
+    """One rule per planned sysctl, or per field of a multi-value one."""
+    values = str(t.value).split()
+    keys: tuple[str | None, ...] = (None,) if len(values) == 1 else SYSCTL_KEYS[: len(values)]
+    out: list[AlertRule] = []
+    for key, value in zip(keys, values, strict=True):
+        shown = f"{t.param}[{key}]" if key else t.param
+        metric = sysctl_metric(t.param, key)
+        fires = PromtoolCase(
+            series=(_held(metric, dict(OK_HOST), value), _held(metric, dict(BAD_HOST), int(value) + 1)),
+            fires=Firing(labels=dict(BAD_HOST), value=int(value) + 1),
+        )
+        out.append(AlertRule(
+            alert="SysctlDrift", group="host", expr=f"{metric} != {value}", for_s=2 * every_s, severity="warning",
+            summary=f"{shown} on {{{{ $labels.host }}}} differs from the plan",
+            description=f"The plan sets {shown} = {value} ({t.id}); the host reports {{{{ $value }}}}.",
+            labels={"sysctl": shown, "planned": value},
+            tests=(fires, _onset(fires)),
+            fault=_sysctl_fault(t) if key is None else None,
+        ))
     return out
+
+
+def _host_rules(sysctls: list[Tunable], every_s: int) -> list[AlertRule]:
+    return [_exporter_down(every_s), *(r for t in sysctls for r in _sysctl_drift(t, every_s))]
+
+
+def _disk_fault(m: Monitoring) -> Fault | None:
+    """A file that fills monitoring.fault_filesystem half-way between the warn and critical levels (at most
+    99 %)."""
+    if not m.fault_filesystem:
+        return None
+    fraction = (m.fill_warn_percent + min(m.fill_critical_percent, 99.0)) / 200
+    return Fault(name="disk_fill", on="first", labels={"mountpoint": m.fault_filesystem},
+                 how=FilesystemFill(mountpoint=m.fault_filesystem, fraction=fraction))
 
 
 def _filesystem_rules(spec: ClusterSpec) -> list[AlertRule]:
     """Space used on the planned mount points (node_exporter collector/filesystem_linux.go:
     node_filesystem_avail_bytes, node_filesystem_size_bytes, labelled by mountpoint)."""
     m = spec.monitoring
-    mounts = [*m.filesystems, *([m.fault_filesystem] if m.fault_filesystem else [])]
+    mounts = fill_mounts(m.filesystems, m.fault_filesystem)
     if not mounts:
         return []
-    sel = f'{{mountpoint=~"{_regex(mounts)}"}}'
+    sel = mountpoint_selector(mounts)
+    ok, full = {"mountpoint": mounts[0], **OK_HOST}, {"mountpoint": mounts[0], **BAD_HOST}
     out = []
-    levels: tuple[tuple[Severity, float], ...] = (
-        ("warning", m.fill_warn_percent),
-        ("critical", m.fill_critical_percent),
-    )
-    for sev, pct in levels:
+    for sev, pct, used in _fill_levels(m):
+        case = _fill_case("node_filesystem_size_bytes", "node_filesystem_avail_bytes", ok, full, used)
+        warn = sev == "warning"
         out.append(AlertRule(
-            "HostFilesystemFilling" if sev == "warning" else "HostFilesystemFull", "host",
-            f"1 - node_filesystem_avail_bytes{sel} / node_filesystem_size_bytes{sel} > {round(pct / 100, 4)}",
-            300, sev, "{{ $labels.mountpoint }} on {{ $labels.host }} is {{ $value | humanizePercentage }} full",
-            f"{{{{ $labels.mountpoint }}}} on {{{{ $labels.host }}}} has used more than {pct:g}% of its space "
-            "(monitoring.filesystems, monitoring.fill_*_percent).",
+            alert="HostFilesystemFilling" if warn else "HostFilesystemFull", group="host",
+            expr=f"1 - node_filesystem_avail_bytes{sel} / node_filesystem_size_bytes{sel} > {round(pct / 100, 4)}",
+            for_s=300, severity=sev,
+            summary="{{ $labels.mountpoint }} on {{ $labels.host }} is {{ $value | humanizePercentage }} full",
+            description=f"{{{{ $labels.mountpoint }}}} on {{{{ $labels.host }}}} has used more than {pct:g}% of "
+            "its space (monitoring.filesystems, monitoring.fill_*_percent).",
+            tests=(case, _onset(case)) if warn else (case,),
+            fault=_disk_fault(m) if warn else None,
         ))
     return out
 
@@ -355,11 +665,21 @@ def _filesystem_rules(spec: ClusterSpec) -> list[AlertRule]:
 def _objectstore_rules(os_: ObjectStorePlan) -> list[AlertRule]:
     if os_.backend != "seaweedfs":
         return []
+    volume, master = {"job": "seaweedfs-volume"}, {"job": "seaweedfs-master"}
+    fires = PromtoolCase(
+        series=(_held("up", {**volume, **OK_HOST}, 1), _held("up", {**volume, **BAD_HOST}, 0),
+                _held("up", {**master, **BAD_HOST}, 0)),
+        fires=Firing(labels={**volume, **BAD_HOST}, value=0),
+    )
     return [AlertRule(
-        "ObjectStoreVolumeServerDown", "objectstore", 'up{job="seaweedfs-volume"} == 0', 60, "critical",
-        "SeaweedFS volume server on {{ $labels.host }} is down",
-        "Its volumes are unreadable" + (" (replication 000 keeps one copy)" if os_.replication == "000" else "")
+        alert="ObjectStoreVolumeServerDown", group="objectstore", expr='up{job="seaweedfs-volume"} == 0', for_s=60,
+        severity="critical", summary="SeaweedFS volume server on {{ $labels.host }} is down",
+        description="Its volumes are unreadable"
+        + (" (replication 000 keeps one copy)" if os_.replication == "000" else "")
         + "; writes to its collections fail once the others are full.",
+        tests=(fires, _onset(fires)),
+        fault=Fault(name="objectstore_volume_down", on="objectstore",
+                    how=Commands(inject="systemctl stop seaweedfs-volume", repair="systemctl start seaweedfs-volume")),
     )]
 
 
@@ -370,12 +690,20 @@ EXPORT_LAG = 'kiln_dataflow_lag_s{direction="checkpoint"}'
 
 def _datamover_rules(spec: ClusterSpec) -> list[AlertRule]:
     budget = int(spec.workload.checkpoint.interval_min * 60)
+    lag = {"link": "checkpoints", "direction": "checkpoint"}
+    late = {**lag, **BAD_HOST}
     return [AlertRule(
-        "CheckpointExportLagging", "datamover", f"{EXPORT_LAG} > {budget}", 0, "warning",
-        "Checkpoint export to the object store lags {{ $value }} s",
-        f"The export of checkpoints to the object store is behind by more than one checkpoint interval "
+        alert="CheckpointExportLagging", group="datamover", expr=f"{EXPORT_LAG} > {budget}", for_s=0,
+        severity="warning", summary="Checkpoint export to the object store lags {{ $value }} s",
+        description=f"The export of checkpoints to the object store is behind by more than one checkpoint interval "
         f"({budget} s, workload.checkpoint.interval_min): a lost Lustre would lose more than one checkpoint.",
-        {"budget_s": str(budget)},
+        labels={"budget_s": str(budget)},
+        tests=(PromtoolCase(
+            series=(_held("kiln_dataflow_lag_s", {**lag, **OK_HOST}, budget),
+                    _held("kiln_dataflow_lag_s", late, budget + 60),
+                    _held("kiln_dataflow_lag_s", {**late, "direction": "export"}, budget + 60)),
+            fires=Firing(labels=late, value=budget + 60),
+        ),),
     )]
 
 
@@ -414,6 +742,17 @@ def _issues(spec: ClusterSpec, hosts: tuple[Host, ...]) -> list[SpecIssue]:
     return out
 
 
+def _node_exporter_args(m: Monitoring, sysctls: list[Tunable]) -> list[str]:
+    # node_exporter 1.5.0 registers infiniband enabled and sysctl disabled by default
+    # (collector/infiniband_linux.go, collector/sysctl_linux.go: registerCollector): name both.
+    args = ["--collector.infiniband"]
+    if m.filesystems or m.fault_filesystem:
+        args.append(f"--collector.filesystem.mount-points-exclude={MOUNT_POINTS_EXCLUDE}")
+    if sysctls:
+        args += ["--collector.sysctl"] + [f"--collector.sysctl.include={_sysctl_include(t)}" for t in sysctls]
+    return args
+
+
 def build_monitoring(
     spec: ClusterSpec,
     hosts: tuple[Host, ...],
@@ -428,18 +767,11 @@ def build_monitoring(
     if issues:
         monitors = default_hosts(hosts)
     sysctls = _sysctls(tunables)
-    # node_exporter 1.5.0 registers infiniband enabled and sysctl disabled by default
-    # (collector/infiniband_linux.go, collector/sysctl_linux.go: registerCollector): name both.
-    args = ["--collector.infiniband"]
-    if m.filesystems or m.fault_filesystem:
-        args.append(f"--collector.filesystem.mount-points-exclude={MOUNT_POINTS_EXCLUDE}")
-    if sysctls:
-        args += ["--collector.sysctl"] + [f"--collector.sysctl.include={_sysctl_include(t)}" for t in sysctls]
     rules = (
         _host_rules(sysctls, m.scrape_interval_s)
         + _filesystem_rules(spec)
         + _lustre_rules(spec, targets)
-        + _fabric_rules(hosts)
+        + _fabric_rules(hosts, m.scrape_interval_s)
         + (_gpu_rules(spec) if any(h.gpus for h in hosts) else [])
         + _objectstore_rules(objectstore)
         + _datamover_rules(spec)
@@ -452,12 +784,14 @@ def build_monitoring(
         retention_days=m.retention_days,
         scrape_interval_s=m.scrape_interval_s,
         receivers=tuple(
-            Receiver(r.name, r.webhook_url, tuple(r.severities), r.send_resolved) for r in m.receivers
+            Receiver(name=r.name, webhook_url=r.webhook_url, severities=tuple(r.severities),
+                     send_resolved=r.send_resolved)
+            for r in m.receivers
         ),
         scrape_targets=tuple(_scrape_targets(hosts, monitors, objectstore)),
-        node_exporter_args=tuple(args),
+        node_exporter_args=tuple(_node_exporter_args(m, sysctls)),
         rules=tuple(rules),
-        snapshots=tuple(SnapshotPlan(s.name, s.every_hours, s.keep) for s in m.lustre_snapshots),
+        snapshots=tuple(SnapshotPlan(name=s.name, every_hours=s.every_hours, keep=s.keep) for s in m.lustre_snapshots),
         fill_warn_percent=m.fill_warn_percent,
         fill_critical_percent=m.fill_critical_percent,
         demand_read_GBps=demand_read_GBps,
@@ -469,8 +803,10 @@ def build_monitoring(
     return plan, issues
 
 
-#: The faults `kiln verify` injects on a running cluster, each with the alert that must fire
-#: (kiln/verify/checks/monitoring.py does the injecting and the repair).
+
+#: The faults `kiln verify` injects on a running cluster, one acceptance row monitoring.fault_<name> each, with
+#: the alert that must fire. The fault itself is carried by that alert's rule (AlertRule.fault, Fault.name);
+#: kiln/verify/checks/monitoring.py carries it out and repairs it.
 FAULTS: dict[str, tuple[str, str]] = {
     "objectstore_volume_down": ("ObjectStoreVolumeServerDown", "stop a SeaweedFS volume server"),
     "disk_fill": ("HostFilesystemFilling", "fill a planned filesystem past fill_warn_percent"),

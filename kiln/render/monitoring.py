@@ -8,14 +8,25 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
 import yaml
 
 from kiln.plan.model import Plan
-from kiln.plan.monitoring import EXPORT_LAG, FAULTS, PORTS, AlertRule, MonitoringPlan, fire_bound_s
+from kiln.plan.monitoring import (
+    CASE_KINDS,
+    EXPORT_LAG,
+    GOOD_SAMPLES,
+    PORTS,
+    AlertRule,
+    MonitoringPlan,
+    PromtoolCase,
+    Series,
+    fill_mounts,
+    fire_bound_s,
+    mountpoint_selector,
+)
 
 RULES_FILE = "rules/kiln.rules.yml"
 RULES_TEST_FILE = "rules/kiln.rules.test.yml"
@@ -144,192 +155,48 @@ def _alert(r: AlertRule, series_labels: dict[str, str], value: float) -> dict[st
     }
 
 
-def _series(name: str, labels: dict[str, str], values: str) -> dict[str, str]:
-    inner = ",".join(f'{k}="{v}"' for k, v in labels.items())
-    return {"series": f"{name}{{{inner}}}", "values": values}
+#: The input series already written for a rule's cases of one kind, by (series, values).
+_Written = dict[tuple[str, str], dict[str, str]]
 
 
-def _selector(expr: str) -> dict[str, str]:
-    """The equality matchers and single-value regexes of an expression's first selector."""
-    sel = re.search(r"\{([^}]*)\}", expr)
-    out: dict[str, str] = {}
-    if sel:
-        for k, op, v in re.findall(r'(\w+)(=~|=)"([^"]*)"', sel.group(1)):
-            out[k] = v.split("|")[0].replace("\\", "") if op == "=~" else v
-    return out
+def _series(s: Series, shared: _Written) -> dict[str, str]:
+    """An input series; one that a rule's cases repeat is the same mapping (written once, as a YAML anchor)."""
+    inner = ",".join(f'{k}="{v}"' for k, v in s.labels.items())
+    text = f"{s.metric}{{{inner}}}"
+    return shared.setdefault((text, s.values), {"series": text, "values": s.values})
 
 
-def _cases(plan: Plan) -> Iterator[tuple[str, list[dict[str, str]], int, list[dict[str, Any]]]]:
-    """(alert name, input series, eval time in s, expected alerts) per rule: a case that fires and a
-    neighbour that must not."""
-    m = plan.monitoring
-    n = 200  # samples: past every eval time (longest for: 900 s; intervals from 5 s)
-    placed = [r for r in m.rules if r.alert == "LustreTargetNotOnPlannedServer"]
-    if placed:
-        # every target on its planned server: silent; the first moved to another host: it alone fires
-        ev = max(placed[0].for_s, 600) + 2 * m.scrape_interval_s
-        wants = [_selector(r.expr) for r in placed]
-        home = [_series("lustre_target_info", {**w, "instance": f"{w['host']}:1"}, f"1x{n}") for w in wants]
-        yield placed[0].alert, home, ev, []
-        moved = {**wants[0], "host": "elsewhere", "instance": "elsewhere:1"}
-        yield placed[0].alert, [_series("lustre_target_info", moved, f"1x{n}"), *home[1:]], ev, [
-            _alert(placed[0], wants[0], 1)]
-    for r in m.rules:
-        ev = max(r.for_s, 600) + 2 * m.scrape_interval_s
-        good = {"host": "ok-host", "instance": "ok-host:1"}
-        bad = {"host": "bad-host", "instance": "bad-host:1"}
-        if r.alert == "ExporterDown":
-            yield r.alert, [_series("up", {"job": "node", **good}, f"1x{n}"),
-                            _series("up", {"job": "node", **bad}, f"0x{n}")], ev, [
-                _alert(r, {"job": "node", **bad}, 0)]
-        elif r.alert == "SysctlDrift":
-            metric = r.expr.split(" ")[0]
-            planned = float(r.labels["planned"])
-            yield r.alert, [_series(metric, good, f"{r.labels['planned']}x{n}"),
-                            _series(metric, bad, f"{int(planned) + 1}x{n}")], ev, [
-                _alert(r, bad, planned + 1)]
-        elif r.alert in ("LustreTargetSpaceFilling", "LustreTargetSpaceFull",
-                         "LustreTargetInodesFilling", "LustreTargetInodesFull"):
-            inodes = "Inodes" in r.alert
-            total, free = ("lustre_target_files", "lustre_target_files_free") if inodes else (
-                "lustre_target_capacity_bytes", "lustre_target_free_bytes")
-            ok = {"target": "t-OST0000", "kind": "ost", **good}
-            full = {"target": "t-OST0001", "kind": "ost", **bad}
-            used = 0.995 if r.alert.endswith("Full") else (m.fill_warn_percent + m.fill_critical_percent) / 200
-            free_bad = round(1000 * (1 - used))
-            yield r.alert, [_series(total, ok, f"1000x{n}"), _series(free, ok, f"500x{n}"),
-                            _series(total, full, f"1000x{n}"), _series(free, full, f"{free_bad}x{n}")], ev, [
-                _alert(r, full, 1 - free_bad / 1000)]
-        elif r.alert in ("HostFilesystemFilling", "HostFilesystemFull"):
-            mp = _selector(r.expr)["mountpoint"]
-            ok = {"mountpoint": mp, **good}
-            full = {"mountpoint": mp, **bad}
-            used = 0.995 if r.alert.endswith("Full") else (m.fill_warn_percent + m.fill_critical_percent) / 200
-            free_bad = round(1000 * (1 - used))
-            yield r.alert, [_series("node_filesystem_size_bytes", ok, f"1000x{n}"),
-                            _series("node_filesystem_avail_bytes", ok, f"500x{n}"),
-                            _series("node_filesystem_size_bytes", full, f"1000x{n}"),
-                            _series("node_filesystem_avail_bytes", full, f"{free_bad}x{n}")], ev, [
-                _alert(r, full, 1 - free_bad / 1000)]
-        elif r.alert == "LustreServerNotHealthy":
-            yield r.alert, [_series("lustre_health_healthy", good, f"1x{n}"),
-                            _series("lustre_health_healthy", bad, f"0x{n}")], ev, [_alert(r, bad, 0)]
-        elif r.alert == "LustreTargetRecovering":
-            done = {"target": "t-OST0000", "status": "COMPLETE", **good}
-            stuck = {"target": "t-OST0001", "status": "RECOVERING", **bad}
-            yield r.alert, [_series("lustre_target_recovery_status", done, f"1x{n}"),
-                            _series("lustre_target_recovery_status", stuck, f"1x{n}")], ev, [_alert(r, stuck, 1)]
-        elif r.alert == "LustreTargetNotOnPlannedServer":
-            continue  # one case for all of them, above
-        elif r.alert == "LnetNetworkInterfaceDown":
-            up = {"net": "o2ib0", "nid": "10.0.0.1@o2ib", **good}
-            down = {"net": "o2ib0", "nid": "10.0.0.2@o2ib", **bad}
-            yield r.alert, [_series("lustre_lnet_ni_up", up, f"1x{n}"),
-                            _series("lustre_lnet_ni_up", down, f"0x{n}"),
-                            _series("lustre_lnet_ni_up", {"net": "lo", "nid": "0@lo", **good}, f"0x{n}")], ev, [
-                _alert(r, down, 0)]
-        elif r.alert in ("RdmaPortNotActive", "RdmaPortBelowPlannedRate"):
-            sel = _selector(r.expr)
-            metric = r.expr.split("{")[0]
-            ok_l = {**sel, "port": "1", **good}
-            bad_l = {**sel, "port": "1", **bad}
-            if r.alert == "RdmaPortNotActive":
-                vals, badv = "4", 1.0  # 1: DOWN
-            else:
-                planned = int(float(r.labels["planned_Gbps"]) * 1e9 / 8)
-                vals, badv = str(planned), float(planned // 2)
-            yield r.alert, [_series(metric, ok_l, f"{vals}x{n}"),
-                            _series(metric, bad_l, f"{int(badv)}x{n}")], ev, [_alert(r, bad_l, badv)]
-        elif r.alert == "RdmaPortErrorsRising":
-            lab = {"device": "mlx5_0", "port": "1"}
-            yield r.alert, [_series("node_infiniband_symbol_error_total", {**lab, **good}, f"5x{n}"),
-                            _series("node_infiniband_symbol_error_total", {**lab, **bad}, f"0+1x{n}")], ev, [
-                _alert(r, {**lab, **bad}, _increase_10m(m.scrape_interval_s))]
-        elif r.alert.startswith("Gpu"):
-            metric = r.expr.split(" ")[0]
-            gl = {"gpu": "0", "Hostname": "bad-host", **bad}
-            okl = {"gpu": "0", "Hostname": "ok-host", **good}
-            if r.alert == "GpuTooHot":
-                hot, ok_v = _threshold(r.expr) + 5, _threshold(r.expr) - 20
-            else:
-                hot, ok_v = 79.0 if r.alert == "GpuXidError" else 1.0, 0.0
-            yield r.alert, [_series(metric, okl, f"{int(ok_v)}x{n}"),
-                            _series(metric, gl, f"{int(hot)}x{n}")], ev, [_alert(r, gl, hot)]
-        elif r.alert == "ObjectStoreVolumeServerDown":
-            yield r.alert, [_series("up", {"job": "seaweedfs-volume", **good}, f"1x{n}"),
-                            _series("up", {"job": "seaweedfs-volume", **bad}, f"0x{n}"),
-                            _series("up", {"job": "seaweedfs-master", **bad}, f"0x{n}")], ev, [
-                _alert(r, {"job": "seaweedfs-volume", **bad}, 0)]
-        elif r.alert == "CheckpointExportLagging":
-            budget = int(r.labels["budget_s"])
-            lag = {"link": "checkpoints", "direction": "checkpoint"}
-            yield r.alert, [_series("kiln_dataflow_lag_s", {**lag, **good}, f"{budget}x{n}"),
-                            _series("kiln_dataflow_lag_s", {**lag, **bad}, f"{budget + 60}x{n}"),
-                            _series("kiln_dataflow_lag_s", {**lag, **bad, "direction": "export"},
-                                    f"{budget + 60}x{n}")], ev, [
-                _alert(r, {**lag, **bad}, budget + 60)]
-        else:  # a new rule without a test case is a bug in this module
-            raise KeyError(f"no promtool test case for alert {r.alert}")
-
-
-def _threshold(expr: str) -> float:
-    return float(expr.rsplit(" ", 1)[1])
-
-
-def _increase_10m(step_s: int) -> float:
-    """increase() over 10m of a counter rising 1 per sample: extrapolated as Prometheus does (rate.go)."""
-    samples = 600 // step_s + 1  # samples inside the window, both ends included
-    covered = (samples - 1) * step_s
-    return (samples - 1) * 600 / covered
+def _test(m: MonitoringPlan, r: AlertRule, case: PromtoolCase, shared: _Written) -> dict[str, Any]:
+    """One promtool test: the case's series and the evaluations its kind asks for (kiln.plan.monitoring.CaseKind).
+    Each rule file group evaluates all rules, so every evaluation filters by alertname."""
+    iv = m.scrape_interval_s
+    fires = [_alert(r, case.fires.labels, case.fires.value)] if case.fires else []
+    if case.kind == "onset":
+        # the fault starts right after the last good sample, at t0: the alert must not fire one evaluation before
+        # its for: can have elapsed (the first bad sample + for: - one interval) and must fire by the bound
+        t0 = (GOOD_SAMPLES - 1) * iv
+        evals = [(t0 + r.for_s, []), (t0 + fire_bound_s(m, r), fires)]
+    else:
+        evals = [(max(r.for_s, 600) + 2 * iv, fires)]
+    return {
+        "interval": f"{iv}s",
+        "input_series": [_series(s, shared) for s in case.series],
+        "alert_rule_test": [{"eval_time": f"{t}s", "alertname": r.alert, "exp_alerts": exp} for t, exp in evals],
+    }
 
 
 def rules_tests(plan: Plan) -> dict[str, Any]:
-    tests = []
+    """Every rule's promtool cases (AlertRule.tests), listed by kind: the "alert" cases, the "rule" cases, then
+    the "onset" cases, which hold each injectable fault's alert to its fire bound
+    (kiln.plan.monitoring.fire_bound_s)."""
     m = plan.monitoring
-    for alert, series, ev, exp in _cases(plan):
-        # one test per case; each rule file group evaluates all rules, so filter by alertname
-        tests.append({
-            "interval": f"{m.scrape_interval_s}s",
-            "input_series": series,
-            "alert_rule_test": [{"eval_time": f"{ev}s", "alertname": alert, "exp_alerts": exp}],
-        })
-    tests += _bound_tests(plan)
+    tests = []
+    for kind in CASE_KINDS:
+        for r in m.rules:
+            shared: _Written = {}
+            tests += [_test(m, r, c, shared) for c in r.tests if c.kind == kind]
     return {"rule_files": [RULES_FILE.split("/", 1)[1]], "evaluation_interval": f"{m.scrape_interval_s}s",
             "tests": tests}
-
-
-#: Good samples before the fault in a bound test: the fault starts right after sample GOOD_SAMPLES - 1.
-GOOD_SAMPLES = 3
-
-
-def _bound_tests(plan: Plan) -> list[dict[str, Any]]:
-    """The fire bound (kiln.plan.monitoring.fire_bound_s) of each injectable fault's alert as promtool tests:
-    the bad host's series hold the healthy host's value for GOOD_SAMPLES samples, then the faulty value. The
-    fault starts right after the last good sample, at t0 = (GOOD_SAMPLES - 1) × interval; the alert must not
-    fire one evaluation before its `for:` can have elapsed (the first bad sample + for: - one interval) and must
-    fire at t0 + fire_bound_s."""
-    m = plan.monitoring
-    iv = m.scrape_interval_s
-    alerts = {alert for alert, _ in FAULTS.values()}
-    out = []
-    for alert, series, _, exp in _cases(plan):
-        if alert not in alerts or not exp:
-            continue
-        values = {s["series"]: s["values"] for s in series}
-        shifted = []
-        for s in series:
-            healthy = values.get(s["series"].replace("bad-host", "ok-host"))
-            if "bad-host" in s["series"] and healthy is not None:
-                good_v, bad_v = healthy.split("x", 1)[0], s["values"]
-                shifted.append({**s, "values": f"{good_v}x{GOOD_SAMPLES - 1} {bad_v}"})
-            else:
-                shifted.append(s)
-        rule = m.rule(alert)
-        t0 = (GOOD_SAMPLES - 1) * iv
-        cases = [{"eval_time": f"{t0 + fire_bound_s(m, rule)}s", "alertname": alert, "exp_alerts": exp}]
-        cases.insert(0, {"eval_time": f"{t0 + rule.for_s}s", "alertname": alert, "exp_alerts": []})
-        out.append({"interval": f"{iv}s", "input_series": shifted, "alert_rule_test": cases})
-    return out
 
 
 # --- Grafana dashboards -----------------------------------------------------------------------------------
@@ -364,17 +231,12 @@ def _dashboard(plan: Plan, uid: str, title: str, panels: list[tuple[str, list[tu
 
 def _filesystem_panel(m: MonitoringPlan) -> list[tuple[str, list[tuple[str, str]], str]]:
     """Space used on the planned filesystems (monitoring.filesystems and fault_filesystem), as their alerts."""
-    rule = next((r for r in m.rules if r.alert == "HostFilesystemFilling"), None)
-    if rule is None:
+    mounts = fill_mounts(m.filesystems, m.fault_filesystem)
+    if not mounts:
         return []
-    sel = "{" + _selector_text(rule.expr) + "}"
+    sel = mountpoint_selector(mounts)
     return [("Planned filesystems used", [(f"1 - node_filesystem_avail_bytes{sel} / node_filesystem_size_bytes{sel}",
                                            "{{host}} {{mountpoint}}")], "percentunit")]
-
-
-def _selector_text(expr: str) -> str:
-    found = re.search(r"\{([^}]*)\}", expr)
-    return found.group(1) if found else ""
 
 
 def dashboards(plan: Plan) -> dict[str, str]:

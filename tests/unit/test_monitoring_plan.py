@@ -9,7 +9,7 @@ import pytest
 
 from kiln.cli import load
 from kiln.plan import build_plan
-from kiln.plan.monitoring import MOUNT_POINTS_EXCLUDE, PORTS, sysctl_metric
+from kiln.plan.monitoring import FAULTS, MOUNT_POINTS_EXCLUDE, OK_HOST, PORTS, sysctl_metric
 from kiln.spec.errors import SpecError
 from kiln.spec.models import ClusterSpec
 
@@ -185,3 +185,34 @@ def test_monitoring_targets_only_with_fault_injection() -> None:
     _, prod = load("prod-h100")
     assert "monitoring.targets_up" in {t.check for t in prod.targets}
     assert not [t for t in prod.targets if t.check.startswith("monitoring.fault_")]
+
+
+@pytest.mark.parametrize("stack", ["lab", "dev", "prod-h100"])
+def test_every_rule_has_a_firing_and_a_silent_promtool_case(stack: str) -> None:
+    """Each rule is tested both ways: a case that fires it, and a case or a healthy neighbour (on OK_HOST) that
+    must stay silent. A rule with no case of its own is covered by the "alert" cases of its alert."""
+    _, plan = load(stack)
+    rules = plan.monitoring.rules
+    for r in rules:
+        cases = r.tests or tuple(c for o in rules if o.alert == r.alert for c in o.tests if c.kind == "alert")
+        assert any(c.fires for c in cases), r
+        assert any(c.fires is None or any(s.labels.get("host") == OK_HOST["host"] for s in c.series)
+                   for c in cases), r
+
+
+def test_every_fault_the_lab_injects_belongs_to_a_rule() -> None:
+    _, lab = load("lab")
+    injected = {t.check.removeprefix("monitoring.fault_") for t in lab.targets
+                if t.check.startswith("monitoring.fault_")}
+    assert injected == set(FAULTS)
+    for name in injected:
+        rule = next((r for r in lab.monitoring.rules if r.fault and r.fault.name == name), None)
+        assert rule is not None, name
+        assert rule.alert == FAULTS[name][0]
+    for stack in ("lab", "dev", "prod-h100"):
+        _, plan = load(stack)
+        for r in plan.monitoring.rules:
+            if r.fault:
+                # a fault names its acceptance row and fires its own rule, which promtool holds to the fire bound
+                assert FAULTS[r.fault.name][0] == r.alert
+                assert any(c.kind == "onset" and c.fires for c in r.tests), r.alert

@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from kiln.plan.model import AcceptanceTarget
-from kiln.plan.monitoring import FAULTS, HEALTH_CHECKS, PORTS, fire_bound_s
-from kiln.plan.tuning import is_namespaced_sysctl
+from kiln.plan.monitoring import FAULTS, HEALTH_CHECKS, PORTS, Fault, FilesystemFill, fire_bound_s
 from kiln.verify.checks.base import (
     Check,
     CheckError,
@@ -220,8 +219,9 @@ class PanelsWithData(_PromCheck):
 
 
 @dataclass
-class Fault:
-    """One injected fault: where, how it is made and repaired, and the alert series that must fire."""
+class Injection:
+    """One fault as this run injects it: a rule's fault (kiln.plan.monitoring.Fault) on a host, the commands that
+    make and repair it, the alert series that must fire, and what happened."""
 
     name: str
     alert: str
@@ -250,11 +250,22 @@ def _victims(ctx: Context) -> list[str]:
     return [h for h in hosts if h not in mon]
 
 
-def _fault_disk(ctx: Context, host: str, bound: int) -> Fault:
-    m = ctx.plan.monitoring
-    path = m.fault_filesystem
-    if not path:
-        raise NotApplicable("the plan names no monitoring.fault_filesystem")
+def _fault_host(ctx: Context, fault: Fault) -> str:
+    """The selected host the fault goes to (Fault.on)."""
+    if fault.on == "objectstore":
+        stores = [h for h in ctx.plan.objectstore.hosts if h in ctx.remotes]
+        if not stores:
+            raise NotApplicable("no object-store host is selected")
+        return stores[0]
+    victims = _victims(ctx)
+    if not victims:
+        raise NotApplicable("no selected host besides the Prometheus host to inject a fault on")
+    return victims[-1] if fault.on == "last" else victims[0]
+
+
+def _fill_commands(ctx: Context, host: str, fill: FilesystemFill) -> tuple[str, str, list[str]]:
+    """(inject, repair, notes) of a filesystem fill on this host, sized from the filesystem's size and use."""
+    path = fill.mountpoint
     r = ctx.run(host, f"mountpoint -q {quote(path)} && df -B1 --output=size,used {quote(path)} | tail -1", 30)
     parts = r.stdout.split()
     if not r.ok or len(parts) != 2:
@@ -264,56 +275,26 @@ def _fault_disk(ctx: Context, host: str, bound: int) -> Fault:
     if size > FAULT_FS_MAX_BYTES:
         raise CheckError(f"{host}: {path} holds {size} bytes, more than the {FAULT_FS_MAX_BYTES} a fault may fill; "
                          "refusing (monitoring.fault_filesystem must be a small scratch filesystem)")
-    frac = (m.fill_warn_percent + min(m.fill_critical_percent, 99.0)) / 200
-    need = max(0, int(size * frac) - used)
-    fill = f"{path.rstrip('/')}/{FILL_FILE}"
-    return Fault(
-        "disk_fill", "HostFilesystemFilling", host, {"host": host, "mountpoint": path},
-        f"head -c {need} /dev/zero > {quote(fill)} && sync", f"rm -f {quote(fill)}", bound,
-        [f"{path}: {size} bytes, {used} used; wrote {need} bytes to reach {frac:.0%}"],
-    )
+    need = max(0, int(size * fill.fraction) - used)
+    file = f"{path.rstrip('/')}/{FILL_FILE}"
+    return (f"head -c {need} /dev/zero > {quote(file)} && sync", f"rm -f {quote(file)}",
+            [f"{path}: {size} bytes, {used} used; wrote {need} bytes to reach {fill.fraction:.0%}"])
 
 
-def _fault_sysctl(ctx: Context, host: str, bound: int) -> Fault:
-    rules = {r.labels.get("sysctl"): r for r in ctx.plan.monitoring.rules if r.alert == "SysctlDrift"}
-    for t in ctx.plan.tunables:
-        value = str(t.value)
-        if t.apply == "sysctl" and t.param in rules and is_namespaced_sysctl(t.id) and value.isdigit():
-            wrong = int(value) - 1 if int(value) > 0 else 1
-            return Fault(
-                "sysctl_drift", "SysctlDrift", host, {"host": host, "sysctl": t.param},
-                f"sysctl -q -w {quote(f'{t.param}={wrong}')}", f"sysctl -q -w {quote(f'{t.param}={value}')}",
-                bound, [f"{t.param}: planned {value}, set to {wrong}"],
-            )
-    raise NotApplicable("the plan alerts on no single-valued sysctl this host's network namespace owns")
-
-
-def build_faults(ctx: Context, names: list[str]) -> list[Fault]:
+def build_injection(ctx: Context, name: str) -> Injection:
+    """The fault `name` of the first rule that carries it, placed on a selected host."""
     m = ctx.plan.monitoring
-    victims = _victims(ctx)
-    out: list[Fault] = []
-    for name in names:
-        alert = FAULTS[name][0]
-        bound = fire_bound_s(m, m.rule(alert))
-        if name == "objectstore_volume_down":
-            stores = [h for h in ctx.plan.objectstore.hosts if h in ctx.remotes]
-            if not stores:
-                raise NotApplicable("no object-store host is selected")
-            out.append(Fault(name, alert, stores[0], {"host": stores[0]}, "systemctl stop seaweedfs-volume",
-                             "systemctl start seaweedfs-volume", bound))
-            continue
-        if not victims:
-            raise NotApplicable("no selected host besides the Prometheus host to inject a fault on")
-        if name == "exporter_down":
-            # the last candidate, so that the other faults (first candidate) stay visible to Prometheus
-            h = victims[-1] if len(victims) > 1 else victims[0]
-            out.append(Fault(name, alert, h, {"job": "node", "host": h}, "systemctl stop prometheus-node-exporter",
-                             "systemctl start prometheus-node-exporter", bound))
-        elif name == "disk_fill":
-            out.append(_fault_disk(ctx, victims[0], bound))
-        elif name == "sysctl_drift":
-            out.append(_fault_sysctl(ctx, victims[0], bound))
-    return out
+    rule = next((r for r in m.rules if r.fault is not None and r.fault.name == name), None)
+    if rule is None or rule.fault is None:
+        raise NotApplicable(f"no alert rule of the plan carries the {name} fault ({FAULTS[name][1]})")
+    fault = rule.fault
+    host = _fault_host(ctx, fault)
+    if isinstance(fault.how, FilesystemFill):
+        inject, repair, notes = _fill_commands(ctx, host, fault.how)
+    else:
+        inject, repair, notes = fault.how.inject, fault.how.repair, [fault.how.note] if fault.how.note else []
+    return Injection(name=name, alert=rule.alert, host=host, labels={"host": host, **fault.labels}, inject=inject,
+                     repair=repair, bound_s=fire_bound_s(m, rule), notes=notes)
 
 
 class FaultSession:
@@ -325,7 +306,7 @@ class FaultSession:
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
-        self.results: dict[str, Fault | Exception] = {}
+        self.results: dict[str, Injection | Exception] = {}
         self.log: list[str] = []
 
     @classmethod
@@ -346,7 +327,7 @@ class FaultSession:
             checks = set()
         return [n for n in FAULTS if f"monitoring.fault_{n}" in checks]
 
-    def _firing(self, faults: list[Fault]) -> set[str]:
+    def _firing(self, faults: list[Injection]) -> set[str]:
         got = prom_query(self.ctx, 'ALERTS{alertstate="firing"}')
         out = set()
         for f in faults:
@@ -355,7 +336,7 @@ class FaultSession:
                 out.add(f.name)
         return out
 
-    def _first_firing(self, f: Fault, since: float) -> float | None:
+    def _first_firing(self, f: Injection, since: float) -> float | None:
         """When Prometheus first evaluated f's alert as firing (epoch seconds, from the timestamps of its ALERTS
         samples), so that the time to fire excludes this check's polling and SSH round trips; None when
         Prometheus has no such sample at or after `since` (then the poll's time stands)."""
@@ -370,10 +351,10 @@ class FaultSession:
         self.ctx.progress(f"monitoring faults: {text}")
 
     def run(self) -> None:
-        faults: list[Fault] = []
+        faults: list[Injection] = []
         for name in self.selected():
             try:
-                faults += build_faults(self.ctx, [name])
+                faults.append(build_injection(self.ctx, name))
             except (NotApplicable, CheckError) as exc:
                 self.results[name] = exc
         if not faults:
