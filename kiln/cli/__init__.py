@@ -18,21 +18,32 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 
+from kiln import __version__
 from kiln.cli import data, lab, plan, render, verify
 from kiln.cli.common import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, EXIT_SPEC, common_options, setup_logging
 from kiln.spec import SpecError
 
-__all__ = ["EXIT_FAIL", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_SPEC", "main", "parser"]
+__all__ = ["EXIT_FAIL", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_SPEC", "main", "parser", "version"]
 
 COMMAND_GROUPS = (plan, render, verify, lab, data)  # in the order `kiln --help` lists them
 
 log = logging.getLogger(__name__)
 
 
+def version() -> str:
+    """The installed distribution's version; the package's own when kiln runs from a checkout uninstalled."""
+    try:
+        return metadata.version("kiln")
+    except metadata.PackageNotFoundError:
+        return __version__
+
+
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="kiln", description="GPU training clusters from one spec per environment.",
                                  parents=[common_options(top=True)])
+    ap.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = ap.add_subparsers(dest="command", required=True)
     for group in COMMAND_GROUPS:
         group.register(sub, [common_options()])

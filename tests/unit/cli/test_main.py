@@ -1,16 +1,27 @@
-"""The `kiln` entry point (kiln/cli/__init__.py): shared options, exit codes, one-line errors."""
+"""The `kiln` entry point (kiln/cli/__init__.py): shared options, exit codes, one-line errors, --version."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+import kiln
 from kiln.cli import EXIT_SPEC, main, parser
 
 ROOT = Path(__file__).resolve().parents[3]
+
+
+def _installed_version() -> str:
+    try:
+        return metadata.version("kiln")
+    except metadata.PackageNotFoundError:
+        return kiln.__version__
 
 
 def test_options_before_or_after_the_subcommand(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -44,6 +55,28 @@ def test_interrupt_exits_130_with_one_line(monkeypatch: pytest.MonkeyPatch, caps
     monkeypatch.setattr(kiln.cli.plan, "cmd_validate", interrupted)
     assert main(["validate", "lab"]) == 130
     assert capsys.readouterr().err == "kiln: error: interrupted\n"
+
+
+def test_version_is_the_installed_distributions(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out == f"kiln {_installed_version()}\n"
+    r = subprocess.run([sys.executable, "-m", "kiln.cli", "--version"], capture_output=True, text=True, cwd=ROOT,
+                       check=False)
+    assert (r.returncode, r.stdout) == (0, f"kiln {_installed_version()}\n"), r.stderr
+
+
+def test_version_falls_back_to_the_package_constant(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    def not_installed(name: str) -> str:
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(metadata, "version", not_installed)
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out == f"kiln {kiln.__version__}\n"
 
 
 @pytest.mark.parametrize("argv", [
