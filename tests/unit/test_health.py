@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from kiln.cli import load
+from kiln.cli.common import load
 from kiln.node.health import (
     FAULTS,
     Expect,

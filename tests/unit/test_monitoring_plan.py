@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kiln.cli import load
+from kiln.cli.common import load
 from kiln.plan import build_plan
 from kiln.plan.monitoring import FAULTS, MOUNT_POINTS_EXCLUDE, OK_HOST, PORTS, sysctl_metric
 from kiln.spec.errors import SpecError

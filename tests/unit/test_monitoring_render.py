@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kiln.cli import load, main, write_files
+from kiln.cli.common import load, write_files
 from kiln.plan import build_plan
 from kiln.render.monitoring import _go_float, expand, render_monitoring
 from kiln.spec.models import ClusterSpec
@@ -137,10 +137,3 @@ def test_overview_dashboard_draws_the_plans_demand_line() -> None:
 def test_template_expansion_matches_go_formatting() -> None:
     assert _go_float(2.5e10) == "2.5e+10" and _go_float(79.0) == "79" and _go_float(0.95) == "0.95"
     assert expand("{{ $labels.target }} at {{ $value | humanizePercentage }}", {"target": "x"}, 0.95) == "x at 95%"
-
-
-def test_cli_writes_the_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["monitoring", "lab", "--out", str(tmp_path)]) == 0
-    assert (tmp_path / "prometheus" / "prometheus.yml").is_file()
-    assert (tmp_path / "grafana" / "dashboards" / "overview.json").is_file()
-    assert "alert rules" in capsys.readouterr().out

@@ -3,7 +3,6 @@ backends and the CLI, with TEST DOUBLE checks and remotes."""
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 from pathlib import Path
@@ -211,24 +210,6 @@ def test_inventory_merge_and_backends() -> None:
     assert backend_spec("n1", {"ansible_connection": "winrm"}, Path("/i/hosts.yml")) == \
         "ansible://n1?ansible_inventory=/i/hosts.yml"
     assert backend_spec("n1", {}, None, "ssh://admin@{host}") == "ssh://admin@n1"
-
-
-def test_cli_registers_and_rejects_bad_options(caplog: pytest.LogCaptureFixture) -> None:
-    from kiln.verify import cli
-
-    ap = argparse.ArgumentParser()
-    sub = ap.add_subparsers()
-    cli.register(sub)
-    args = ap.parse_args(["verify", "lab", "--only", "conformance", "--strict", "-n", "2", "--option", "bogus=1"])
-    assert args.func(args) == 2
-    assert "unknown option 'bogus'" in caplog.text  # diagnostics go through logging (kiln.cli.main sets it up)
-
-
-def test_kiln_cli_knows_verify() -> None:
-    from kiln.cli import parser
-
-    args = parser().parse_args(["verify", "lab", "--hosts", "gpu*", "--out", "/tmp/x"])
-    assert args.hosts == "gpu*" and args.func.__name__ == "cmd_verify"
 
 
 def test_a_waived_fail_stays_fail_in_the_report_and_does_not_fail_the_run(tmp_path: Path, fake_checks: None) -> None:

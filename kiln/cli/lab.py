@@ -6,31 +6,33 @@ import argparse
 import logging
 from collections.abc import Sequence
 
+from kiln.cli.common import EXIT_FAIL, EXIT_OK, result
 from kiln.lab.lifecycle import Lab, LabError
 from kiln.lab.podman import PodmanError
 
 log = logging.getLogger(__name__)
 
 
-def _run(args: argparse.Namespace) -> int:
+def cmd_lab(args: argparse.Namespace) -> int:
     try:
-        lab = Lab.load(args.stack, getattr(args, "stacks_dir", None))
+        lab = Lab.load(args.stack, args.stacks_dir)
         if args.action == "up":
             return lab.up(skip_prepare=args.skip_prepare, only=args.only)
         if args.action == "down":
             lab.down()
-            return 0
+            return EXIT_OK
         for kind, rows in lab.status().items():
-            print(f"{kind}: {len(rows)}")
+            result(f"{kind}: {len(rows)}")
             for row in rows:
-                print(f"  {row}")
-        return 0
+                result(f"  {row}")
+        return EXIT_OK
     except (LabError, PodmanError) as exc:
         log.error("%s", exc)
-        return 1
+        return EXIT_FAIL
 
 
-def register(sub: argparse._SubParsersAction, parents: Sequence[argparse.ArgumentParser] = ()) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+             parents: Sequence[argparse.ArgumentParser] = ()) -> None:
     p = sub.add_parser(
         "lab", parents=list(parents),
         help="the local podman lab of a stack: up (deploy, configure, verify), down, status; run in a kiln checkout "
@@ -42,4 +44,4 @@ def register(sub: argparse._SubParsersAction, parents: Sequence[argparse.Argumen
     p.add_argument("--skip-prepare", action="store_true", help="skip host packages, image and tool builds")
     p.add_argument("--only", nargs="+", metavar="CHECK", default=None,
                    help="verify only these checks (ids, prefixes or globs, as `kiln verify --only`; default: all)")
-    p.set_defaults(func=_run)
+    p.set_defaults(func=cmd_lab)

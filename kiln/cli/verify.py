@@ -13,7 +13,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from kiln.cli.common import EXIT_SPEC, add_stack, result
+from kiln.verify.api import run_jobs_verify, run_verify
 from kiln.verify.checks.base import Options
+from kiln.verify.runner import ProgressPrinter, VerifyRun
 
 log = logging.getLogger(__name__)
 
@@ -28,51 +31,54 @@ def _parse_kv(items: list[str]) -> dict[str, str]:
     return out
 
 
-def cmd_verify(args: argparse.Namespace) -> int:
-    from kiln.spec import SpecError
-    from kiln.verify.api import run_verify
-    from kiln.verify.runner import ProgressPrinter
+def _options(args: argparse.Namespace) -> Options:
+    """The run options from the command line; ValueError names a bad --option or value."""
+    opts = Options(strict=args.strict, only=tuple(args.only or ()), hosts_pattern=args.hosts, workers=args.n,
+                   launcher=args.launcher, launcher_host=args.launcher_host,
+                   backend_template=args.backend)
+    opts = opts.with_values(_parse_kv(args.option or []))
+    if args.quick:
+        opts = dataclasses.replace(opts, fio_runtime_s=min(opts.fio_runtime_s, 10), iperf3_seconds=5,
+                                   warp_duration_s=10, perftest_seconds=3)
+    return opts
 
+
+def _run(args: argparse.Namespace, out: Path, opts: Options) -> VerifyRun:
+    if args.from_jobs or args.kubernetes:
+        return run_jobs_verify(args.stack, out, opts, Path(args.from_jobs) if args.from_jobs else None,
+                               stacks_dir=args.stacks_dir)
+    return run_verify(args.stack, out, opts, Path(args.inventory) if args.inventory else None,
+                      progress=ProgressPrinter(quiet=args.quiet), stacks_dir=args.stacks_dir)
+
+
+def _summary(run: VerifyRun, out: Path, strict: bool) -> str:
+    c = run.counts()
+    lines = [f"{run.stack}: PASS {c['PASS']} · WARN {c['WARN']} · FAIL {c['FAIL']} · ERROR {c['ERROR']} · "
+             f"NOT APPLICABLE {c['NOT_APPLICABLE']}{' (strict)' if strict else ''}"]
+    lines += [f"  {r.verdict.value:5} {r.check} @ {r.subject.label}: {r.message[:200]}"
+              for r in run.results if r.verdict.value in ("FAIL", "ERROR")]
+    lines.append(f"report: {out / 'report.html'} (also report.md, report.json; raw tool output in {out / 'raw'})")
+    return "\n".join(lines)
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
     try:
-        opts = Options(strict=args.strict, only=tuple(args.only or ()), hosts_pattern=args.hosts, workers=args.n,
-                       launcher=args.launcher, launcher_host=args.launcher_host,
-                       backend_template=args.backend)
-        opts = opts.with_values(_parse_kv(args.option or []))
-        if args.quick:
-            opts = dataclasses.replace(opts, fio_runtime_s=min(opts.fio_runtime_s, 10), iperf3_seconds=5,
-                                       warp_duration_s=10, perftest_seconds=3)
+        opts = _options(args)
     except ValueError as exc:
         log.error("%s", exc)
-        return 2
+        return EXIT_SPEC
     out = Path(args.out) if args.out else Path("reports") / f"verify-{args.stack}-{time.strftime('%Y%m%d-%H%M%S')}"
     try:
-        stacks_dir = getattr(args, "stacks_dir", None)
-        if args.from_jobs or args.kubernetes:
-            from kiln.verify.api import run_jobs_verify
-
-            run = run_jobs_verify(args.stack, out, opts, Path(args.from_jobs) if args.from_jobs else None,
-                                  stacks_dir=stacks_dir)
-        else:
-            run = run_verify(args.stack, out, opts, Path(args.inventory) if args.inventory else None,
-                             progress=ProgressPrinter(quiet=args.quiet), stacks_dir=stacks_dir)
-    except SpecError:
-        raise
+        run = _run(args, out, opts)  # a SpecError goes on to main: EXIT_SPEC with the field path and the fix
     except (ValueError, FileNotFoundError) as exc:
         log.error("%s", exc)
-        return 2
-    c = run.counts()
-    print(f"{run.stack}: PASS {c['PASS']} · WARN {c['WARN']} · FAIL {c['FAIL']} · ERROR {c['ERROR']} · "
-          f"NOT APPLICABLE {c['NOT_APPLICABLE']}{' (strict)' if opts.strict else ''}")
-    for r in run.results:
-        if r.verdict.value in ("FAIL", "ERROR"):
-            print(f"  {r.verdict.value:5} {r.check} @ {r.subject.label}: {r.message[:200]}")
-    print(f"report: {out / 'report.html'} (also report.md, report.json; raw tool output in {out / 'raw'})")
+        return EXIT_SPEC
+    result(_summary(run, out, opts.strict))
     return run.exit_code
 
 
-def register(sub: argparse._SubParsersAction, parents: Sequence[argparse.ArgumentParser] = ()) -> None:  # type: ignore[type-arg]
-    from kiln.cli import add_stack
-
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+             parents: Sequence[argparse.ArgumentParser] = ()) -> None:
     p = sub.add_parser("verify", parents=list(parents),
                        help="acceptance: conformance checks and benchmarks judged against the plan's targets",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -1,0 +1,78 @@
+"""The `kiln` command line. Exit codes: 0 ok, 1 failure, 2 bad spec or usage (nothing written), 130 interrupted.
+
+A stack is named (`dev` → stacks/Pulumi.dev.yaml under --stacks-dir, $KILN_STACKS_DIR or ./stacks; see
+kiln.spec.stack_path) or given as a path. The command's output (the plan, the report, what was written)
+goes to stdout; diagnostics go through `logging` to stderr, set up once in `main`. No traceback reaches
+the user unless asked for with -v/--debug.
+
+Layout: kiln.cli.common holds what every command shares (loading a stack, writing files, the shared
+options, the exit codes, the reporting path); one module per command group registers its subcommands
+(plan: validate, plan, inventory; render: render, monitoring; verify; lab; data). Command modules import
+kiln.cli.common, never this module; nothing outside kiln.cli imports the CLI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from importlib import metadata
+
+from kiln import __version__
+from kiln.cli import data, lab, plan, render, verify
+from kiln.cli.common import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, EXIT_SPEC, common_options, setup_logging
+from kiln.spec import SpecError
+
+__all__ = ["EXIT_FAIL", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_SPEC", "main", "parser", "version"]
+
+COMMAND_GROUPS = (plan, render, verify, lab, data)  # in the order `kiln --help` lists them
+
+log = logging.getLogger(__name__)
+
+
+def version() -> str:
+    """The installed distribution's version; the package's own when kiln runs from a checkout uninstalled."""
+    try:
+        return metadata.version("kiln")
+    except metadata.PackageNotFoundError:
+        return __version__
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="kiln", description="GPU training clusters from one spec per environment.",
+                                 parents=[common_options(top=True)])
+    ap.add_argument("--version", action="version", version=f"%(prog)s {version()}")
+    sub = ap.add_subparsers(dest="command", required=True)
+    for group in COMMAND_GROUPS:
+        group.register(sub, [common_options()])
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    setup_logging(args.debug)
+    try:
+        return int(args.func(args))
+    except SpecError as exc:
+        log.error("%s", exc.render())
+        return EXIT_SPEC
+    except BrokenPipeError:
+        # The reader went away (`kiln plan dev | head`): not an error; keep Python from complaining at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+    except KeyboardInterrupt:
+        log.error("interrupted")
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # anything unexpected: one line, the traceback only when asked for
+        if args.debug:
+            log.error("%s: %s", type(exc).__name__, exc, exc_info=True)
+        else:
+            log.error("%s (run with -v/--debug for the traceback)", _one_line(exc))
+        return EXIT_FAIL
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or "(no message)"
+    return f"{type(exc).__name__}: {text}"
