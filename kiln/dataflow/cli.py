@@ -73,7 +73,8 @@ def cmd_stage(args: argparse.Namespace) -> int:
         raise DataError(f"no link {args.link!r} in {plan.stack}; fix: use one of {names}")
     metadata_only = args.metadata_only or link.import_policy in ("metadata", "on-access")
     job = LinkJob(
-        link.name, link.bucket, link.prefix, _local(plan, link.mount_path, args.mount_point), link.include, link.exclude
+        name=link.name, bucket=link.bucket, prefix=link.prefix, local=_local(plan, link.mount_path, args.mount_point),
+        include=link.include, exclude=link.exclude,
     )
     res = _mover(plan, args).stage(job, metadata_only=metadata_only)
     print(
@@ -105,14 +106,14 @@ def cmd_export(args: argparse.Namespace) -> int:
             raise DataError(f"stack {plan.stack} declares no dataflow.checkpoints; fix: add the section")
         root = _local(plan, ck.mount_path, args.mount_point)
         r = export_checkpoints(
-            mover,
-            "checkpoints",
-            root,
-            ck.bucket,
-            ck.prefix,
-            ck.commit_marker,
-            ck.keep_resident,
-            ck.release_after_verify,
+            mover=mover,
+            name="checkpoints",
+            root=root,
+            bucket=ck.bucket,
+            prefix=ck.prefix,
+            marker=ck.commit_marker,
+            keep=ck.keep_resident,
+            release=ck.release_after_verify,
         )
         print(
             json.dumps(
@@ -130,7 +131,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         names = [x.name for x in flow.links if x.export_policy != "none"]
         raise DataError(f"no exportable link {args.link!r}; fix: use one of {names} or set its export_policy")
     job = LinkJob(
-        link.name, link.bucket, link.prefix, _local(plan, link.mount_path, args.mount_point), link.include, link.exclude
+        name=link.name, bucket=link.bucket, prefix=link.prefix, local=_local(plan, link.mount_path, args.mount_point),
+        include=link.include, exclude=link.exclude,
     )
     res = mover.export(job)
     print(
@@ -166,12 +168,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         failed = 0
         for link in flow.links:
             job = LinkJob(
-                link.name,
-                link.bucket,
-                link.prefix,
-                _local(plan, link.mount_path, args.mount_point),
-                link.include,
-                link.exclude,
+                name=link.name,
+                bucket=link.bucket,
+                prefix=link.prefix,
+                local=_local(plan, link.mount_path, args.mount_point),
+                include=link.include,
+                exclude=link.exclude,
             )
             metadata_only = link.import_policy in ("metadata", "on-access")
             kinds = [
@@ -193,14 +195,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         if ck is not None:
             try:
                 r = export_checkpoints(
-                    mover,
-                    "checkpoints",
-                    _local(plan, ck.mount_path, args.mount_point),
-                    ck.bucket,
-                    ck.prefix,
-                    ck.commit_marker,
-                    ck.keep_resident,
-                    ck.release_after_verify,
+                    mover=mover,
+                    name="checkpoints",
+                    root=_local(plan, ck.mount_path, args.mount_point),
+                    bucket=ck.bucket,
+                    prefix=ck.prefix,
+                    marker=ck.commit_marker,
+                    keep=ck.keep_resident,
+                    release=ck.release_after_verify,
                 )
                 if r.exported or r.released:
                     log.info("checkpoints: exported %s, released %s", list(r.exported), list(r.released))
@@ -237,10 +239,16 @@ def cmd_models(args: argparse.Namespace) -> int:
     relay = Path(args.relay)
 
     def on_key(key: str) -> None:
-        d = distribute(mover, f"models{args.index}", m.bucket, m.prefix, [key], relay, targets)
+        d = distribute(
+            mover=mover, name=f"models{args.index}", bucket=m.bucket, prefix=m.prefix, keys=[key], relay=relay,
+            targets=targets,
+        )
         print(json.dumps({"key": key, "lake_bytes": d.lake_bytes, "copies": d.copies}), flush=True)
 
-    follow(weed, args.filer, m.bucket, m.prefix, on_key, threading.Event(), args.time_ago)
+    follow(
+        weed=weed, filer=args.filer, bucket=m.bucket, prefix=m.prefix, on_key=on_key, stop=threading.Event(),
+        time_ago=args.time_ago,
+    )
     return EXIT_OK
 
 

@@ -136,7 +136,8 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
     dataflow, df_issues = build_dataflow(spec, hosts, layouts, sizing)
     issues += [i for i in df_issues if i.severity == "error"]
     monitoring, mon_issues = build_monitoring(
-        spec, hosts, lustre_targets, tuple(tunables), objectstore, sizing.demand_read_GBps
+        spec=spec, hosts=hosts, targets=lustre_targets, tunables=tuple(tunables), objectstore=objectstore,
+        demand_read_GBps=sizing.demand_read_GBps,
     )
     issues += mon_issues
     targets = (build_targets(spec, sizing) + tuple(monitoring_targets(monitoring))

@@ -328,20 +328,20 @@ def build_dataflow(
             )
         links.append(
             DataLinkPlan(
-                link.name,
-                link.bucket,
-                link.prefix,
-                link.path,
-                posixpath.join(spec.lustre.mount_point, link.path.lstrip("/")),
-                lay.path,
-                lay.setstripe,
-                link.import_policy,
-                link.import_trigger,
-                link.schedule,
-                tuple(link.include),
-                tuple(link.exclude),
-                link.export_policy,
-                note,
+                name=link.name,
+                bucket=link.bucket,
+                prefix=link.prefix,
+                path=link.path,
+                mount_path=posixpath.join(spec.lustre.mount_point, link.path.lstrip("/")),
+                directory=lay.path,
+                setstripe=lay.setstripe,
+                import_policy=link.import_policy,
+                import_trigger=link.import_trigger,
+                schedule=link.schedule,
+                include=tuple(link.include),
+                exclude=tuple(link.exclude),
+                export_policy=link.export_policy,
+                note=note,
             )
         )
     ck_plan = None
@@ -359,25 +359,25 @@ def build_dataflow(
         lake_read = min(get, mover_GBps)
         blocked_sync = c.save_s + export_s
         ck_plan = CheckpointFlowPlan(
-            ck.path,
-            posixpath.join(spec.lustre.mount_point, ck.path.lstrip("/")),
-            ck.bucket,
-            ck.prefix,
-            ck.commit_marker,
-            ck.write_back,
-            ck.part_size_MiB or part,
-            ck.keep_resident,
-            ck.release_after_verify,
-            c.bytes,
-            c.save_s,
-            export_s,
-            ex,
-            ex_bn,
-            c.save_s if ck.write_back == "async" else blocked_sync,
-            blocked_sync,
-            c.restore_s,
-            c.bytes / (lake_read * 1e9),
-            spec.workload.checkpoint.interval_min * 60,
+            path=ck.path,
+            mount_path=posixpath.join(spec.lustre.mount_point, ck.path.lstrip("/")),
+            bucket=ck.bucket,
+            prefix=ck.prefix,
+            commit_marker=ck.commit_marker,
+            write_back=ck.write_back,
+            part_size_MiB=ck.part_size_MiB or part,
+            keep_resident=ck.keep_resident,
+            release_after_verify=ck.release_after_verify,
+            bytes=c.bytes,
+            write_s=c.save_s,
+            export_s=export_s,
+            export_GBps=ex,
+            export_bottleneck=ex_bn,
+            blocked_s=c.save_s if ck.write_back == "async" else blocked_sync,
+            blocked_sync_s=blocked_sync,
+            restore_fast_s=c.restore_s,
+            restore_lake_s=c.bytes / (lake_read * 1e9),
+            interval_s=spec.workload.checkpoint.interval_min * 60,
         )
         why.append(
             f"checkpoint {c.bytes / 1e9:.2f} GB: fast-tier write {c.save_s:.1f} s, export {export_s:.1f} s at "
@@ -407,8 +407,9 @@ def build_dataflow(
         )
         n = len(receivers) * len(targets)
         factor = 1.0 if m.fanout == "relay" else float(n)
-        models.append(ModelFlowPlan(m.bucket, m.prefix, m.pool, target, m.events, m.fanout, n, factor, receivers,
-                                    targets, m.filer_access))
+        models.append(ModelFlowPlan(bucket=m.bucket, prefix=m.prefix, pool=m.pool, target=target, events=m.events,
+                                    fanout=m.fanout, receivers=n, lake_bytes_factor=factor, hosts=receivers,
+                                    targets=targets, filer_access=m.filer_access))
     plan = DataflowPlan(
         engine=ENGINE,
         mover_hosts=movers,
@@ -507,17 +508,17 @@ def _ratio_target(
     else:
         fail, warn = predicted * a.fail_fraction, predicted * a.warn_fraction
     return AcceptanceTarget(
-        check,
-        metric,
-        "ratio",
-        round(predicted, 4),
-        round(warn, 4),
-        round(fail, 4),
-        why,
-        "aggregate",
-        True,
-        group,
-        ("objectstore",),
+        check=check,
+        metric=metric,
+        unit="ratio",
+        expected=round(predicted, 4),
+        warn=round(warn, 4),
+        fail=round(fail, 4),
+        why=why,
+        scope="aggregate",
+        higher_is_better=True,
+        group=group,
+        requires=("objectstore",),
     )
 
 
@@ -548,44 +549,44 @@ def dataflow_targets(spec: ClusterSpec, plan: DataflowPlan) -> tuple[AcceptanceT
             floor_fails=True,
         ),
         AcceptanceTarget(
-            "dataflow.resync",
-            "bytes_moved",
-            "bytes",
-            0,
-            0,
-            0,
-            "a re-sync with nothing changed moves no byte (size + ETag manifest)",
-            "aggregate",
-            False,
-            g,
-            ("objectstore",),
+            check="dataflow.resync",
+            metric="bytes_moved",
+            unit="bytes",
+            expected=0,
+            warn=0,
+            fail=0,
+            why="a re-sync with nothing changed moves no byte (size + ETag manifest)",
+            scope="aggregate",
+            higher_is_better=False,
+            group=g,
+            requires=("objectstore",),
         ),
         AcceptanceTarget(
-            "dataflow.resync_time",
-            "share_of_stage_time",
-            "ratio",
-            0.0,
-            RESYNC_MAX_SHARE,
-            RESYNC_MAX_SHARE,
-            "a re-sync with nothing changed lists and compares, moves nothing: at most "
+            check="dataflow.resync_time",
+            metric="share_of_stage_time",
+            unit="ratio",
+            expected=0.0,
+            warn=RESYNC_MAX_SHARE,
+            fail=RESYNC_MAX_SHARE,
+            why="a re-sync with nothing changed lists and compares, moves nothing: at most "
             f"{RESYNC_MAX_SHARE:.0%} of the full stage's time",
-            "aggregate",
-            False,
-            g,
-            ("objectstore",),
+            scope="aggregate",
+            higher_is_better=False,
+            group=g,
+            requires=("objectstore",),
         ),
         AcceptanceTarget(
-            "dataflow.resume",
-            "lost_or_partial_files",
-            "count",
-            0,
-            0,
-            0,
-            "a mover killed mid-transfer and restarted loses nothing and exposes no partial file",
-            "aggregate",
-            False,
-            g,
-            ("objectstore",),
+            check="dataflow.resume",
+            metric="lost_or_partial_files",
+            unit="count",
+            expected=0,
+            warn=0,
+            fail=0,
+            why="a mover killed mid-transfer and restarted loses nothing and exposes no partial file",
+            scope="aggregate",
+            higher_is_better=False,
+            group=g,
+            requires=("objectstore",),
         ),
     ]
     ck = plan.checkpoints
@@ -617,18 +618,18 @@ def dataflow_targets(spec: ClusterSpec, plan: DataflowPlan) -> tuple[AcceptanceT
     for m in plan.models:
         out.append(
             AcceptanceTarget(
-                "dataflow.model_distribution",
-                "lake_bytes_over_model_bytes",
-                "ratio",
-                round(m.lake_bytes_factor, 4),
-                round(max(m.lake_bytes_factor, 1.0) * 1.1, 4),
-                FLOORS["model_distribution"] if m.fanout == "relay" else float(m.receivers),
-                f"{m.receivers} receivers of pool {m.pool} ({m.fanout}): the lake serves "
+                check="dataflow.model_distribution",
+                metric="lake_bytes_over_model_bytes",
+                unit="ratio",
+                expected=round(m.lake_bytes_factor, 4),
+                warn=round(max(m.lake_bytes_factor, 1.0) * 1.1, 4),
+                fail=FLOORS["model_distribution"] if m.fanout == "relay" else float(m.receivers),
+                why=f"{m.receivers} receivers of pool {m.pool} ({m.fanout}): the lake serves "
                 f"{m.lake_bytes_factor:g}× the model's bytes",
-                "aggregate",
-                False,
-                f"kiln_pool_{m.pool.replace('-', '_')}",
-                ("objectstore",),
+                scope="aggregate",
+                higher_is_better=False,
+                group=f"kiln_pool_{m.pool.replace('-', '_')}",
+                requires=("objectstore",),
             )
         )
     return tuple(out)

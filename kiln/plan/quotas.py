@@ -23,7 +23,10 @@ def build_quota_defaults(spec: ClusterSpec) -> tuple[QuotaDefault, ...]:
         lim: QuotaLimits | None = getattr(defaults, kind)
         if lim is not None:
             out.append(
-                QuotaDefault(kind, _kib(lim.block_soft), _kib(lim.block_hard), lim.inode_soft, lim.inode_hard)
+                QuotaDefault(
+                    type=kind, block_soft_KiB=_kib(lim.block_soft), block_hard_KiB=_kib(lim.block_hard),
+                    inode_soft=lim.inode_soft, inode_hard=lim.inode_hard,
+                )
             )
     return tuple(out)
 

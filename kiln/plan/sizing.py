@@ -18,7 +18,7 @@ from kiln.spec.models import ClusterSpec, Device
 from kiln.spec.protection import Share, data_share, default_level
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class DeviceFigures:
     read_GBps: float
     write_GBps: float
@@ -30,9 +30,13 @@ def device_figures(device: Device) -> DeviceFigures:
     kb = knowledge.load()
     if device.catalog is not None:
         m = kb.nvme[device.catalog]
-        return DeviceFigures(m.read_GBps, m.write_GBps, m.capacity_TB, device.kind)
+        return DeviceFigures(
+            read_GBps=m.read_GBps, write_GBps=m.write_GBps, capacity_TB=m.capacity_TB, kind=device.kind,
+        )
     assert device.read_GBps and device.write_GBps and device.capacity_TB
-    return DeviceFigures(device.read_GBps, device.write_GBps, device.capacity_TB, device.kind)
+    return DeviceFigures(
+        read_GBps=device.read_GBps, write_GBps=device.write_GBps, capacity_TB=device.capacity_TB, kind=device.kind,
+    )
 
 
 def lnet_factor(spec: ClusterSpec) -> tuple[float, tuple[str, ...]]:
@@ -159,12 +163,13 @@ def small_file_layers(spec: ClusterSpec) -> tuple[Layer, ...]:
         rate = mdts * opens / smp.files_per_sample * sample_GB
         out.append(
             Layer(
-                "metadata",
-                "supply",
-                rate,
-                math.inf,
-                f"{mdts} MDTs × {opens:g} opens/s ÷ {smp.files_per_sample} files per sample × {smp.size_KB:g} KB",
-                ("mdt_open_ops_per_s",),
+                name="metadata",
+                kind="supply",
+                read_GBps=rate,
+                write_GBps=math.inf,
+                formula=f"{mdts} MDTs × {opens:g} opens/s ÷ {smp.files_per_sample} files per sample × "
+                f"{smp.size_KB:g} KB",
+                factors=("mdt_open_ops_per_s",),
             )
         )
     dev = lu.oss.osts.device
@@ -176,12 +181,12 @@ def small_file_layers(spec: ClusterSpec) -> tuple[Layer, ...]:
     rate = n_dev * kiops * 1e3 * pr / requests * sample_GB
     out.append(
         Layer(
-            "ost_iops",
-            "supply",
-            rate,
-            math.inf,
-            f"{n_dev} drives × {kiops:g}k reads/s ÷ {requests} read RPCs per sample × {smp.size_KB:g} KB",
-            ("ost_read_kiops_per_device",),
+            name="ost_iops",
+            kind="supply",
+            read_GBps=rate,
+            write_GBps=math.inf,
+            formula=f"{n_dev} drives × {kiops:g}k reads/s ÷ {requests} read RPCs per sample × {smp.size_KB:g} KB",
+            factors=("ost_read_kiops_per_device",),
         )
     )
     return tuple(out)
@@ -281,7 +286,10 @@ def router_layers(spec: ClusterSpec) -> tuple[Layer, ...]:
     total, how = router_link(spec)
     rate = total * f_lnet * f_rtr
     formula = f"Σ routers × narrower side's link: {how} × {f_lnet:.3f} × lnet_router {f_rtr:g}"
-    return (Layer("lnet_routers", "supply", rate, rate, formula, (*lnet_names, "lnet_router")),)
+    return (Layer(
+        name="lnet_routers", kind="supply", read_GBps=rate, write_GBps=rate, formula=formula,
+        factors=(*lnet_names, "lnet_router"),
+    ),)
 
 
 def build_sizing(spec: ClusterSpec) -> tuple[Sizing, list[SpecIssue]]:
@@ -321,68 +329,69 @@ def build_sizing(spec: ClusterSpec) -> tuple[Sizing, list[SpecIssue]]:
     dev_r, dev_w = n_dev * dev.read_GBps * rf, n_dev * dev.write_GBps * wf
     layers = (
         Layer(
-            "gpu_demand",
-            "demand",
-            demand_read,
-            required_write,
-            f"{gpus} GPUs × {per_gpu:g} GB/s read; write = checkpoint bytes ÷ budget ({budget_s:g} s)",
+            name="gpu_demand",
+            kind="demand",
+            read_GBps=demand_read,
+            write_GBps=required_write,
+            formula=f"{gpus} GPUs × {per_gpu:g} GB/s read; write = checkpoint bytes ÷ budget ({budget_s:g} s)",
         ),
         Layer(
-            "client_nics",
-            "supply",
-            client,
-            client,
-            f"Σ nodes × storage NICs × link ({client_link:g} GB/s) × {f_lnet:.3f}",
-            lnet_names,
+            name="client_nics",
+            kind="supply",
+            read_GBps=client,
+            write_GBps=client,
+            formula=f"Σ nodes × storage NICs × link ({client_link:g} GB/s) × {f_lnet:.3f}",
+            factors=lnet_names,
         ),
         Layer(
-            "client_hosts",
-            "supply",
-            client_link * f_single,
-            client_link * f_single,
-            f"Σ nodes × one client's ceiling: storage link ({client_link:g} GB/s) × client_single {f_single:g}",
-            ("client_single",),
+            name="client_hosts",
+            kind="supply",
+            read_GBps=client_link * f_single,
+            write_GBps=client_link * f_single,
+            formula=f"Σ nodes × one client's ceiling: storage link ({client_link:g} GB/s) × client_single {f_single:g}",
+            factors=("client_single",),
         ),
         Layer(
-            "fabric",
-            "supply",
-            fabric,
-            fabric,
-            f"client link {client_link:g} GB/s × {payload_name} ÷ oversubscription {spec.fabric.oversubscription:g}",
-            (payload_name,),
+            name="fabric",
+            kind="supply",
+            read_GBps=fabric,
+            write_GBps=fabric,
+            formula=f"client link {client_link:g} GB/s × {payload_name} ÷ oversubscription "
+            f"{spec.fabric.oversubscription:g}",
+            factors=(payload_name,),
         ),
         *router_layers(spec),
         Layer(
-            "oss_nics",
-            "supply",
-            oss,
-            oss,
-            f"{lu.oss.nodes} OSS × {lu.oss.nics.count} NICs × link ({oss_link:g} GB/s) × {f_lnet:.3f}",
-            lnet_names,
+            name="oss_nics",
+            kind="supply",
+            read_GBps=oss,
+            write_GBps=oss,
+            formula=f"{lu.oss.nodes} OSS × {lu.oss.nics.count} NICs × link ({oss_link:g} GB/s) × {f_lnet:.3f}",
+            factors=lnet_names,
         ),
         Layer(
-            "oss_servers",
-            "supply",
-            sv_read,
-            sv_write,
-            sv_formula,
-            sv_factors,
+            name="oss_servers",
+            kind="supply",
+            read_GBps=sv_read,
+            write_GBps=sv_write,
+            formula=sv_formula,
+            factors=sv_factors,
         ),
         Layer(
-            "ost_devices",
-            "supply",
-            dev_r,
-            dev_w,
-            f"{n_dev} devices × ({dev.read_GBps:g} read, {dev.write_GBps:g} write) GB/s × ost_{b} factors",
-            (f"ost_{b}_read", f"ost_{b}_write"),
+            name="ost_devices",
+            kind="supply",
+            read_GBps=dev_r,
+            write_GBps=dev_w,
+            formula=f"{n_dev} devices × ({dev.read_GBps:g} read, {dev.write_GBps:g} write) GB/s × ost_{b} factors",
+            factors=(f"ost_{b}_read", f"ost_{b}_write"),
         ),
         Layer(
-            "protection",
-            "supply",
-            dev_r * pr,
-            dev_w * pw,
-            f"ost_devices × data share of the OSTs' protection ({prot.formula}: read {pr:.3f}, write {pw:.3f})",
-            (f"protection:{prot.formula.split(':')[0]}",),
+            name="protection",
+            kind="supply",
+            read_GBps=dev_r * pr,
+            write_GBps=dev_w * pw,
+            formula=f"ost_devices × data share of the OSTs' protection ({prot.formula}: read {pr:.3f}, write {pw:.3f})",
+            factors=(f"protection:{prot.formula.split(':')[0]}",),
         ),
         *small_file_layers(spec),
     )
@@ -484,7 +493,10 @@ def build_sizing(spec: ClusterSpec) -> tuple[Sizing, list[SpecIssue]]:
         single_node_demand_read_GBps=single_node_demand,
         read_demand_source=demand_src,
         metadata_create_ops=md_rate,
-        checkpoint=Checkpoint(ck_bytes, bpp, save_s, restore_s, budget_s, required_write, meets, ck_why),
+        checkpoint=Checkpoint(
+            bytes=ck_bytes, bytes_per_param=bpp, save_s=save_s, restore_s=restore_s, budget_s=budget_s,
+            required_write_GBps=required_write, meets_budget=meets, why=ck_why,
+        ),
         stage_in_s=stage_s,
         stage_in_GBps=stage_rate,
         stage_in_bottleneck=stage_bn,

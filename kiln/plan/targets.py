@@ -68,8 +68,8 @@ def _perf(
         fail = gate
     warn = max(expected * a.warn_fraction, fail)
     return AcceptanceTarget(
-        check, metric, unit, round(expected, 4), round(warn, 4), round(fail, 4), why, scope, True, group, requires,
-        env,
+        check=check, metric=metric, unit=unit, expected=round(expected, 4), warn=round(warn, 4), fail=round(fail, 4),
+        why=why, scope=scope, higher_is_better=True, group=group, requires=requires, env=env,
     )
 
 
@@ -90,7 +90,8 @@ def build_targets(spec: ClusterSpec, sizing: Sizing) -> tuple[AcceptanceTarget, 
         if spec.objectstore.backend == "external" and store_check:
             continue
         out.append(AcceptanceTarget(
-            check, "mismatches", "count", 0, 0, 0, why, "host", False, group, (req,) if req else (),
+            check=check, metric="mismatches", unit="count", expected=0, warn=0, fail=0, why=why, scope="host",
+            higher_is_better=False, group=group, requires=(req,) if req else (),
         ))
     rdma = spec.fabric.kind != "tcp"
     nic_models, gpu_models = catalog.nics(spec), catalog.gpus(spec)

@@ -648,7 +648,7 @@ def _host_names(spec: ClusterSpec) -> Iterator[SpecIssue]:
                 continue
             if pa == pb and path_a.startswith("compute") and path_b.startswith("compute"):
                 continue  # reported by _compute as a shared prefix
-            name = _collision(pa, wa, na, pb, wb, nb)
+            name = _collision(pa=pa, wa=wa, na=na, pb=pb, wb=wb, nb=nb)
             if name is not None:
                 # Name a prefix the user chose: a router group's first (routers come last), then a pool's.
                 path = next(

@@ -268,9 +268,9 @@ def _fault_disk(ctx: Context, host: str, bound: int) -> Fault:
     need = max(0, int(size * frac) - used)
     fill = f"{path.rstrip('/')}/{FILL_FILE}"
     return Fault(
-        "disk_fill", "HostFilesystemFilling", host, {"host": host, "mountpoint": path},
-        f"head -c {need} /dev/zero > {quote(fill)} && sync", f"rm -f {quote(fill)}", bound,
-        [f"{path}: {size} bytes, {used} used; wrote {need} bytes to reach {frac:.0%}"],
+        name="disk_fill", alert="HostFilesystemFilling", host=host, labels={"host": host, "mountpoint": path},
+        inject=f"head -c {need} /dev/zero > {quote(fill)} && sync", repair=f"rm -f {quote(fill)}", bound_s=bound,
+        notes=[f"{path}: {size} bytes, {used} used; wrote {need} bytes to reach {frac:.0%}"],
     )
 
 
@@ -281,9 +281,10 @@ def _fault_sysctl(ctx: Context, host: str, bound: int) -> Fault:
         if t.apply == "sysctl" and t.param in rules and is_namespaced_sysctl(t.id) and value.isdigit():
             wrong = int(value) - 1 if int(value) > 0 else 1
             return Fault(
-                "sysctl_drift", "SysctlDrift", host, {"host": host, "sysctl": t.param},
-                f"sysctl -q -w {quote(f'{t.param}={wrong}')}", f"sysctl -q -w {quote(f'{t.param}={value}')}",
-                bound, [f"{t.param}: planned {value}, set to {wrong}"],
+                name="sysctl_drift", alert="SysctlDrift", host=host, labels={"host": host, "sysctl": t.param},
+                inject=f"sysctl -q -w {quote(f'{t.param}={wrong}')}",
+                repair=f"sysctl -q -w {quote(f'{t.param}={value}')}", bound_s=bound,
+                notes=[f"{t.param}: planned {value}, set to {wrong}"],
             )
     raise NotApplicable("the plan alerts on no single-valued sysctl this host's network namespace owns")
 
@@ -299,16 +300,18 @@ def build_faults(ctx: Context, names: list[str]) -> list[Fault]:
             stores = [h for h in ctx.plan.objectstore.hosts if h in ctx.remotes]
             if not stores:
                 raise NotApplicable("no object-store host is selected")
-            out.append(Fault(name, alert, stores[0], {"host": stores[0]}, "systemctl stop seaweedfs-volume",
-                             "systemctl start seaweedfs-volume", bound))
+            out.append(Fault(name=name, alert=alert, host=stores[0], labels={"host": stores[0]},
+                             inject="systemctl stop seaweedfs-volume", repair="systemctl start seaweedfs-volume",
+                             bound_s=bound))
             continue
         if not victims:
             raise NotApplicable("no selected host besides the Prometheus host to inject a fault on")
         if name == "exporter_down":
             # the last candidate, so that the other faults (first candidate) stay visible to Prometheus
             h = victims[-1] if len(victims) > 1 else victims[0]
-            out.append(Fault(name, alert, h, {"job": "node", "host": h}, "systemctl stop prometheus-node-exporter",
-                             "systemctl start prometheus-node-exporter", bound))
+            out.append(Fault(name=name, alert=alert, host=h, labels={"job": "node", "host": h},
+                             inject="systemctl stop prometheus-node-exporter",
+                             repair="systemctl start prometheus-node-exporter", bound_s=bound))
         elif name == "disk_fill":
             out.append(_fault_disk(ctx, victims[0], bound))
         elif name == "sysctl_drift":
