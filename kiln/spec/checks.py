@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from kiln import knowledge
 from kiln.knowledge import NicModel
 from kiln.spec import catalog
+from kiln.spec.checks_dataflow import check_dataflow
 from kiln.spec.errors import SpecIssue, suggest
 from kiln.spec.models import ClusterSpec, ComputePool, Device, LnetRouterGroup, NicGroup
 from kiln.spec.protection import default_drive_base, default_level, level_problem
@@ -29,6 +30,7 @@ def check(spec: ClusterSpec) -> list[SpecIssue]:
         *(_networks(spec)),
         *(_host_names(spec)),
         *(_duplicates(spec)),
+        *(check_dataflow(spec)),
     ]
 
 
