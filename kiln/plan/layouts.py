@@ -226,12 +226,14 @@ def _layout(spec: ClusterSpec, d: Directory, width: int, total_gpus: int, writer
     )
 
 
-def build_layouts(spec: ClusterSpec) -> tuple[Layout, ...]:
+def build_layouts(spec: ClusterSpec) -> tuple[tuple[Layout, ...], list[SpecIssue]]:
+    """Every planned directory's layout, and what the stack's Lustre version refuses in them (layout_issues)."""
     total_osts = spec.lustre.oss.nodes * spec.lustre.oss.osts.per_node
     pools = {p.name: len(p.osts) for p in spec.lustre.pools}
     total_gpus = sum(p.nodes * p.gpus_per_node for p in spec.compute.pools)
     # A single checkpoint file is written by every rank of one model replica; the plan takes all GPUs.
     writers = total_gpus
-    return tuple(
+    layouts = tuple(
         _layout(spec, d, pools.get(d.pool or "", total_osts), total_gpus, writers) for d in spec.lustre.directories
     )
+    return layouts, layout_issues(spec, layouts)

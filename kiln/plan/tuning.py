@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -396,7 +397,7 @@ def _mib(value: int | float | str) -> int | None:
     return None
 
 
-def nccl_pools(tunables: list[Tunable], spec: ClusterSpec) -> tuple[NcclPool, ...]:
+def nccl_pools(tunables: Sequence[Tunable], spec: ClusterSpec) -> tuple[NcclPool, ...]:
     by_pool: dict[str | None, list[Tunable]] = {}
     for t in tunables:  # one pass, not one per pool: planning stays linear in pools
         if t.side == "nccl":
@@ -407,3 +408,24 @@ def nccl_pools(tunables: list[Tunable], spec: ClusterSpec) -> tuple[NcclPool, ..
         hcas = tuple(env.get("NCCL_IB_HCA", "=").lstrip("=").split(",")) if "NCCL_IB_HCA" in env else ()
         out.append(NcclPool(pool=pool.name, env=dict(sorted(env.items())), hcas=hcas))
     return tuple(out)
+
+
+def build_tunables(spec: ClusterSpec) -> tuple[tuple[Tunable, ...], list[SpecIssue]]:
+    """Every host, server, client, LNet and NCCL tunable with the stack's overrides applied; issues: unknown or
+    misapplied overrides, then (only without those) values out of range, then broken rules between tunables."""
+    clients: list[Tunable] = []
+    client_mod = 0
+    brw = brw_size_MiB(spec)
+    for pool in spec.compute.pools:
+        pool_tunables = client_tunables(spec, pool, brw_MiB=brw)
+        client_mod = max(
+            client_mod, *(int(t.value) for t in pool_tunables if t.id == "client.mdc.max_mod_rpcs_in_flight")
+        )
+        clients.extend(pool_tunables)
+    derived = host_tunables() + server_tunables(spec, client_mod) + clients + lnet_tunables(spec) + nccl_tunables(spec)
+    tunables, issues = apply_overrides(spec, derived)
+    if not issues:
+        issues += out_of_range(spec, tunables)
+    if not issues:
+        issues += invariants(tunables, {p.name: p.ram_GiB for p in spec.compute.pools})
+    return tuple(tunables), issues
