@@ -219,7 +219,8 @@ def measure(
     work.mkdir(parents=True, exist_ok=True)
     out: dict[str, Any] = {}
     try:
-        out.update(_stage_figures(creds, s3, bucket, work, tuning, files, file_KiB))
+        out.update(_stage_figures(creds=creds, s3=s3, bucket=bucket, work=work, tuning=tuning, files=files,
+                                  file_KiB=file_KiB))
         mover = Mover(creds, work / "state", tuning)
         # Checkpoint: the trainer stand-in writes its shards and the commit marker to the fast tier.
         data = [os.urandom(shard_MiB << 20) for _ in range(shards)]
@@ -230,8 +231,8 @@ def measure(
         write_s = time.perf_counter() - t0
         del data
         t1 = time.perf_counter()
-        ex = export_checkpoints(mover, "ck", work / "ckpt", bucket, PREFIX + "ck/", ".metadata", keep=1,
-                                release=False)
+        ex = export_checkpoints(mover=mover, name="ck", root=work / "ckpt", bucket=bucket, prefix=PREFIX + "ck/",
+                                marker=".metadata", keep=1, release=False)
         upload_s = time.perf_counter() - t1
         _drop_cache(ck)
         fast_s = _read_all(ck)
@@ -242,7 +243,8 @@ def measure(
         out.update(checkpoint_write_s=write_s, checkpoint_export_s=upload_s,
                    checkpoint_blocked_ratio=(write_s + upload_s) / write_s, checkpoint_exported=len(ex.exported),
                    restore_fast_s=fast_s, restore_lake_s=lake_s, checkpoint_restore_ratio=lake_s / fast_s)
-        out.update({f"resume_{k}": v for k, v in _resume(creds, s3, bucket, work, tuning, shard_MiB).items()})
+        resume = _resume(creds=creds, s3=s3, bucket=bucket, work=work, tuning=tuning, big_MiB=shard_MiB)
+        out.update({f"resume_{k}": v for k, v in resume.items()})
         out["resume_lost_or_partial"] = out["resume_lost"] + out["resume_partial"]
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -266,8 +268,9 @@ def main(argv: list[str] | None = None) -> int:
     if not key or not secret:
         print("KILN_S3_ACCESS_KEY and KILN_S3_SECRET_KEY must be set (never argv)", file=sys.stderr)
         return 2
-    res = measure(Credentials(a.endpoint, key, secret), a.bucket, Path(a.work),
-                  engine.Tuning(a.concurrency, a.part_MiB), a.files, a.file_KiB, a.shards, a.shard_MiB)
+    res = measure(creds=Credentials(a.endpoint, key, secret), bucket=a.bucket, work=Path(a.work),
+                  tuning=engine.Tuning(a.concurrency, a.part_MiB), files=a.files, file_KiB=a.file_KiB, shards=a.shards,
+                  shard_MiB=a.shard_MiB)
     print(json.dumps(res))
     return 0
 

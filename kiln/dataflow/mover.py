@@ -153,7 +153,10 @@ class Mover:
         if metadata_only:
             status.state = "done"
             self._report(status)
-            return PassResult(0, 0, 0, len(objects), sum(o.size for o in objects), time.monotonic() - t0)
+            return PassResult(
+                bytes_moved=0, files_moved=0, files_verified=0, files_selected=len(objects),
+                bytes_selected=sum(o.size for o in objects), seconds=time.monotonic() - t0,
+            )
         status.state = "transferring"
         self._report(status)
 
@@ -163,12 +166,12 @@ class Mover:
 
         try:
             res = engine.copy(
-                self.creds,
-                engine.remote(job.bucket, job.prefix),
-                str(job.local),
-                (o.key for o in todo),
-                self.tuning,
-                on_stats,
+                creds=self.creds,
+                src=engine.remote(job.bucket, job.prefix),
+                dst=str(job.local),
+                files=(o.key for o in todo),
+                tuning=self.tuning,
+                on_stats=on_stats,
                 lake_objects=len(listed),
             )
         except engine.EngineError as exc:
@@ -200,14 +203,14 @@ class Mover:
         self._report(status)
         t_end = time.monotonic()
         return PassResult(
-            res.bytes,
-            res.files,
-            status.files_done,
-            len(objects),
-            sum(o.size for o in objects),
-            t_end - t0,
-            tuple(failed),
-            (("list", t_list - t0), ("engine", t_engine - t_list), ("verify", t_verify - t_engine),
+            bytes_moved=res.bytes,
+            files_moved=res.files,
+            files_verified=status.files_done,
+            files_selected=len(objects),
+            bytes_selected=sum(o.size for o in objects),
+            seconds=t_end - t0,
+            failed=tuple(failed),
+            phases=(("list", t_list - t0), ("engine", t_engine - t_list), ("verify", t_verify - t_engine),
              ("record", t_end - t_verify)),
         )
 
@@ -279,12 +282,12 @@ class Mover:
 
         try:
             res = engine.copy(
-                self.creds,
-                str(job.local),
-                engine.remote(job.bucket, job.prefix),
-                (rel for rel, _ in todo),
-                self.tuning,
-                on_stats,
+                creds=self.creds,
+                src=str(job.local),
+                dst=engine.remote(job.bucket, job.prefix),
+                files=(rel for rel, _ in todo),
+                tuning=self.tuning,
+                on_stats=on_stats,
                 # The lake side holds at least what this link exported before (its manifest).
                 lake_objects=len(manifest.entries) + len(todo),
             )
@@ -320,13 +323,13 @@ class Mover:
             status.last_success = time.time()
         self._report(status)
         return PassResult(
-            res.bytes,
-            res.files,
-            status.files_done,
-            len(chosen),
-            sum((job.local / f).stat().st_size for f in chosen),
-            time.monotonic() - t0,
-            tuple(failed),
+            bytes_moved=res.bytes,
+            files_moved=res.files,
+            files_verified=status.files_done,
+            files_selected=len(chosen),
+            bytes_selected=sum((job.local / f).stat().st_size for f in chosen),
+            seconds=time.monotonic() - t0,
+            failed=tuple(failed),
         )
 
     def verified(self, name: str, direction: str, root: Path, files: Sequence[str]) -> bool:

@@ -1,4 +1,17 @@
-"""spec → Plan: pure functions, no I/O."""
+"""spec → Plan: pure functions, no I/O.
+
+One builder per section of the plan, each in its module, and one convention for them all:
+
+- A builder that can find problems is `build_<section>(spec, …) -> tuple[Section, list[SpecIssue]]`: the section
+  and the problems it found while building it. An issue's severity says what becomes of it: `build_plan`
+  raises SpecError with every error of every builder, in the order the builders run, and carries the warnings
+  in `Plan.warnings`. A builder reports what it finds as issues rather than raising.
+- A builder that cannot find problems returns its section alone (`build_hosts(spec) -> tuple[Host, ...]`).
+- Checks over sections already built return issues alone (mkfs_issues, plan_warnings, waiver_issues).
+
+Builders take a spec that kiln.spec has validated and checked (kiln/spec/checks.py and checks_dataflow.py);
+they do not repeat those cross-field rules.
+"""
 
 from __future__ import annotations
 
@@ -6,27 +19,16 @@ import hashlib
 import json
 
 from kiln.plan.dataflow import build_dataflow
-from kiln.plan.layouts import build_layouts, layout_issues
+from kiln.plan.layouts import build_layouts
 from kiln.plan.mkfs import mkfs_issues
 from kiln.plan.model import PLAN_SCHEMA, AcceptanceTarget, LustreTarget, Plan, Sizing
 from kiln.plan.monitoring import build_monitoring, monitoring_targets
 from kiln.plan.objectstore import build_objectstore
-from kiln.plan.quotas import build_quota_defaults, quota_issues
+from kiln.plan.quotas import build_quota_defaults
 from kiln.plan.sizing import build_sizing
 from kiln.plan.targets import build_targets
 from kiln.plan.topology import build_groups, build_hosts, build_routes, build_target_map, lnet_nets
-from kiln.plan.tuning import (
-    apply_overrides,
-    brw_size_MiB,
-    client_tunables,
-    host_tunables,
-    invariants,
-    lnet_tunables,
-    nccl_pools,
-    nccl_tunables,
-    out_of_range,
-    server_tunables,
-)
+from kiln.plan.tuning import build_tunables, nccl_pools
 from kiln.spec.errors import SpecError, SpecIssue, suggest
 from kiln.spec.models import ClusterSpec
 
@@ -108,43 +110,28 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
     """Derive the plan of an environment. Raises SpecError for contradictions only the plan can see."""
     hosts = build_hosts(spec)
     lustre_targets, mgs_nids = build_target_map(spec, hosts)
-    tunables = []
-    client_mod = 0
-    brw = brw_size_MiB(spec)
-    for pool in spec.compute.pools:
-        pool_tunables = client_tunables(spec, pool, brw_MiB=brw)
-        client_mod = max(
-            client_mod, *(int(t.value) for t in pool_tunables if t.id == "client.mdc.max_mod_rpcs_in_flight")
-        )
-        tunables.extend(pool_tunables)
-    tunables = (
-        host_tunables() + server_tunables(spec, client_mod) + tunables + lnet_tunables(spec) + nccl_tunables(spec)
-    )
-    tunables, issues = apply_overrides(spec, tunables)
-    if not issues:
-        issues += out_of_range(spec, tunables)
-    if not issues:
-        issues += invariants(tunables, {p.name: p.ram_GiB for p in spec.compute.pools})
-    layouts = build_layouts(spec)
-    issues += layout_issues(spec, layouts)
-    quota_defaults = build_quota_defaults(spec)
-    issues += quota_issues(spec, quota_defaults)
-    issues += mkfs_issues(spec, lustre_targets, mgs_nids)
+    tunables, tunable_issues = build_tunables(spec)
+    layouts, layout_issues = build_layouts(spec)
+    quota_defaults, quota_issues = build_quota_defaults(spec)
     sizing, sizing_issues = build_sizing(spec)
     objectstore, os_issues = build_objectstore(spec, hosts)
-    issues += sizing_issues + os_issues
     dataflow, df_issues = build_dataflow(spec, hosts, layouts, sizing)
-    issues += [i for i in df_issues if i.severity == "error"]
     monitoring, mon_issues = build_monitoring(
-        spec, hosts, lustre_targets, tuple(tunables), objectstore, sizing.demand_read_GBps
+        spec=spec, hosts=hosts, targets=lustre_targets, tunables=tunables, objectstore=objectstore,
+        demand_read_GBps=sizing.demand_read_GBps,
     )
-    issues += mon_issues
+    found = [
+        *tunable_issues, *layout_issues, *quota_issues, *mkfs_issues(spec, lustre_targets, mgs_nids),
+        *sizing_issues, *os_issues, *df_issues, *mon_issues,
+    ]
+    errors = [i for i in found if i.severity == "error"]
+    if errors:
+        raise SpecError(source, errors)
+    # The dataflow.* targets join the others: kiln verify runs those checks (kiln/verify/checks/dataflow.py).
     targets = (build_targets(spec, sizing) + tuple(monitoring_targets(monitoring))
                + (dataflow.targets if dataflow is not None else ()))
-    if issues:
-        raise SpecError(source, issues)
     digest = hashlib.sha256(json.dumps(spec.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:16]
-    warnings = (plan_warnings(spec, sizing, lustre_targets) + tuple(i for i in df_issues if i.severity != "error")
+    warnings = (plan_warnings(spec, sizing, lustre_targets) + tuple(i for i in found if i.severity != "error")
                 + tuple(waiver_issues(spec, targets)))
     return Plan(
         schema=PLAN_SCHEMA,
@@ -159,13 +146,12 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
         lnet_routes=build_routes(spec, hosts),
         mgs_nids=mgs_nids,
         lustre_targets=lustre_targets,
-        tunables=tuple(tunables),
+        tunables=tunables,
         layouts=layouts,
         ost_pools={p.name: tuple(p.osts) for p in spec.lustre.pools},
         nccl=nccl_pools(tunables, spec),
         objectstore=objectstore,
         sizing=sizing,
-        # The dataflow.* targets join the others: kiln verify runs those checks (kiln/verify/checks/dataflow.py).
         targets=targets,
         acceptance=spec.acceptance,
         kubernetes_version=spec.kubernetes.version,

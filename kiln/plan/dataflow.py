@@ -1,6 +1,7 @@
 """The data-flow plan: links, checkpoint write-back and model distribution between the lake and the fast tier.
 
-Pure: spec + the plan's hosts, layouts and sizing in, a DataflowPlan, acceptance targets and SpecIssues out.
+Pure: spec + the plan's hosts, layouts and sizing in, a DataflowPlan, acceptance targets and SpecIssues out. The
+section's cross-field rules are spec checks (kiln/spec/checks_dataflow.py): the builders take a checked spec.
 Rates are GB/s (10^9 bytes/s). The figures come from the hardware catalog and kiln/knowledge/efficiency.yaml
 (tcp_payload, s3_gateway, s3_stream_GBps, s3_multipart_max_parts); sizing.objectstore_rates gives the lake.
 """
@@ -24,8 +25,10 @@ from kiln.plan.model import (
     Sizing,
 )
 from kiln.plan.sizing import objectstore_rates
+from kiln.spec.checks_dataflow import under
 from kiln.spec.errors import SpecIssue
-from kiln.spec.models import ClusterSpec, Dataflow
+from kiln.spec.models import ClusterSpec, DataCheckpoints, Dataflow, DataLink, DataModels
+from kiln.spec.schedule import systemd_calendar as systemd_calendar  # re-exported: the datamover role's timers
 
 #: The transfer engine the mover drives (chosen by measurement: bench/dataflow_engine.py, docs/benchmarks.md
 #: "The data mover's transfer engine").
@@ -49,211 +52,12 @@ MIN_PART_MiB = 8  # rclone's and the AWS CLI's default multipart chunk size is 5
 MAX_PART_MiB = 5120  # S3: a part is at most 5 GiB
 
 
-def _under(path: str, parent: str) -> bool:
-    return path == parent or path.startswith(parent.rstrip("/") + "/")
-
-
-def _overlap(a: str, b: str) -> bool:
-    return _under(a, b) or _under(b, a)
-
-
-def _prefix_overlap(a: str, b: str) -> bool:
-    return a.startswith(b) or b.startswith(a)
-
-
-def validate(spec: ClusterSpec, df: Dataflow) -> list[SpecIssue]:
-    """Links under planned directories, buckets the plan creates, no overlaps, pools that exist."""
-    issues: list[SpecIssue] = []
-    dirs = [d.path for d in spec.lustre.directories]
-    buckets = [b.name for b in spec.objectstore.buckets]
-    pools = {p.name: p for p in spec.compute.pools}
-
-    def where(path: str, value: str) -> None:
-        if not any(_under(value, d) for d in dirs):
-            issues.append(
-                SpecIssue(
-                    path,
-                    value,
-                    f"not under a planned directory ({', '.join(dirs) or 'lustre.directories is empty'}), so no "
-                    "layout would be set before data lands",
-                    "put it under one of lustre.directories[].path, or add a directory entry for it",
-                )
-            )
-
-    def bucket(path: str, value: str) -> None:
-        if value not in buckets:
-            issues.append(
-                SpecIssue(
-                    path,
-                    value,
-                    f"the plan does not create this bucket (objectstore.buckets: {', '.join(buckets)})",
-                    "use one of those buckets, or add it to objectstore.buckets",
-                )
-            )
-
-    def prefix(path: str, value: str) -> None:
-        if value and not value.endswith("/"):
-            issues.append(
-                SpecIssue(
-                    path, value, "a prefix maps to a directory, so it must be '' or end with '/'", f"write {value}/"
-                )
-            )
-
-    for i, link in enumerate(df.links):
-        p = f"dataflow.links[{i}]"
-        where(f"{p}.path", link.path)
-        bucket(f"{p}.bucket", link.bucket)
-        prefix(f"{p}.prefix", link.prefix)
-        if link.schedule is not None:
-            try:
-                systemd_calendar(link.schedule)
-            except ValueError as exc:
-                issues.append(
-                    SpecIssue(
-                        f"{p}.schedule",
-                        link.schedule,
-                        f"the datamover role runs it as a systemd timer, and {exc}",
-                        "restrict either the day of month or the day of week (leave the other '*'), "
-                        "without a step in the day of week",
-                    )
-                )
-        if (link.import_trigger == "schedule") != (link.schedule is not None):
-            issues.append(
-                SpecIssue(
-                    f"{p}.schedule",
-                    link.schedule,
-                    "a schedule is needed exactly when import_trigger is schedule",
-                    "set import_trigger: schedule with a cron schedule, or drop schedule",
-                )
-            )
-        for j, other in enumerate(df.links[:i]):
-            if other.name == link.name:
-                issues.append(SpecIssue(f"{p}.name", link.name, f"also the name of links[{j}]", "give it a new name"))
-            if _overlap(link.path, other.path):
-                issues.append(
-                    SpecIssue(
-                        f"{p}.path",
-                        link.path,
-                        f"overlaps links[{j}].path ({other.path}): two links would own the same files",
-                        "give each link its own directory, neither inside the other",
-                    )
-                )
-            if link.bucket == other.bucket and _prefix_overlap(link.prefix, other.prefix):
-                issues.append(
-                    SpecIssue(
-                        f"{p}.prefix",
-                        link.prefix,
-                        f"overlaps links[{j}] ({other.bucket}/{other.prefix}): two links would own the same keys",
-                        "give each link its own key prefix, neither a prefix of the other",
-                    )
-                )
-    ck = df.checkpoints
-    if ck is not None:
-        where("dataflow.checkpoints.path", ck.path)
-        bucket("dataflow.checkpoints.bucket", ck.bucket)
-        prefix("dataflow.checkpoints.prefix", ck.prefix)
-        for j, link in enumerate(df.links):
-            if _overlap(ck.path, link.path):
-                issues.append(
-                    SpecIssue(
-                        "dataflow.checkpoints.path",
-                        ck.path,
-                        f"overlaps links[{j}].path ({link.path})",
-                        "keep checkpoints in a directory of their own",
-                    )
-                )
-            if ck.bucket == link.bucket and _prefix_overlap(ck.prefix, link.prefix):
-                issues.append(
-                    SpecIssue(
-                        "dataflow.checkpoints.prefix",
-                        ck.prefix,
-                        f"overlaps links[{j}] ({link.bucket}/{link.prefix})",
-                        "give checkpoints a key prefix of their own",
-                    )
-                )
-    for i, m in enumerate(df.models):
-        p = f"dataflow.models[{i}]"
-        bucket(f"{p}.bucket", m.bucket)
-        prefix(f"{p}.prefix", m.prefix)
-        pool = pools.get(m.pool)
-        if pool is None:
-            issues.append(SpecIssue(f"{p}.pool", m.pool, "no such compute pool", f"use one of {', '.join(pools)}"))
-        elif m.target is None and pool.local_nvme is None:
-            issues.append(
-                SpecIssue(
-                    f"{p}.target",
-                    None,
-                    f"pool {m.pool} has no local_nvme, so there is no default fast tier",
-                    "set target to a directory on the nodes, or give the pool local_nvme",
-                )
-            )
-        if m.filer_access and m.events != "filer-subscribe":
-            issues.append(
-                SpecIssue(
-                    f"{p}.filer_access",
-                    m.filer_access,
-                    f"opens the filer to the receivers, but events is {m.events}, which needs no filer",
-                    "remove filer_access (or use events: filer-subscribe)",
-                )
-            )
-        if m.events == "filer-subscribe" and spec.objectstore.backend != "seaweedfs":
-            issues.append(
-                SpecIssue(
-                    f"{p}.events",
-                    m.events,
-                    "filer metadata subscription needs the SeaweedFS filer kiln deploys; this lake is external",
-                    "use events: poll",
-                )
-            )
-    for i, name in enumerate(df.movers.pools):
-        if name not in pools:
-            issues.append(
-                SpecIssue(f"dataflow.movers.pools[{i}]", name, "no such compute pool", f"use one of {', '.join(pools)}")
-            )
-    return issues
-
-
-_DOW = ("Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
-_CRON_FLOOR = (0, 0, 1, 1, 0)  # minute, hour, day of month, month, day of week
-
-
-def _calendar_field(field: str, floor: int, dow: bool) -> str:
-    parts = []
-    for item in field.split(","):
-        rng, _, step = item.partition("/")
-        if dow and step:
-            raise ValueError("a step in the day-of-week field has no systemd calendar equivalent")
-        if rng == "*":
-            parts.append(f"{floor}/{step}" if step else "*")
-            continue
-        lo, _, hi = rng.partition("-")
-        if dow:
-            if int(lo) > 7 or (hi and int(hi) > 7):
-                raise ValueError(f"day of week {rng} is out of 0-7")
-            parts.append(_DOW[int(lo)] + (f"..{_DOW[int(hi)]}" if hi else ""))
-        else:
-            parts.append(lo + (f"..{hi}" if hi else "") + (f"/{step}" if step else ""))
-    return ",".join(parts)
-
-
-def systemd_calendar(cron: str) -> str:
-    """A 5-field cron schedule as a systemd OnCalendar expression (systemd.time(7)), for the datamover role's
-    timers. Raises ValueError where the two disagree: cron ORs a restricted day of month with a restricted
-    day of week, systemd ANDs them."""
-    minute, hour, dom, month, dow = cron.split()
-    if dom != "*" and dow != "*":
-        raise ValueError("cron runs when the day of month OR the day of week matches; systemd needs both")
-    m, h, d, mo = (_calendar_field(f, _CRON_FLOOR[i], False) for i, f in enumerate((minute, hour, dom, month)))
-    weekday = "" if dow == "*" else _calendar_field(dow, 0, True) + " "
-    return f"{weekday}*-{mo}-{d} {h}:{m}:00"
-
-
 def _round_pow2(x: float) -> int:
     return 1 << max(0, math.ceil(math.log2(max(x, 1.0))))
 
 
 def _layout_for(path: str, layouts: tuple[Layout, ...]) -> Layout:
-    return max((lay for lay in layouts if _under(path, lay.path)), key=lambda lay: len(lay.path))
+    return max((lay for lay in layouts if under(path, lay.path)), key=lambda lay: len(lay.path))
 
 
 def _stripe_MiB(layout: Layout) -> int:
@@ -261,178 +65,201 @@ def _stripe_MiB(layout: Layout) -> int:
     return max(1, parse_size(layout.components[-1].stripe_size) >> 20)
 
 
-def build_dataflow(
-    spec: ClusterSpec, hosts: tuple[Host, ...], layouts: tuple[Layout, ...], sizing: Sizing
-) -> tuple[DataflowPlan | None, list[SpecIssue]]:
-    """The data-flow plan, or None when the stack declares no dataflow section."""
-    df = spec.dataflow
-    if df is None:
-        return None, []
-    issues = validate(spec, df)
-    if issues:
-        return None, issues
-    kb = knowledge.load()
-    pools = df.movers.pools or [spec.compute.pools[0].name]
-    movers = tuple(h.name for h in hosts if h.role == "compute" and h.pool in pools)[: df.movers.max_hosts]
-    first = next(h for h in hosts if h.name == movers[0])
-    payload = kb.factor("tcp_payload")
-    host_GBps = sum(n.link_Gbps for n in first.nics if n.carries_storage) / 8 * payload
-    stream = kb.factor("s3_stream_GBps")
-    get, put, _how = objectstore_rates(spec)
-    n = len(movers)
-    mover_GBps = n * host_GBps
-    osts = spec.lustre.oss.nodes * spec.lustre.oss.osts.per_node
-    stage_candidates = {
+def _host_GBps(hosts: tuple[Host, ...], name: str) -> float:
+    """What one mover host moves at most: its storage NICs × tcp_payload."""
+    host = next(h for h in hosts if h.name == name)
+    return sum(n.link_Gbps for n in host.nics if n.carries_storage) / 8 * knowledge.load().factor("tcp_payload")
+
+
+def _stage(sizing: Sizing, mover_GBps: float, get: float) -> tuple[float, str]:
+    """(GB/s, bottleneck) of the stage-in: the slowest of the movers' NICs, the lake's GET and Lustre's write."""
+    candidates = {
         "mover_nics": mover_GBps,
         "objectstore_get": get,
         f"lustre_write ({sizing.write_bottleneck})": sizing.aggregate_write_GBps,
     }
-    stage_bn = min(stage_candidates, key=lambda k: stage_candidates[k])
-    stage = stage_candidates[stage_bn]
-    # Enough streams on each host to carry its share of the bottleneck, and at least one writer per
-    # OST the host's share of files lands on; never more than the kit's ceiling.
+    bottleneck = min(candidates, key=lambda k: candidates[k])
+    return candidates[bottleneck], bottleneck
+
+
+def _concurrency(spec: ClusterSpec, df: Dataflow, stage: float, n: int) -> tuple[int, str]:
+    """(parallel transfers per mover host, why): enough streams on each host to carry its share of the
+    bottleneck, and at least one writer per OST the host's share of files lands on; never more than the kit's
+    ceiling."""
+    stream = knowledge.load().factor("s3_stream_GBps")
+    osts = spec.lustre.oss.nodes * spec.lustre.oss.osts.per_node
     per_host = stage / n
     want = max(math.ceil(per_host / stream), math.ceil(osts / n), 4)
     concurrency = df.movers.concurrency or min(MAX_CONCURRENCY, want)
-    ds_bytes = int(spec.workload.dataset_TB * 1e12)
-    # Part size: whole stripes of the dataset layout (each part lands on whole stripes), large enough
-    # for the largest file (a checkpoint shard) to fit in the S3 part limit.
-    ds_layout = next((lay for lay in layouts if lay.purpose == "datasets"), layouts[0] if layouts else None)
-    stripe = _stripe_MiB(ds_layout) if ds_layout else 4
-    shard = (
-        sizing.checkpoint.bytes / max(1, sizing.gpus_total)
-        if spec.workload.checkpoint.sharded
-        else (sizing.checkpoint.bytes)
-    )
-    need_part = shard / kb.factor("s3_multipart_max_parts") / 2**20
-    part = min(MAX_PART_MiB, _round_pow2(max(MIN_PART_MiB, 2 * stripe, need_part)))
-    why = [
-        f"mover hosts: {n} node(s) of pool(s) {', '.join(pools)}, each {host_GBps:.3f} GB/s "
-        f"(storage NICs × tcp_payload {payload:g})",
-        f"stage-in rate {stage:.3f} GB/s = min(mover NICs {mover_GBps:.3f}, lake GET {get:.3f}, Lustre write "
-        f"{sizing.aggregate_write_GBps:.3f}); bottleneck {stage_bn}",
+    why = (
         f"concurrency {concurrency} per host = max(share {per_host:.3f} GB/s ÷ stream {stream:g} GB/s, "
         f"{osts} OSTs ÷ {n} hosts, 4), ≤ {MAX_CONCURRENCY}"
-        + (" (set by dataflow.movers.concurrency)" if df.movers.concurrency else ""),
+        + (" (set by dataflow.movers.concurrency)" if df.movers.concurrency else "")
+    )
+    return concurrency, why
+
+
+def _part_size(spec: ClusterSpec, layouts: tuple[Layout, ...], sizing: Sizing) -> tuple[int, str]:
+    """(multipart part size in MiB, why): whole stripes of the dataset layout (each part lands on whole stripes),
+    large enough for the largest file (a checkpoint shard) to fit in the S3 part limit."""
+    max_parts = knowledge.load().factor("s3_multipart_max_parts")
+    ds_layout = next((lay for lay in layouts if lay.purpose == "datasets"), layouts[0] if layouts else None)
+    stripe = _stripe_MiB(ds_layout) if ds_layout else 4
+    c = sizing.checkpoint
+    shard = c.bytes / max(1, sizing.gpus_total) if spec.workload.checkpoint.sharded else c.bytes
+    part = min(MAX_PART_MiB, _round_pow2(max(MIN_PART_MiB, 2 * stripe, shard / max_parts / 2**20)))
+    why = (
         f"part size {part} MiB: ≥ 2 × the dataset stripe ({stripe} MiB) and ≥ the largest file "
-        f"({shard / 2**20:.0f} MiB) ÷ {kb.factor('s3_multipart_max_parts'):g} parts, a power of two",
+        f"({shard / 2**20:.0f} MiB) ÷ {max_parts:g} parts, a power of two"
+    )
+    return part, why
+
+
+def data_link(spec: ClusterSpec, link: DataLink, layouts: tuple[Layout, ...]) -> DataLinkPlan:
+    """A link with the planned directory it lies under and that directory's layout."""
+    lay = _layout_for(link.path, layouts)
+    note = ""
+    if link.import_policy == "on-access":
+        note = (
+            "on-access needs Lustre HSM (a copytool restoring released files); kiln's mover does not run "
+            "one, so the link is listed (metadata) and copied by the next stage"
+        )
+    return DataLinkPlan(
+        name=link.name,
+        bucket=link.bucket,
+        prefix=link.prefix,
+        path=link.path,
+        mount_path=posixpath.join(spec.lustre.mount_point, link.path.lstrip("/")),
+        directory=lay.path,
+        setstripe=lay.setstripe,
+        import_policy=link.import_policy,
+        import_trigger=link.import_trigger,
+        schedule=link.schedule,
+        include=tuple(link.include),
+        exclude=tuple(link.exclude),
+        export_policy=link.export_policy,
+        note=note,
+    )
+
+
+def checkpoint_flow(
+    spec: ClusterSpec, ck: DataCheckpoints, sizing: Sizing, *, mover_GBps: float, get: float, put: float, part: int
+) -> CheckpointFlowPlan:
+    """Checkpoint write-back: the fast-tier write, the export to the lake at the slowest of the movers' NICs, the
+    lake's PUT and Lustre's read, what the job waits for, and restore from either tier."""
+    c = sizing.checkpoint
+    candidates = {
+        "mover_nics": mover_GBps,
+        "objectstore_put": put,
+        f"lustre_read ({sizing.read_bottleneck})": sizing.aggregate_read_GBps,
+    }
+    bottleneck = min(candidates, key=lambda k: candidates[k])
+    export_GBps = candidates[bottleneck]
+    export_s = c.bytes / (export_GBps * 1e9)
+    blocked_sync = c.save_s + export_s
+    return CheckpointFlowPlan(
+        path=ck.path,
+        mount_path=posixpath.join(spec.lustre.mount_point, ck.path.lstrip("/")),
+        bucket=ck.bucket,
+        prefix=ck.prefix,
+        commit_marker=ck.commit_marker,
+        write_back=ck.write_back,
+        part_size_MiB=ck.part_size_MiB or part,
+        keep_resident=ck.keep_resident,
+        release_after_verify=ck.release_after_verify,
+        bytes=c.bytes,
+        write_s=c.save_s,
+        export_s=export_s,
+        export_GBps=export_GBps,
+        export_bottleneck=bottleneck,
+        blocked_s=c.save_s if ck.write_back == "async" else blocked_sync,
+        blocked_sync_s=blocked_sync,
+        restore_fast_s=c.restore_s,
+        restore_lake_s=c.bytes / (min(get, mover_GBps) * 1e9),
+        interval_s=spec.workload.checkpoint.interval_min * 60,
+    )
+
+
+def _checkpoint_why(ck: CheckpointFlowPlan) -> str:
+    return (
+        f"checkpoint {ck.bytes / 1e9:.2f} GB: fast-tier write {ck.write_s:.1f} s, export {ck.export_s:.1f} s at "
+        f"{ck.export_GBps:.3f} GB/s ({ck.export_bottleneck}); blocked {ck.blocked_s:.1f} s ({ck.write_back}) vs "
+        f"{ck.blocked_sync_s:.1f} s write + upload"
+    )
+
+
+def export_backlog(spec: ClusterSpec, ck: CheckpointFlowPlan | None) -> list[SpecIssue]:
+    """A warning where exporting one checkpoint takes longer than the interval between two."""
+    if ck is None or ck.export_s <= ck.interval_s:
+        return []
+    return [
+        SpecIssue(
+            "workload.checkpoint.interval_min",
+            spec.workload.checkpoint.interval_min,
+            f"exporting one checkpoint takes {ck.export_s:.0f} s, longer than the interval, so the export "
+            "backlog would grow without bound",
+            f"lengthen interval_min beyond {math.ceil(ck.export_s / 60)} or add mover hosts / lake gateways",
+            "warning",
+        )
     ]
-    links = []
-    for link in df.links:
-        lay = _layout_for(link.path, layouts)
-        note = ""
-        if link.import_policy == "on-access":
-            note = (
-                "on-access needs Lustre HSM (a copytool restoring released files); kiln's mover does not run "
-                "one, so the link is listed (metadata) and copied by the next stage"
-            )
-        links.append(
-            DataLinkPlan(
-                link.name,
-                link.bucket,
-                link.prefix,
-                link.path,
-                posixpath.join(spec.lustre.mount_point, link.path.lstrip("/")),
-                lay.path,
-                lay.setstripe,
-                link.import_policy,
-                link.import_trigger,
-                link.schedule,
-                tuple(link.include),
-                tuple(link.exclude),
-                link.export_policy,
-                note,
-            )
-        )
-    ck_plan = None
-    ck = df.checkpoints
-    if ck is not None:
-        c = sizing.checkpoint
-        export_candidates = {
-            "mover_nics": mover_GBps,
-            "objectstore_put": put,
-            f"lustre_read ({sizing.read_bottleneck})": sizing.aggregate_read_GBps,
-        }
-        ex_bn = min(export_candidates, key=lambda k: export_candidates[k])
-        ex = export_candidates[ex_bn]
-        export_s = c.bytes / (ex * 1e9)
-        lake_read = min(get, mover_GBps)
-        blocked_sync = c.save_s + export_s
-        ck_plan = CheckpointFlowPlan(
-            ck.path,
-            posixpath.join(spec.lustre.mount_point, ck.path.lstrip("/")),
-            ck.bucket,
-            ck.prefix,
-            ck.commit_marker,
-            ck.write_back,
-            ck.part_size_MiB or part,
-            ck.keep_resident,
-            ck.release_after_verify,
-            c.bytes,
-            c.save_s,
-            export_s,
-            ex,
-            ex_bn,
-            c.save_s if ck.write_back == "async" else blocked_sync,
-            blocked_sync,
-            c.restore_s,
-            c.bytes / (lake_read * 1e9),
-            spec.workload.checkpoint.interval_min * 60,
-        )
-        why.append(
-            f"checkpoint {c.bytes / 1e9:.2f} GB: fast-tier write {c.save_s:.1f} s, export {export_s:.1f} s at "
-            f"{ex:.3f} GB/s ({ex_bn}); blocked {ck_plan.blocked_s:.1f} s ({ck.write_back}) vs {blocked_sync:.1f} s "
-            "write + upload"
-        )
-        if export_s > ck_plan.interval_s:
-            issues.append(
-                SpecIssue(
-                    "workload.checkpoint.interval_min",
-                    spec.workload.checkpoint.interval_min,
-                    f"exporting one checkpoint takes {export_s:.0f} s, longer than the interval, so the export "
-                    "backlog would grow without bound",
-                    f"lengthen interval_min beyond {math.ceil(export_s / 60)} or add mover hosts / lake gateways",
-                    "warning",
-                )
-            )
-    naive_s = ds_bytes / (min(stream, stage) * 1e9)
-    stage_s = ds_bytes / (stage * 1e9)
-    models = []
-    for m in df.models:
-        pool = next(p for p in spec.compute.pools if p.name == m.pool)
-        target = m.target or posixpath.join(pool.local_nvme.mount_point if pool.local_nvme else "/", "models")
-        receivers = tuple(h.name for h in hosts if h.role == "compute" and h.pool == m.pool)[: m.max_nodes]
-        targets = (target,) if m.receivers_per_node == 1 else tuple(
-            posixpath.join(target, f"receiver-{i}") for i in range(1, m.receivers_per_node + 1)
-        )
-        n = len(receivers) * len(targets)
-        factor = 1.0 if m.fanout == "relay" else float(n)
-        models.append(ModelFlowPlan(m.bucket, m.prefix, m.pool, target, m.events, m.fanout, n, factor, receivers,
-                                    targets, m.filer_access))
+
+
+def model_flow(spec: ClusterSpec, m: DataModels, hosts: tuple[Host, ...]) -> ModelFlowPlan:
+    """Model distribution to one pool: its receiver nodes and directories, and the lake bytes it costs."""
+    pool = next(p for p in spec.compute.pools if p.name == m.pool)
+    target = m.target or posixpath.join(pool.local_nvme.mount_point if pool.local_nvme else "/", "models")
+    receivers = tuple(h.name for h in hosts if h.role == "compute" and h.pool == m.pool)[: m.max_nodes]
+    targets = (target,) if m.receivers_per_node == 1 else tuple(
+        posixpath.join(target, f"receiver-{i}") for i in range(1, m.receivers_per_node + 1)
+    )
+    n = len(receivers) * len(targets)
+    return ModelFlowPlan(
+        bucket=m.bucket, prefix=m.prefix, pool=m.pool, target=target, events=m.events, fanout=m.fanout, receivers=n,
+        lake_bytes_factor=1.0 if m.fanout == "relay" else float(n), hosts=receivers, targets=targets,
+        filer_access=m.filer_access,
+    )
+
+
+def build_dataflow(
+    spec: ClusterSpec, hosts: tuple[Host, ...], layouts: tuple[Layout, ...], sizing: Sizing
+) -> tuple[DataflowPlan | None, list[SpecIssue]]:
+    """The data-flow plan, or None when the stack declares no dataflow section. Its issues are warnings: an
+    export backlog, and predictions below their acceptance floors."""
+    df = spec.dataflow
+    if df is None:
+        return None, []
+    pools = df.movers.pools or [spec.compute.pools[0].name]
+    movers = tuple(h.name for h in hosts if h.role == "compute" and h.pool in pools)[: df.movers.max_hosts]
+    host_GBps, n = _host_GBps(hosts, movers[0]), len(movers)
+    mover_GBps = n * host_GBps
+    get, put, _how = objectstore_rates(spec)
+    stage, stage_bn = _stage(sizing, mover_GBps, get)
+    concurrency, concurrency_why = _concurrency(spec, df, stage, n)
+    part, part_why = _part_size(spec, layouts, sizing)
+    ck = None if df.checkpoints is None else checkpoint_flow(
+        spec, df.checkpoints, sizing, mover_GBps=mover_GBps, get=get, put=put, part=part
+    )
+    stream, ds_bytes = knowledge.load().factor("s3_stream_GBps"), int(spec.workload.dataset_TB * 1e12)
+    why = (
+        f"mover hosts: {n} node(s) of pool(s) {', '.join(pools)}, each {host_GBps:.3f} GB/s "
+        f"(storage NICs × tcp_payload {knowledge.load().factor('tcp_payload'):g})",
+        f"stage-in rate {stage:.3f} GB/s = min(mover NICs {mover_GBps:.3f}, lake GET {get:.3f}, Lustre write "
+        f"{sizing.aggregate_write_GBps:.3f}); bottleneck {stage_bn}",
+        concurrency_why,
+        part_why,
+        *(() if ck is None else (_checkpoint_why(ck),)),
+    )
     plan = DataflowPlan(
-        engine=ENGINE,
-        mover_hosts=movers,
-        mover_group=f"kiln_pool_{pools[0].replace('-', '_')}",
-        host_GBps=host_GBps,
-        stream_GBps=stream,
-        concurrency=concurrency,
-        part_size_MiB=part,
-        multipart_cutoff_MiB=part,
-        poll_s=df.movers.poll_s,
-        lake_get_GBps=get,
-        lake_put_GBps=put,
-        stage_GBps=stage,
-        stage_bottleneck=stage_bn,
-        dataset_bytes=ds_bytes,
-        stage_in_s=stage_s,
-        naive_stage_in_s=naive_s,
-        links=tuple(links),
-        checkpoints=ck_plan,
-        models=tuple(models),
-        why=tuple(why),
+        engine=ENGINE, mover_hosts=movers, mover_group=f"kiln_pool_{pools[0].replace('-', '_')}",
+        host_GBps=host_GBps, stream_GBps=stream, concurrency=concurrency, part_size_MiB=part,
+        multipart_cutoff_MiB=part, poll_s=df.movers.poll_s, lake_get_GBps=get, lake_put_GBps=put, stage_GBps=stage,
+        stage_bottleneck=stage_bn, dataset_bytes=ds_bytes, stage_in_s=ds_bytes / (stage * 1e9),
+        naive_stage_in_s=ds_bytes / (min(stream, stage) * 1e9),
+        links=tuple(data_link(spec, link, layouts) for link in df.links), checkpoints=ck,
+        models=tuple(model_flow(spec, m, hosts) for m in df.models), why=why,
     )
     plan = dataclasses.replace(plan, targets=dataflow_targets(spec, plan))
-    return plan, issues + floor_warnings(plan)
+    return plan, export_backlog(spec, ck) + floor_warnings(plan)
 
 
 #: Allowance for a change event to reach a subscriber (the filer pushes it over the open gRPC stream) and for the
@@ -490,6 +317,7 @@ def floor_warnings(plan: DataflowPlan) -> list[SpecIssue]:
 
 def _ratio_target(
     spec: ClusterSpec,
+    *,
     check: str,
     metric: str,
     predicted: float,
@@ -507,128 +335,103 @@ def _ratio_target(
     else:
         fail, warn = predicted * a.fail_fraction, predicted * a.warn_fraction
     return AcceptanceTarget(
-        check,
-        metric,
-        "ratio",
-        round(predicted, 4),
-        round(warn, 4),
-        round(fail, 4),
-        why,
-        "aggregate",
-        True,
-        group,
-        ("objectstore",),
+        check=check, metric=metric, unit="ratio", expected=round(predicted, 4), warn=round(warn, 4),
+        fail=round(fail, 4), why=why, scope="aggregate", higher_is_better=True, group=group,
+        requires=("objectstore",),
     )
+
+
+def stage_in_targets(spec: ClusterSpec, plan: DataflowPlan) -> list[AcceptanceTarget]:
+    """The stage-in's speed-up over one stream, and its rate against the slower of its two ends."""
+    return [
+        _ratio_target(
+            spec, check="dataflow.stage_in", metric="speedup_vs_single_stream",
+            predicted=plan.naive_stage_in_s / plan.stage_in_s, floor=FLOORS["stage_in"],
+            why=f"parallel stage-in at {plan.stage_GBps:.3f} GB/s ({plan.stage_bottleneck}) against one sequential "
+            f"stream at {min(plan.stream_GBps, plan.stage_GBps):.3f} GB/s; the kit's floor of "
+            f"{FLOORS['stage_in']:g}× fails whatever the plan predicts",
+            group=plan.mover_group, floor_fails=True,
+        ),
+        _ratio_target(
+            spec, check="dataflow.stage_in_efficiency", metric="stage_over_min_write_get",
+            predicted=1.0,  # the plan's stage rate is the minimum of its ends (stage_bottleneck)
+            floor=FLOORS["stage_in_efficiency"],
+            why="the stage's rate ÷ min(fast-tier write, S3 GET with the mover's engine) measured in the same pass",
+            group=plan.mover_group, floor_fails=True,
+        ),
+    ]
+
+
+def resync_targets(plan: DataflowPlan) -> list[AcceptanceTarget]:
+    """A re-sync with nothing changed moves nothing and takes a small share of the stage's time; a mover killed
+    mid-transfer loses nothing."""
+    g = plan.mover_group
+    return [
+        AcceptanceTarget(
+            check="dataflow.resync", metric="bytes_moved", unit="bytes", expected=0, warn=0, fail=0,
+            why="a re-sync with nothing changed moves no byte (size + ETag manifest)", scope="aggregate",
+            higher_is_better=False, group=g, requires=("objectstore",),
+        ),
+        AcceptanceTarget(
+            check="dataflow.resync_time", metric="share_of_stage_time", unit="ratio", expected=0.0,
+            warn=RESYNC_MAX_SHARE, fail=RESYNC_MAX_SHARE,
+            why="a re-sync with nothing changed lists and compares, moves nothing: at most "
+            f"{RESYNC_MAX_SHARE:.0%} of the full stage's time",
+            scope="aggregate", higher_is_better=False, group=g, requires=("objectstore",),
+        ),
+        AcceptanceTarget(
+            check="dataflow.resume", metric="lost_or_partial_files", unit="count", expected=0, warn=0, fail=0,
+            why="a mover killed mid-transfer and restarted loses nothing and exposes no partial file",
+            scope="aggregate", higher_is_better=False, group=g, requires=("objectstore",),
+        ),
+    ]
+
+
+def checkpoint_targets(spec: ClusterSpec, plan: DataflowPlan) -> list[AcceptanceTarget]:
+    """What write-back saves the job, and restore from the fast tier against the lake."""
+    ck = plan.checkpoints
+    if ck is None:
+        return []
+    return [
+        _ratio_target(
+            spec, check="dataflow.checkpoint_blocked", metric="sync_over_async_blocked",
+            predicted=ck.blocked_sync_s / ck.blocked_s,
+            floor=FLOORS["checkpoint_blocked"] if ck.write_back == "async" else 1.0,
+            why=f"the job waits {ck.blocked_s:.1f} s ({ck.write_back}) instead of {ck.blocked_sync_s:.1f} s "
+            "write + upload",
+            group=plan.mover_group,
+        ),
+        _ratio_target(
+            spec, check="dataflow.checkpoint_restore", metric="lake_over_fast_restore",
+            predicted=ck.restore_lake_s / ck.restore_fast_s, floor=FLOORS["checkpoint_restore"],
+            why=f"restore the newest from the fast tier in {ck.restore_fast_s:.1f} s vs {ck.restore_lake_s:.1f} s "
+            "from the lake",
+            group=plan.mover_group,
+        ),
+    ]
+
+
+def model_targets(plan: DataflowPlan) -> list[AcceptanceTarget]:
+    """For each model distribution entry, the lake bytes it serves per model byte (a relay serves it once)."""
+    return [
+        AcceptanceTarget(
+            check="dataflow.model_distribution", metric="lake_bytes_over_model_bytes", unit="ratio",
+            expected=round(m.lake_bytes_factor, 4), warn=round(max(m.lake_bytes_factor, 1.0) * 1.1, 4),
+            fail=FLOORS["model_distribution"] if m.fanout == "relay" else float(m.receivers),
+            why=f"{m.receivers} receivers of pool {m.pool} ({m.fanout}): the lake serves "
+            f"{m.lake_bytes_factor:g}× the model's bytes",
+            scope="aggregate", higher_is_better=False, group=f"kiln_pool_{m.pool.replace('-', '_')}",
+            requires=("objectstore",),
+        )
+        for m in plan.models
+    ]
 
 
 def dataflow_targets(spec: ClusterSpec, plan: DataflowPlan) -> tuple[AcceptanceTarget, ...]:
     """Acceptance targets under `dataflow.`: each names the plan's prediction and the floor it must clear."""
-    g = plan.mover_group
-    out = [
-        _ratio_target(
-            spec,
-            "dataflow.stage_in",
-            "speedup_vs_single_stream",
-            plan.naive_stage_in_s / plan.stage_in_s,
-            FLOORS["stage_in"],
-            f"parallel stage-in at {plan.stage_GBps:.3f} GB/s ({plan.stage_bottleneck}) against one sequential "
-            f"stream at {min(plan.stream_GBps, plan.stage_GBps):.3f} GB/s; the kit's floor of "
-            f"{FLOORS['stage_in']:g}× fails whatever the plan predicts",
-            g,
-            floor_fails=True,
-        ),
-        _ratio_target(
-            spec,
-            "dataflow.stage_in_efficiency",
-            "stage_over_min_write_get",
-            1.0,  # the plan's stage rate is the minimum of its ends (stage_bottleneck)
-            FLOORS["stage_in_efficiency"],
-            "the stage's rate ÷ min(fast-tier write, S3 GET with the mover's engine) measured in the same pass",
-            g,
-            floor_fails=True,
-        ),
-        AcceptanceTarget(
-            "dataflow.resync",
-            "bytes_moved",
-            "bytes",
-            0,
-            0,
-            0,
-            "a re-sync with nothing changed moves no byte (size + ETag manifest)",
-            "aggregate",
-            False,
-            g,
-            ("objectstore",),
-        ),
-        AcceptanceTarget(
-            "dataflow.resync_time",
-            "share_of_stage_time",
-            "ratio",
-            0.0,
-            RESYNC_MAX_SHARE,
-            RESYNC_MAX_SHARE,
-            "a re-sync with nothing changed lists and compares, moves nothing: at most "
-            f"{RESYNC_MAX_SHARE:.0%} of the full stage's time",
-            "aggregate",
-            False,
-            g,
-            ("objectstore",),
-        ),
-        AcceptanceTarget(
-            "dataflow.resume",
-            "lost_or_partial_files",
-            "count",
-            0,
-            0,
-            0,
-            "a mover killed mid-transfer and restarted loses nothing and exposes no partial file",
-            "aggregate",
-            False,
-            g,
-            ("objectstore",),
-        ),
-    ]
-    ck = plan.checkpoints
-    if ck is not None:
-        out.append(
-            _ratio_target(
-                spec,
-                "dataflow.checkpoint_blocked",
-                "sync_over_async_blocked",
-                ck.blocked_sync_s / ck.blocked_s,
-                FLOORS["checkpoint_blocked"] if ck.write_back == "async" else 1.0,
-                f"the job waits {ck.blocked_s:.1f} s ({ck.write_back}) instead of {ck.blocked_sync_s:.1f} s "
-                "write + upload",
-                g,
-            )
-        )
-        out.append(
-            _ratio_target(
-                spec,
-                "dataflow.checkpoint_restore",
-                "lake_over_fast_restore",
-                ck.restore_lake_s / ck.restore_fast_s,
-                FLOORS["checkpoint_restore"],
-                f"restore the newest from the fast tier in {ck.restore_fast_s:.1f} s vs {ck.restore_lake_s:.1f} s "
-                "from the lake",
-                g,
-            )
-        )
-    for m in plan.models:
-        out.append(
-            AcceptanceTarget(
-                "dataflow.model_distribution",
-                "lake_bytes_over_model_bytes",
-                "ratio",
-                round(m.lake_bytes_factor, 4),
-                round(max(m.lake_bytes_factor, 1.0) * 1.1, 4),
-                FLOORS["model_distribution"] if m.fanout == "relay" else float(m.receivers),
-                f"{m.receivers} receivers of pool {m.pool} ({m.fanout}): the lake serves "
-                f"{m.lake_bytes_factor:g}× the model's bytes",
-                "aggregate",
-                False,
-                f"kiln_pool_{m.pool.replace('-', '_')}",
-                ("objectstore",),
-            )
-        )
-    return tuple(out)
+    return (
+        *stage_in_targets(spec, plan),
+        *resync_targets(plan),
+        *checkpoint_targets(spec, plan),
+        *model_targets(plan),
+    )

@@ -107,17 +107,19 @@ def _dirstripe(spec: ClusterSpec, d: Directory) -> tuple[DirStripe | None, str]:
             return None, "No default directory layout (the spec's mdt_count 0): subdirectories inherit."
         count = mdts if d.mdt_count == -1 else min(d.mdt_count, mdts)
         inherit = striped_inherit if count > 1 else -1
-        return DirStripe(count, -1, inherit), f"The spec's mdt_count: new subdirectories over {count} of {mdts} MDTs."
+        return DirStripe(mdt_count=count, mdt_index=-1, max_inherit=inherit), (
+            f"The spec's mdt_count: new subdirectories over {count} of {mdts} MDTs."
+        )
     if mdts == 1:
         return None, "One MDT: nothing to spread; subdirectories inherit."
     if d.purpose == "checkpoints" and spec.workload.checkpoint.sharded:
-        return DirStripe(mdts, -1, striped_inherit), (
+        return DirStripe(mdt_count=mdts, mdt_index=-1, max_inherit=striped_inherit), (
             f"File-per-rank checkpoint steps: each new step directory is striped over all {mdts} MDTs so the "
             f"ranks' creates spread over every MDS; -X {striped_inherit} is the inheritance depth lfs gives a striped "
             "default itself (LMV_INHERIT_DEFAULT_STRIPED)."
         )
     if d.purpose == "smallfiles":
-        return DirStripe(1, -1, -1), (
+        return DirStripe(mdt_count=1, mdt_index=-1, max_inherit=-1), (
             f"Metadata-heavy trees: each new subdirectory on one MDT, picked round-robin while the {mdts} MDTs "
             "are balanced and by free space after (-c 1 -i -1), inherited all the way down (-X -1)."
         )
@@ -152,14 +154,18 @@ def _layout(spec: ClusterSpec, d: Directory, width: int, total_gpus: int, writer
     if d.purpose == "datasets":
         last = d.stripe_count if d.stripe_count is not None else wide
         if width == 1:
-            kind, comps = "plain", (LayoutComponent("EOF", 1, big, pool=pool),)
+            kind, comps = "plain", (LayoutComponent(extent_end="EOF", stripe_count=1, stripe_size=big, pool=pool),)
             reason = "One OST: a plain single-stripe layout; nothing to spread over."
         else:
             mid = min(_k().dataset_middle_stripes.value, width)
             comps = (
-                LayoutComponent(_k().dataset_first_extent.value, 1, small, pool=pool),
-                LayoutComponent(_k().dataset_middle_extent.value, mid, big, pool=pool),
-                LayoutComponent("EOF", last, big, pool=pool),
+                LayoutComponent(
+                    extent_end=_k().dataset_first_extent.value, stripe_count=1, stripe_size=small, pool=pool,
+                ),
+                LayoutComponent(
+                    extent_end=_k().dataset_middle_extent.value, stripe_count=mid, stripe_size=big, pool=pool,
+                ),
+                LayoutComponent(extent_end="EOF", stripe_count=last, stripe_size=big, pool=pool),
             )
             kind = "pfl"
             reason = (
@@ -169,8 +175,10 @@ def _layout(spec: ClusterSpec, d: Directory, width: int, total_gpus: int, writer
     elif d.purpose == "checkpoints" and spec.workload.checkpoint.sharded:
         n = d.stripe_count if d.stripe_count is not None else min(_k().checkpoint_shard_stripes.value, width)
         comps = (
-            LayoutComponent(_k().checkpoint_shard_first_extent.value, 1, small, pool=pool),
-            LayoutComponent("EOF", n, big, pool=pool),
+            LayoutComponent(
+                extent_end=_k().checkpoint_shard_first_extent.value, stripe_count=1, stripe_size=small, pool=pool,
+            ),
+            LayoutComponent(extent_end="EOF", stripe_count=n, stripe_size=big, pool=pool),
         )
         kind = "pfl"
         reason = (
@@ -181,7 +189,9 @@ def _layout(spec: ClusterSpec, d: Directory, width: int, total_gpus: int, writer
         size = _k().stripe_size_checkpoint_single.value
         if writers_per_file > wide:
             count = min(writers_per_file, max_stripes(spec))
-            comps = (LayoutComponent("EOF", count, size, overstripe=True, pool=pool),)
+            comps = (
+                LayoutComponent(extent_end="EOF", stripe_count=count, stripe_size=size, overstripe=True, pool=pool),
+            )
             kind = "overstripe"
             reason = (
                 f"One checkpoint file written by {writers_per_file} ranks over {width} OSTs: overstriping "
@@ -189,35 +199,41 @@ def _layout(spec: ClusterSpec, d: Directory, width: int, total_gpus: int, writer
             )
         else:
             count = d.stripe_count if d.stripe_count is not None else -1
-            comps = (LayoutComponent("EOF", count, size, pool=pool),)
+            comps = (LayoutComponent(extent_end="EOF", stripe_count=count, stripe_size=size, pool=pool),)
             kind = "wide"
             reason = f"One multi-GB checkpoint file: stripe across all OSTs with {size} stripes."
     elif d.purpose == "smallfiles":
         n = d.stripe_count if d.stripe_count is not None else _k().smallfile_stripes.value
         comps = (
-            LayoutComponent(_k().dom_size.value, 0, _k().dom_size.value, dom=True),
-            LayoutComponent("EOF", n, big, pool=pool),
+            LayoutComponent(
+                extent_end=_k().dom_size.value, stripe_count=0, stripe_size=_k().dom_size.value, dom=True,
+            ),
+            LayoutComponent(extent_end="EOF", stripe_count=n, stripe_size=big, pool=pool),
         )
         kind = "dom"
         reason = "Data-on-MDT: files up to 1 MiB live on the MDT, keeping small random I/O off the OSTs."
     else:
         n = d.stripe_count if d.stripe_count is not None else 1
-        comps = (LayoutComponent("EOF", n, small, pool=pool),)
+        comps = (LayoutComponent(extent_end="EOF", stripe_count=n, stripe_size=small, pool=pool),)
         kind = "plain"
         reason = "Scratch: Lustre's default single stripe."
     mount_path = posixpath.join(spec.lustre.mount_point, d.path.lstrip("/"))
     dirstripe, dir_reason = _dirstripe(spec, d)
     return Layout(
-        d.path, mount_path, d.purpose, kind, comps, setstripe_args(comps), reason, dirstripe, dir_reason  # type: ignore[arg-type]
+        path=d.path, mount_path=mount_path, purpose=d.purpose, kind=kind,  # type: ignore[arg-type]
+        components=comps, setstripe=setstripe_args(comps), reason=reason, dirstripe=dirstripe,
+        dirstripe_reason=dir_reason,
     )
 
 
-def build_layouts(spec: ClusterSpec) -> tuple[Layout, ...]:
+def build_layouts(spec: ClusterSpec) -> tuple[tuple[Layout, ...], list[SpecIssue]]:
+    """Every planned directory's layout, and what the stack's Lustre version refuses in them (layout_issues)."""
     total_osts = spec.lustre.oss.nodes * spec.lustre.oss.osts.per_node
     pools = {p.name: len(p.osts) for p in spec.lustre.pools}
     total_gpus = sum(p.nodes * p.gpus_per_node for p in spec.compute.pools)
     # A single checkpoint file is written by every rank of one model replica; the plan takes all GPUs.
     writers = total_gpus
-    return tuple(
+    layouts = tuple(
         _layout(spec, d, pools.get(d.pool or "", total_osts), total_gpus, writers) for d in spec.lustre.directories
     )
+    return layouts, layout_issues(spec, layouts)

@@ -19,7 +19,7 @@ Scope = Literal["host", "pair", "aggregate", "node"]
 TargetKind = Literal["mgt", "mdt", "ost"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Nic:
     role: Literal["compute", "storage", "shared"]  # shared: a compute-rail port that also carries storage (LNet)
     model: str
@@ -40,7 +40,7 @@ class Nic:
         return self.role != "storage"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Host:
     name: str
     role: Role
@@ -59,14 +59,14 @@ class Host:
         return tuple(n.nid for n in self.nics if n.nid)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LnetNet:
     name: str
     lnd: Literal["o2ib", "tcp"]
     multi_rail: bool
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LnetRoute:
     """One gateway of a route: hosts of `side` on network `via` reach network `net` through `gateway`."""
 
@@ -77,7 +77,7 @@ class LnetRoute:
     router: str  # the router host
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LustreTarget:
     name: str  # lab-OST0003, lab-MDT0000, MGS
     kind: TargetKind
@@ -95,7 +95,7 @@ class LustreTarget:
     ashift: int = 0  # zfs: pool ashift; 0 on ldiskfs
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Tunable:
     id: str  # stable id used by overrides, e.g. client.osc.max_rpcs_in_flight
     param: str  # lctl parameter, module option or NCCL variable
@@ -108,7 +108,7 @@ class Tunable:
     pool: str | None = None  # NCCL values are per compute pool
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LayoutComponent:
     extent_end: str  # "64M", "4G" or "EOF"
     stripe_count: int  # -1 = all OSTs
@@ -130,7 +130,7 @@ class LayoutComponent:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class DirStripe:
     """A directory's default directory layout (DNE): what `lfs setdirstripe -D` gives new subdirectories."""
 
@@ -150,7 +150,7 @@ class DirStripe:
         return {"mdt_count": self.mdt_count, "mdt_index": self.mdt_index, "max_inherit": self.max_inherit}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Layout:
     path: str  # in-filesystem path (/datasets)
     mount_path: str  # on clients (/lustre/datasets)
@@ -163,7 +163,7 @@ class Layout:
     dirstripe_reason: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class QuotaDefault:
     """Default quota of one type: what `lfs setquota -U|-G|-P` gives every ID without its own limits."""
 
@@ -195,20 +195,20 @@ class QuotaDefault:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NcclPool:
     pool: str
     env: dict[str, str]
     hcas: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Bucket:
     name: str
     purpose: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ObjectStorePlan:
     backend: str
     endpoint: str
@@ -227,7 +227,7 @@ class ObjectStorePlan:
     volumes_per_server: int  # SeaweedFS volume -max
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Layer:
     name: str
     kind: Literal["demand", "supply"]
@@ -237,7 +237,7 @@ class Layer:
     factors: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Checkpoint:
     bytes: int
     bytes_per_param: float
@@ -249,7 +249,7 @@ class Checkpoint:
     why: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Sizing:
     layers: tuple[Layer, ...]
     read_bottleneck: str
@@ -277,7 +277,7 @@ class Sizing:
     notes: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AcceptanceTarget:
     check: str  # check id the acceptance suite runs, e.g. storage.fio_lustre_read
     metric: str
@@ -293,7 +293,7 @@ class AcceptanceTarget:
     env: tuple[tuple[str, str], ...] = ()  # environment the check sets so its figure is comparable (NCCL_ALGO)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class DataLinkPlan:
     name: str
     bucket: str
@@ -311,7 +311,7 @@ class DataLinkPlan:
     note: str  # what the platform cannot do (on-access without HSM), '' when nothing
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CheckpointFlowPlan:
     path: str
     mount_path: str
@@ -334,7 +334,7 @@ class CheckpointFlowPlan:
     interval_s: float
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ModelFlowPlan:
     bucket: str
     prefix: str
@@ -349,7 +349,7 @@ class ModelFlowPlan:
     filer_access: bool = False  # the firewall opens the filer's gRPC port to `hosts` (spec filer_access)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class DataflowPlan:
     engine: str  # the transfer tool the mover drives
     mover_hosts: tuple[str, ...]
@@ -383,7 +383,7 @@ class DataflowPlan:
                              for h in m.hosts}))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Plan:
     schema: str
     stack: str

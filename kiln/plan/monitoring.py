@@ -840,10 +840,16 @@ def monitoring_targets(m: MonitoringPlan) -> list[AcceptanceTarget]:
     """Acceptance targets of the monitoring stack: scrape targets up, dashboard panels with data, every fault
     in FAULTS fires its alert within fire_bound_s and clears after repair, and the node health check."""
     out = [
-        AcceptanceTarget("monitoring.targets_up", "targets down", "count", 0, 0, 0,
-               "every planned scrape target is up in Prometheus (/api/v1/targets)", "aggregate", False, "all"),
-        AcceptanceTarget("monitoring.panels_with_data", "panels without data", "count", 0, 0, 0,
-               "every dashboard panel's query returns data from the live Prometheus", "aggregate", False, "all"),
+        AcceptanceTarget(
+            check="monitoring.targets_up", metric="targets down", unit="count", expected=0, warn=0, fail=0,
+            why="every planned scrape target is up in Prometheus (/api/v1/targets)", scope="aggregate",
+            higher_is_better=False, group="all",
+        ),
+        AcceptanceTarget(
+            check="monitoring.panels_with_data", metric="panels without data", unit="count", expected=0, warn=0, fail=0,
+            why="every dashboard panel's query returns data from the live Prometheus", scope="aggregate",
+            higher_is_better=False, group="all",
+        ),
     ]
     names = {r.alert for r in m.rules}
     for name, (alert, what) in FAULTS.items() if m.fault_injection else ():
@@ -851,13 +857,15 @@ def monitoring_targets(m: MonitoringPlan) -> list[AcceptanceTarget]:
             continue
         bound = fire_bound_s(m, m.rule(alert))
         out.append(AcceptanceTarget(
-            f"monitoring.fault_{name}", "seconds to fire", "s", bound, bound, bound,
-            f"{what}: {alert} fires within 2 scrape intervals + its for: ({bound} s) and clears after repair",
-            "aggregate", False, "all",
+            check=f"monitoring.fault_{name}", metric="seconds to fire", unit="s", expected=bound, warn=bound,
+            fail=bound,
+            why=f"{what}: {alert} fires within 2 scrape intervals + its for: ({bound} s) and clears after repair",
+            scope="aggregate", higher_is_better=False, group="all",
         ))
     for check, why in HEALTH_CHECKS.items():
         out.append(AcceptanceTarget(
-            check, "faults", "count", 0, 0, 0, f"kiln-health: {why}", "host", False, "kiln_compute",
+            check=check, metric="faults", unit="count", expected=0, warn=0, fail=0, why=f"kiln-health: {why}",
+            scope="host", higher_is_better=False, group="kiln_compute",
         ))
     return out
 

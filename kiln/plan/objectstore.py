@@ -30,7 +30,7 @@ def volume_sizing(node_capacity_TB: float, collections: int) -> tuple[int, int]:
 def build_objectstore(spec: ClusterSpec, hosts: tuple[Host, ...]) -> tuple[ObjectStorePlan, list[SpecIssue]]:
     os_ = spec.objectstore
     issues: list[SpecIssue] = []
-    buckets = tuple(Bucket(b.name, b.purpose) for b in os_.buckets)
+    buckets = tuple(Bucket(name=b.name, purpose=b.purpose) for b in os_.buckets)
     if os_.backend == "external":
         assert os_.endpoint is not None
         return ObjectStorePlan(

@@ -16,16 +16,21 @@ def _kib(size: str) -> int:
     return parse_size(size) // 1024
 
 
-def build_quota_defaults(spec: ClusterSpec) -> tuple[QuotaDefault, ...]:
+def build_quota_defaults(spec: ClusterSpec) -> tuple[tuple[QuotaDefault, ...], list[SpecIssue]]:
+    """The default quota of each type the stack limits, and the limits lfs would refuse (quota_issues)."""
     defaults = spec.lustre.quotas.defaults
     out = []
     for kind in ("user", "group", "project"):
         lim: QuotaLimits | None = getattr(defaults, kind)
         if lim is not None:
             out.append(
-                QuotaDefault(kind, _kib(lim.block_soft), _kib(lim.block_hard), lim.inode_soft, lim.inode_hard)
+                QuotaDefault(
+                    type=kind, block_soft_KiB=_kib(lim.block_soft), block_hard_KiB=_kib(lim.block_hard),
+                    inode_soft=lim.inode_soft, inode_hard=lim.inode_hard,
+                )
             )
-    return tuple(out)
+    planned = tuple(out)
+    return planned, quota_issues(spec, planned)
 
 
 def quota_issues(spec: ClusterSpec, planned: tuple[QuotaDefault, ...]) -> list[SpecIssue]:

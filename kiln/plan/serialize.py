@@ -11,7 +11,22 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from kiln.plan.model import AcceptanceTarget, DataflowPlan, Host, Layout, Plan, Tunable
+from kiln.plan.model import (
+    AcceptanceTarget,
+    Checkpoint,
+    CheckpointFlowPlan,
+    DataflowPlan,
+    DataLinkPlan,
+    Host,
+    Layer,
+    Layout,
+    LustreTarget,
+    ModelFlowPlan,
+    ObjectStorePlan,
+    Plan,
+    Sizing,
+    Tunable,
+)
 
 
 def _num(x: float) -> float | None:
@@ -112,11 +127,71 @@ def target_dict(t: AcceptanceTarget) -> dict[str, Any]:
     }
 
 
+def _data_link(x: DataLinkPlan) -> dict[str, Any]:
+    return {
+        "name": x.name,
+        "bucket": x.bucket,
+        "prefix": x.prefix,
+        "path": x.path,
+        "mount_path": x.mount_path,
+        "directory": x.directory,
+        "setstripe": x.setstripe,
+        "import_policy": x.import_policy,
+        "import_trigger": x.import_trigger,
+        "schedule": x.schedule,
+        "include": list(x.include),
+        "exclude": list(x.exclude),
+        "export_policy": x.export_policy,
+        "note": x.note,
+    }
+
+
+def _checkpoint_flow(ck: CheckpointFlowPlan | None) -> dict[str, Any] | None:
+    if ck is None:
+        return None
+    return {
+        "path": ck.path,
+        "mount_path": ck.mount_path,
+        "bucket": ck.bucket,
+        "prefix": ck.prefix,
+        "commit_marker": ck.commit_marker,
+        "write_back": ck.write_back,
+        "part_size_MiB": ck.part_size_MiB,
+        "keep_resident": ck.keep_resident,
+        "release_after_verify": ck.release_after_verify,
+        "bytes": ck.bytes,
+        "write_s": _num(ck.write_s),
+        "export_s": _num(ck.export_s),
+        "export_GBps": _num(ck.export_GBps),
+        "export_bottleneck": ck.export_bottleneck,
+        "blocked_s": _num(ck.blocked_s),
+        "blocked_sync_s": _num(ck.blocked_sync_s),
+        "restore_fast_s": _num(ck.restore_fast_s),
+        "restore_lake_s": _num(ck.restore_lake_s),
+        "interval_s": _num(ck.interval_s),
+    }
+
+
+def _model_flow(m: ModelFlowPlan) -> dict[str, Any]:
+    return {
+        "bucket": m.bucket,
+        "prefix": m.prefix,
+        "pool": m.pool,
+        "target": m.target,
+        "events": m.events,
+        "fanout": m.fanout,
+        "receivers": m.receivers,
+        "lake_bytes_factor": _num(m.lake_bytes_factor),
+        "hosts": list(m.hosts),
+        "targets": list(m.targets),
+        "filer_access": m.filer_access,
+    }
+
+
 def dataflow_dict(df: DataflowPlan | None) -> dict[str, Any] | None:
     """The `dataflow` section (docs/plan-json.md); None when the stack declares no data flow."""
     if df is None:
         return None
-    ck = df.checkpoints
     return {
         "engine": df.engine,
         "movers": {
@@ -137,68 +212,15 @@ def dataflow_dict(df: DataflowPlan | None) -> dict[str, Any] | None:
             "seconds": _num(df.stage_in_s),
             "naive_seconds": _num(df.naive_stage_in_s),
         },
-        "links": [
-            {
-                "name": x.name,
-                "bucket": x.bucket,
-                "prefix": x.prefix,
-                "path": x.path,
-                "mount_path": x.mount_path,
-                "directory": x.directory,
-                "setstripe": x.setstripe,
-                "import_policy": x.import_policy,
-                "import_trigger": x.import_trigger,
-                "schedule": x.schedule,
-                "include": list(x.include),
-                "exclude": list(x.exclude),
-                "export_policy": x.export_policy,
-                "note": x.note,
-            }
-            for x in df.links
-        ],
-        "checkpoints": None
-        if ck is None
-        else {
-            "path": ck.path,
-            "mount_path": ck.mount_path,
-            "bucket": ck.bucket,
-            "prefix": ck.prefix,
-            "commit_marker": ck.commit_marker,
-            "write_back": ck.write_back,
-            "part_size_MiB": ck.part_size_MiB,
-            "keep_resident": ck.keep_resident,
-            "release_after_verify": ck.release_after_verify,
-            "bytes": ck.bytes,
-            "write_s": _num(ck.write_s),
-            "export_s": _num(ck.export_s),
-            "export_GBps": _num(ck.export_GBps),
-            "export_bottleneck": ck.export_bottleneck,
-            "blocked_s": _num(ck.blocked_s),
-            "blocked_sync_s": _num(ck.blocked_sync_s),
-            "restore_fast_s": _num(ck.restore_fast_s),
-            "restore_lake_s": _num(ck.restore_lake_s),
-            "interval_s": _num(ck.interval_s),
-        },
-        "models": [
-            {
-                "bucket": m.bucket,
-                "prefix": m.prefix,
-                "pool": m.pool,
-                "target": m.target,
-                "events": m.events,
-                "fanout": m.fanout,
-                "receivers": m.receivers,
-                "lake_bytes_factor": _num(m.lake_bytes_factor),
-                "hosts": list(m.hosts),
-                "targets": list(m.targets),
-                "filer_access": m.filer_access,
-            }
-            for m in df.models
-        ],
+        "links": [_data_link(x) for x in df.links],
+        "checkpoints": _checkpoint_flow(df.checkpoints),
+        "models": [_model_flow(m) for m in df.models],
         "filer_subscribers": list(df.filer_subscribers),
         "why": list(df.why),
         "targets": [target_dict(t) for t in df.targets],
     }
+
+
 def _monitoring(plan: Plan, include_targets: bool) -> dict[str, Any]:
     m = plan.monitoring
     out: dict[str, Any] = {
@@ -228,113 +250,127 @@ def _monitoring(plan: Plan, include_targets: bool) -> dict[str, Any]:
     return out
 
 
+def _layer(la: Layer) -> dict[str, Any]:
+    return {
+        "name": la.name,
+        "kind": la.kind,
+        "read_GBps": _num(la.read_GBps),
+        "write_GBps": _num(la.write_GBps),
+        "formula": la.formula,
+        "factors": list(la.factors),
+    }
+
+
+def _checkpoint(ck: Checkpoint) -> dict[str, Any]:
+    return {
+        "bytes": ck.bytes,
+        "bytes_per_param": ck.bytes_per_param,
+        "save_s": _num(ck.save_s),
+        "restore_s": _num(ck.restore_s),
+        "budget_s": _num(ck.budget_s),
+        "required_write_GBps": _num(ck.required_write_GBps),
+        "meets_budget": ck.meets_budget,
+        "why": ck.why,
+    }
+
+
+def _sizing(s: Sizing) -> dict[str, Any]:
+    return {
+        "bottleneck": {"read": s.read_bottleneck, "write": s.write_bottleneck},
+        "aggregate": {"read_GBps": _num(s.aggregate_read_GBps), "write_GBps": _num(s.aggregate_write_GBps)},
+        "demand": {
+            "read_GBps": _num(s.demand_read_GBps),
+            "read_per_gpu_GBps": _num(s.read_per_gpu_GBps),
+            "single_node_read_GBps": _num(s.single_node_demand_read_GBps),
+            "source": s.read_demand_source,
+        },
+        "per_client": {"read_GBps": _num(s.per_client_read_GBps), "write_GBps": _num(s.per_client_write_GBps)},
+        "single_client": {
+            "read_GBps": _num(s.single_client_read_GBps),
+            "write_GBps": _num(s.single_client_write_GBps),
+        },
+        "layers": [_layer(la) for la in s.layers],
+        "gpus_total": s.gpus_total,
+        "gpus_fed": s.gpus_fed,
+        "headroom_read": _num(s.headroom_read),
+        "metadata": {"create_ops_per_s": _num(s.metadata_create_ops)},
+        "checkpoint": _checkpoint(s.checkpoint),
+        "stage_in": {
+            "seconds": _num(s.stage_in_s),
+            "GBps": _num(s.stage_in_GBps),
+            "bottleneck": s.stage_in_bottleneck,
+        },
+        "objectstore_GBps": _num(s.objectstore_GBps),
+        "recommended_oss_nodes": s.recommended_oss_nodes,
+        "notes": list(s.notes),
+    }
+
+
+def _lustre_target(t: LustreTarget) -> dict[str, Any]:
+    return {
+        "name": t.name,
+        "kind": t.kind,
+        "index": t.index,
+        "host": t.host,
+        "device": t.device,
+        "mount_point": t.mount_point,
+        "servicenodes": [list(x) for x in t.servicenodes],
+        "failover_host": t.failover_host,
+        "vdevs": list(t.vdevs),
+        "protection": t.protection,
+        "drives": list(t.drives),
+        "mkfs_options": list(t.mkfs_options),
+        "raid_chunk_KiB": t.raid_chunk_KiB,
+        "ashift": t.ashift,
+    }
+
+
+def _lustre(plan: Plan) -> dict[str, Any]:
+    return {
+        "fsname": plan.fsname,
+        "mount_point": plan.mount_point,
+        "mgs_nids": [list(n) for n in plan.mgs_nids],
+        "lnet": [{"name": n.name, "lnd": n.lnd, "multi_rail": n.multi_rail} for n in plan.lnet],
+        **_routes(plan),
+        "targets": [_lustre_target(t) for t in plan.lustre_targets],
+        "layouts": [_layout(x) for x in plan.layouts],
+        "quota_defaults": [{**q.module_args(), "setquota": " ".join(q.args())} for q in plan.quota_defaults],
+        "ost_pools": {k: list(v) for k, v in plan.ost_pools.items()},
+    }
+
+
+def _objectstore(os_: ObjectStorePlan) -> dict[str, Any]:
+    return {
+        "backend": os_.backend,
+        "endpoint": os_.endpoint,
+        "hosts": list(os_.hosts),
+        "masters": list(os_.masters),
+        "buckets": [{"name": b.name, "purpose": b.purpose} for b in os_.buckets],
+        "raw_capacity_TB": _num(os_.raw_capacity_TB),
+        "usable_capacity_TB": _num(os_.usable_capacity_TB),
+        "capacity_TB": os_.capacity_TB,
+        "replication": os_.replication,
+        "volume_size_limit_MB": os_.volume_size_limit_MB,
+        "volumes_per_server": os_.volumes_per_server,
+        "version": os_.version,
+    }
+
+
 def plan_to_dict(plan: Plan, include_hosts: bool = True) -> dict[str, Any]:
-    s = plan.sizing
-    ck = s.checkpoint
-    os_ = plan.objectstore
+    """The plan as the JSON document of docs/plan-json.md, one helper per section."""
     out: dict[str, Any] = {
         "schema": plan.schema,
         "stack": plan.stack,
         "description": plan.description,
         "spec_digest": plan.spec_digest,
         "warnings": [w.line() for w in plan.warnings],
-        "sizing": {
-            "bottleneck": {"read": s.read_bottleneck, "write": s.write_bottleneck},
-            "aggregate": {"read_GBps": _num(s.aggregate_read_GBps), "write_GBps": _num(s.aggregate_write_GBps)},
-            "demand": {
-                "read_GBps": _num(s.demand_read_GBps),
-                "read_per_gpu_GBps": _num(s.read_per_gpu_GBps),
-                "single_node_read_GBps": _num(s.single_node_demand_read_GBps),
-                "source": s.read_demand_source,
-            },
-            "per_client": {"read_GBps": _num(s.per_client_read_GBps), "write_GBps": _num(s.per_client_write_GBps)},
-            "single_client": {
-                "read_GBps": _num(s.single_client_read_GBps),
-                "write_GBps": _num(s.single_client_write_GBps),
-            },
-            "layers": [
-                {
-                    "name": la.name,
-                    "kind": la.kind,
-                    "read_GBps": _num(la.read_GBps),
-                    "write_GBps": _num(la.write_GBps),
-                    "formula": la.formula,
-                    "factors": list(la.factors),
-                }
-                for la in s.layers
-            ],
-            "gpus_total": s.gpus_total,
-            "gpus_fed": s.gpus_fed,
-            "headroom_read": _num(s.headroom_read),
-            "metadata": {"create_ops_per_s": _num(s.metadata_create_ops)},
-            "checkpoint": {
-                "bytes": ck.bytes,
-                "bytes_per_param": ck.bytes_per_param,
-                "save_s": _num(ck.save_s),
-                "restore_s": _num(ck.restore_s),
-                "budget_s": _num(ck.budget_s),
-                "required_write_GBps": _num(ck.required_write_GBps),
-                "meets_budget": ck.meets_budget,
-                "why": ck.why,
-            },
-            "stage_in": {
-                "seconds": _num(s.stage_in_s),
-                "GBps": _num(s.stage_in_GBps),
-                "bottleneck": s.stage_in_bottleneck,
-            },
-            "objectstore_GBps": _num(s.objectstore_GBps),
-            "recommended_oss_nodes": s.recommended_oss_nodes,
-            "notes": list(s.notes),
-        },
+        "sizing": _sizing(plan.sizing),
         "targets": [target_dict(t) for t in plan.targets],
         "acceptance": plan.acceptance.model_dump(),
-        "lustre": {
-            "fsname": plan.fsname,
-            "mount_point": plan.mount_point,
-            "mgs_nids": [list(n) for n in plan.mgs_nids],
-            "lnet": [{"name": n.name, "lnd": n.lnd, "multi_rail": n.multi_rail} for n in plan.lnet],
-            **_routes(plan),
-            "targets": [
-                {
-                    "name": t.name,
-                    "kind": t.kind,
-                    "index": t.index,
-                    "host": t.host,
-                    "device": t.device,
-                    "mount_point": t.mount_point,
-                    "servicenodes": [list(x) for x in t.servicenodes],
-                    "failover_host": t.failover_host,
-                    "vdevs": list(t.vdevs),
-                    "protection": t.protection,
-                    "drives": list(t.drives),
-                    "mkfs_options": list(t.mkfs_options),
-                    "raid_chunk_KiB": t.raid_chunk_KiB,
-                    "ashift": t.ashift,
-                }
-                for t in plan.lustre_targets
-            ],
-            "layouts": [_layout(x) for x in plan.layouts],
-            "quota_defaults": [
-                {**q.module_args(), "setquota": " ".join(q.args())} for q in plan.quota_defaults
-            ],
-            "ost_pools": {k: list(v) for k, v in plan.ost_pools.items()},
-        },
+        "lustre": _lustre(plan),
         "tunables": [_tunable(t) for t in plan.tunables],
         "nccl": [{"pool": n.pool, "env": n.env, "hcas": list(n.hcas)} for n in plan.nccl],
-        "objectstore": {
-            "backend": os_.backend,
-            "endpoint": os_.endpoint,
-            "hosts": list(os_.hosts),
-            "masters": list(os_.masters),
-            "buckets": [{"name": b.name, "purpose": b.purpose} for b in os_.buckets],
-            "raw_capacity_TB": _num(os_.raw_capacity_TB),
-            "usable_capacity_TB": _num(os_.usable_capacity_TB),
-            "capacity_TB": os_.capacity_TB,
-            "replication": os_.replication,
-            "volume_size_limit_MB": os_.volume_size_limit_MB,
-            "volumes_per_server": os_.volumes_per_server,
-            "version": os_.version,
-        },
+        "objectstore": _objectstore(plan.objectstore),
         "groups": {g: list(v) for g, v in plan.groups.items()},
         "dataflow": dataflow_dict(plan.dataflow),
         "monitoring": _monitoring(plan, include_hosts),

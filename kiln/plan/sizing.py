@@ -18,7 +18,7 @@ from kiln.spec.models import ClusterSpec, Device
 from kiln.spec.protection import Share, data_share, default_level
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class DeviceFigures:
     read_GBps: float
     write_GBps: float
@@ -26,13 +26,27 @@ class DeviceFigures:
     kind: str
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Rate:
+    """A read and a write rate in GB/s and what bounds each: a layer's name, or how a ceiling was found."""
+
+    read_GBps: float
+    write_GBps: float
+    read_bound: str
+    write_bound: str
+
+
 def device_figures(device: Device) -> DeviceFigures:
     kb = knowledge.load()
     if device.catalog is not None:
         m = kb.nvme[device.catalog]
-        return DeviceFigures(m.read_GBps, m.write_GBps, m.capacity_TB, device.kind)
+        return DeviceFigures(
+            read_GBps=m.read_GBps, write_GBps=m.write_GBps, capacity_TB=m.capacity_TB, kind=device.kind,
+        )
     assert device.read_GBps and device.write_GBps and device.capacity_TB
-    return DeviceFigures(device.read_GBps, device.write_GBps, device.capacity_TB, device.kind)
+    return DeviceFigures(
+        read_GBps=device.read_GBps, write_GBps=device.write_GBps, capacity_TB=device.capacity_TB, kind=device.kind,
+    )
 
 
 def lnet_factor(spec: ClusterSpec) -> tuple[float, tuple[str, ...]]:
@@ -63,10 +77,10 @@ def per_oss(spec: ClusterSpec) -> tuple[float, float]:
     n_dev = lu.oss.osts.per_node * lu.oss.osts.devices_per_target
     rf, wf = _ost_factors(spec)
     pr, pw = protection_share(spec)
-    sr, sw, _, _ = server_ceiling(spec)
+    ceiling = server_ceiling(spec)
     return (
-        min(nic, sr, n_dev * dev.read_GBps * rf * pr),
-        min(nic, sw, n_dev * dev.write_GBps * wf * pw),
+        min(nic, ceiling.read_GBps, n_dev * dev.read_GBps * rf * pr),
+        min(nic, ceiling.write_GBps, n_dev * dev.write_GBps * wf * pw),
     )
 
 
@@ -77,12 +91,18 @@ def protection_share(spec: ClusterSpec) -> tuple[float, float]:
     return share.read, share.write
 
 
-def server_ceiling(spec: ClusterSpec) -> tuple[float, float, str, tuple[str, ...]]:
-    """(read, write) GB/s one OSS delivers at most, how it was found, and the factors used.
+def published_ceiling(spec: ClusterSpec) -> bool:
+    """Whether the stack gives the OSS's published ceiling (lustre.oss.server.read_GBps and write_GBps)."""
+    sv = spec.lustre.oss.server
+    return sv is not None and sv.read_GBps is not None and sv.write_GBps is not None
+
+
+def server_ceiling(spec: ClusterSpec) -> Rate:
+    """What one OSS delivers at most, read and write; both bounds say how the ceiling was found.
 
     A published ceiling (lustre.oss.server.read_GBps/write_GBps, shared by servers_per_unit OSS) wins;
     otherwise the ceiling is derived from PCIe: the slower of the NICs' lanes and the drives' lanes,
-    times server_pcie.
+    times server_pcie (then the one efficiency factor the ceiling uses).
     """
     kb = knowledge.load()
     oss = spec.lustre.oss
@@ -90,7 +110,7 @@ def server_ceiling(spec: ClusterSpec) -> tuple[float, float, str, tuple[str, ...
     if sv is not None and sv.read_GBps is not None and sv.write_GBps is not None:
         k = sv.servers_per_unit
         how = f"published ceiling {sv.read_GBps:g}/{sv.write_GBps:g} GB/s per unit of {k} OSS ({sv.source})"
-        return sv.read_GBps / k, sv.write_GBps / k, how, ()
+        return Rate(read_GBps=sv.read_GBps / k, write_GBps=sv.write_GBps / k, read_bound=how, write_bound=how)
     nic = catalog.nics(spec)[oss.nics.nic]
     gen = sv.pcie_gen if sv is not None and sv.pcie_gen is not None else (nic.pcie_gen or 4)
     lane = kb.pcie.rates[gen] / 16
@@ -106,11 +126,11 @@ def server_ceiling(spec: ClusterSpec) -> tuple[float, float, str, tuple[str, ...
         f"min(NIC lanes {nic_lanes:g}, drive lanes {drive_lanes:g}) × PCIe Gen{gen} {lane:.3g} GB/s per lane "
         f"× server_pcie {f:g}"
     )
-    return rate, rate, how, ("server_pcie",)
+    return Rate(read_GBps=rate, write_GBps=rate, read_bound=how, write_bound=how)
 
 
-def server_layer(spec: ClusterSpec) -> tuple[float, float, str, tuple[str, ...]]:
-    """(read, write) GB/s of all OSS together, the formula and the factors: the `oss_servers` layer.
+def server_layer(spec: ClusterSpec) -> Layer:
+    """The `oss_servers` layer: read and write GB/s of all OSS together, the formula and the factors.
 
     With lustre.mds.colocated_with_oss the first mds.nodes OSS hosts run MDTs too and their ceiling is shared
     between MDT and OST traffic. A published ceiling is the appliance's as measured with its MDTs on the same
@@ -119,25 +139,27 @@ def server_layer(spec: ClusterSpec) -> tuple[float, float, str, tuple[str, ...]]
     ceiling is split by the drives behind each kind of target (kit assumption, conservative: MDT drives busy
     at the OST drives' pace): OST traffic gets OST drives ÷ (OST + MDT drives) of it on those hosts."""
     lu = spec.lustre
-    sv_r, sv_w, how, factors = server_ceiling(spec)
-    formula = f"{lu.oss.nodes} OSS × server ceiling: {how}"
-    sv = lu.oss.server
-    published = sv is not None and sv.read_GBps is not None and sv.write_GBps is not None
-    if not lu.mds.colocated_with_oss:
-        return lu.oss.nodes * sv_r, lu.oss.nodes * sv_w, formula, factors
-    if published:
-        return lu.oss.nodes * sv_r, lu.oss.nodes * sv_w, formula + "; MDTs on the same controllers (in the figure)", (
-            factors
+    ceiling = server_ceiling(spec)
+    published = published_ceiling(spec)
+    factors = () if published else ("server_pcie",)
+    formula = f"{lu.oss.nodes} OSS × server ceiling: {ceiling.read_bound}"
+    servers = float(lu.oss.nodes)
+    if lu.mds.colocated_with_oss and published:
+        formula += "; MDTs on the same controllers (in the figure)"
+    elif lu.mds.colocated_with_oss:
+        ost = lu.oss.osts.per_node * lu.oss.osts.devices_per_target
+        mdt = lu.mds.mdts.per_node * lu.mds.mdts.devices_per_target
+        share = ost / (ost + mdt)
+        plain, both = lu.oss.nodes - lu.mds.nodes, lu.mds.nodes
+        formula = (
+            f"({plain} OSS + {both} OSS with MDTs × OST share {ost}/({ost}+{mdt}) drives = {share:.3f}) × server "
+            f"ceiling: {ceiling.read_bound}"
         )
-    ost = lu.oss.osts.per_node * lu.oss.osts.devices_per_target
-    mdt = lu.mds.mdts.per_node * lu.mds.mdts.devices_per_target
-    share = ost / (ost + mdt)
-    plain, both = lu.oss.nodes - lu.mds.nodes, lu.mds.nodes
-    formula = (
-        f"({plain} OSS + {both} OSS with MDTs × OST share {ost}/({ost}+{mdt}) drives = {share:.3f}) × server "
-        f"ceiling: {how}"
+        servers = plain + both * share
+    return Layer(
+        name="oss_servers", kind="supply", read_GBps=servers * ceiling.read_GBps,
+        write_GBps=servers * ceiling.write_GBps, formula=formula, factors=factors,
     )
-    return (plain + both * share) * sv_r, (plain + both * share) * sv_w, formula, factors
 
 
 def small_file_layers(spec: ClusterSpec) -> tuple[Layer, ...]:
@@ -159,12 +181,13 @@ def small_file_layers(spec: ClusterSpec) -> tuple[Layer, ...]:
         rate = mdts * opens / smp.files_per_sample * sample_GB
         out.append(
             Layer(
-                "metadata",
-                "supply",
-                rate,
-                math.inf,
-                f"{mdts} MDTs × {opens:g} opens/s ÷ {smp.files_per_sample} files per sample × {smp.size_KB:g} KB",
-                ("mdt_open_ops_per_s",),
+                name="metadata",
+                kind="supply",
+                read_GBps=rate,
+                write_GBps=math.inf,
+                formula=f"{mdts} MDTs × {opens:g} opens/s ÷ {smp.files_per_sample} files per sample × "
+                f"{smp.size_KB:g} KB",
+                factors=("mdt_open_ops_per_s",),
             )
         )
     dev = lu.oss.osts.device
@@ -176,12 +199,12 @@ def small_file_layers(spec: ClusterSpec) -> tuple[Layer, ...]:
     rate = n_dev * kiops * 1e3 * pr / requests * sample_GB
     out.append(
         Layer(
-            "ost_iops",
-            "supply",
-            rate,
-            math.inf,
-            f"{n_dev} drives × {kiops:g}k reads/s ÷ {requests} read RPCs per sample × {smp.size_KB:g} KB",
-            ("ost_read_kiops_per_device",),
+            name="ost_iops",
+            kind="supply",
+            read_GBps=rate,
+            write_GBps=math.inf,
+            formula=f"{n_dev} drives × {kiops:g}k reads/s ÷ {requests} read RPCs per sample × {smp.size_KB:g} KB",
+            factors=("ost_read_kiops_per_device",),
         )
     )
     return tuple(out)
@@ -281,37 +304,84 @@ def router_layers(spec: ClusterSpec) -> tuple[Layer, ...]:
     total, how = router_link(spec)
     rate = total * f_lnet * f_rtr
     formula = f"Σ routers × narrower side's link: {how} × {f_lnet:.3f} × lnet_router {f_rtr:g}"
-    return (Layer("lnet_routers", "supply", rate, rate, formula, (*lnet_names, "lnet_router")),)
+    return (Layer(
+        name="lnet_routers", kind="supply", read_GBps=rate, write_GBps=rate, formula=formula,
+        factors=(*lnet_names, "lnet_router"),
+    ),)
 
 
-def build_sizing(spec: ClusterSpec) -> tuple[Sizing, list[SpecIssue]]:
+def gpu_count(spec: ClusterSpec) -> int:
+    return sum(p.nodes * p.gpus_per_node for p in spec.compute.pools)
+
+
+def client_link_GBps(spec: ClusterSpec) -> float:
+    """Σ client nodes × their storage ports' link rate. Each port that carries storage counts once, a rail port
+    shared with storage included (catalog.storage_ports)."""
+    return sum(p.nodes * sum(m.link_GBps for m in catalog.storage_ports(spec, p)) for p in spec.compute.pools)
+
+
+def bytes_per_param(spec: ClusterSpec) -> float:
+    return spec.workload.checkpoint.bytes_per_param or knowledge.load().bytes_per_param.value
+
+
+def checkpoint_bytes(spec: ClusterSpec) -> int:
+    return int(spec.workload.model_params_B * 1e9 * bytes_per_param(spec))
+
+
+def checkpoint_budget_s(spec: ClusterSpec) -> float:
+    ck = spec.workload.checkpoint
+    return ck.interval_min * 60 * ck.budget_fraction
+
+
+def required_write_GBps(spec: ClusterSpec) -> float:
+    """The write rate a checkpoint needs to be saved within its budget."""
+    return checkpoint_bytes(spec) / checkpoint_budget_s(spec) / 1e9
+
+
+def demand_layer(spec: ClusterSpec) -> Layer:
+    """`gpu_demand`: what the GPUs read, and the checkpoint's write rate within its budget."""
+    gpus = gpu_count(spec)
+    per_gpu, _, _ = read_demand(spec)
+    return Layer(
+        name="gpu_demand",
+        kind="demand",
+        read_GBps=gpus * per_gpu,
+        write_GBps=required_write_GBps(spec),
+        formula=f"{gpus} GPUs × {per_gpu:g} GB/s read; write = checkpoint bytes ÷ budget "
+        f"({checkpoint_budget_s(spec):g} s)",
+    )
+
+
+def client_layers(spec: ClusterSpec) -> tuple[Layer, ...]:
+    """`client_nics`, `client_hosts` and `fabric`: what the clients' storage ports carry and send."""
     kb = knowledge.load()
-    lu = spec.lustre
-    pools = spec.compute.pools
-    issues: list[SpecIssue] = []
     f_lnet, lnet_names = lnet_factor(spec)
-    payload = kb.factor("tcp_payload") if spec.fabric.kind == "tcp" else kb.factor("rdma_payload")
     payload_name = "tcp_payload" if spec.fabric.kind == "tcp" else "rdma_payload"
-
-    gpus = sum(p.nodes * p.gpus_per_node for p in pools)
-    nodes = sum(p.nodes for p in pools)
-    per_gpu, single_node_demand, demand_src = read_demand(spec)
-    demand_read = gpus * per_gpu
-
-    # Checkpoint arithmetic first: the demand layer's write figure is the rate the budget needs.
-    bpp = spec.workload.checkpoint.bytes_per_param or kb.bytes_per_param.value
-    ck_bytes = int(spec.workload.model_params_B * 1e9 * bpp)
-    budget_s = spec.workload.checkpoint.interval_min * 60 * spec.workload.checkpoint.budget_fraction
-    required_write = ck_bytes / budget_s / 1e9
-
-    # Each port that carries storage counts once, a rail port shared with storage included (catalog.storage_ports).
-    client_link = sum(p.nodes * sum(m.link_GBps for m in catalog.storage_ports(spec, p)) for p in pools)
-    client = client_link * f_lnet
+    link = client_link_GBps(spec)
     f_single = kb.factor("client_single")
-    fabric = client_link * payload / spec.fabric.oversubscription
-    oss_link = lu.oss.nodes * lu.oss.nics.count * catalog.nics(spec)[lu.oss.nics.nic].link_GBps
-    oss = oss_link * f_lnet
-    sv_read, sv_write, sv_formula, sv_factors = server_layer(spec)
+    fabric = link * kb.factor(payload_name) / spec.fabric.oversubscription
+    return (
+        Layer(
+            name="client_nics", kind="supply", read_GBps=link * f_lnet, write_GBps=link * f_lnet,
+            formula=f"Σ nodes × storage NICs × link ({link:g} GB/s) × {f_lnet:.3f}", factors=lnet_names,
+        ),
+        Layer(
+            name="client_hosts", kind="supply", read_GBps=link * f_single, write_GBps=link * f_single,
+            formula=f"Σ nodes × one client's ceiling: storage link ({link:g} GB/s) × client_single {f_single:g}",
+            factors=("client_single",),
+        ),
+        Layer(
+            name="fabric", kind="supply", read_GBps=fabric, write_GBps=fabric,
+            formula=f"client link {link:g} GB/s × {payload_name} ÷ oversubscription "
+            f"{spec.fabric.oversubscription:g}",
+            factors=(payload_name,),
+        ),
+    )
+
+
+def ost_layers(spec: ClusterSpec) -> tuple[Layer, ...]:
+    """`ost_devices` (the drives × the backend's efficiency) and `protection` (the share that carries data)."""
+    lu = spec.lustre
     dev = device_figures(lu.oss.osts.device)
     n_dev = lu.oss.nodes * lu.oss.osts.per_node * lu.oss.osts.devices_per_target
     rf, wf = _ost_factors(spec)
@@ -319,126 +389,157 @@ def build_sizing(spec: ClusterSpec) -> tuple[Sizing, list[SpecIssue]]:
     prot = ost_protection(spec)
     b = lu.backend
     dev_r, dev_w = n_dev * dev.read_GBps * rf, n_dev * dev.write_GBps * wf
-    layers = (
+    return (
         Layer(
-            "gpu_demand",
-            "demand",
-            demand_read,
-            required_write,
-            f"{gpus} GPUs × {per_gpu:g} GB/s read; write = checkpoint bytes ÷ budget ({budget_s:g} s)",
+            name="ost_devices", kind="supply", read_GBps=dev_r, write_GBps=dev_w,
+            formula=f"{n_dev} devices × ({dev.read_GBps:g} read, {dev.write_GBps:g} write) GB/s × ost_{b} factors",
+            factors=(f"ost_{b}_read", f"ost_{b}_write"),
         ),
         Layer(
-            "client_nics",
-            "supply",
-            client,
-            client,
-            f"Σ nodes × storage NICs × link ({client_link:g} GB/s) × {f_lnet:.3f}",
-            lnet_names,
+            name="protection", kind="supply", read_GBps=dev_r * pr, write_GBps=dev_w * pw,
+            formula=f"ost_devices × data share of the OSTs' protection ({prot.formula}: read {pr:.3f}, write "
+            f"{pw:.3f})",
+            factors=(f"protection:{prot.formula.split(':')[0]}",),
         ),
-        Layer(
-            "client_hosts",
-            "supply",
-            client_link * f_single,
-            client_link * f_single,
-            f"Σ nodes × one client's ceiling: storage link ({client_link:g} GB/s) × client_single {f_single:g}",
-            ("client_single",),
-        ),
-        Layer(
-            "fabric",
-            "supply",
-            fabric,
-            fabric,
-            f"client link {client_link:g} GB/s × {payload_name} ÷ oversubscription {spec.fabric.oversubscription:g}",
-            (payload_name,),
-        ),
+    )
+
+
+def server_layers(spec: ClusterSpec) -> tuple[Layer, ...]:
+    """The OSS side: `oss_nics`, `oss_servers` and the OST layers."""
+    lu = spec.lustre
+    f_lnet, lnet_names = lnet_factor(spec)
+    oss_link = lu.oss.nodes * lu.oss.nics.count * catalog.nics(spec)[lu.oss.nics.nic].link_GBps
+    nics = Layer(
+        name="oss_nics", kind="supply", read_GBps=oss_link * f_lnet, write_GBps=oss_link * f_lnet,
+        formula=f"{lu.oss.nodes} OSS × {lu.oss.nics.count} NICs × link ({oss_link:g} GB/s) × {f_lnet:.3f}",
+        factors=lnet_names,
+    )
+    return (nics, server_layer(spec), *ost_layers(spec))
+
+
+def build_layers(spec: ClusterSpec) -> tuple[Layer, ...]:
+    """The demand and every supply layer of the storage path, clients to drives."""
+    return (
+        demand_layer(spec),
+        *client_layers(spec),
         *router_layers(spec),
-        Layer(
-            "oss_nics",
-            "supply",
-            oss,
-            oss,
-            f"{lu.oss.nodes} OSS × {lu.oss.nics.count} NICs × link ({oss_link:g} GB/s) × {f_lnet:.3f}",
-            lnet_names,
-        ),
-        Layer(
-            "oss_servers",
-            "supply",
-            sv_read,
-            sv_write,
-            sv_formula,
-            sv_factors,
-        ),
-        Layer(
-            "ost_devices",
-            "supply",
-            dev_r,
-            dev_w,
-            f"{n_dev} devices × ({dev.read_GBps:g} read, {dev.write_GBps:g} write) GB/s × ost_{b} factors",
-            (f"ost_{b}_read", f"ost_{b}_write"),
-        ),
-        Layer(
-            "protection",
-            "supply",
-            dev_r * pr,
-            dev_w * pw,
-            f"ost_devices × data share of the OSTs' protection ({prot.formula}: read {pr:.3f}, write {pw:.3f})",
-            (f"protection:{prot.formula.split(':')[0]}",),
-        ),
+        *server_layers(spec),
         *small_file_layers(spec),
     )
+
+
+def supply_rate(layers: tuple[Layer, ...]) -> Rate:
+    """What the storage path supplies: the slowest supply layer for read and for write (the bottlenecks)."""
     supply = [layer for layer in layers if layer.kind == "supply"]
     rb = min(supply, key=lambda x: x.read_GBps)
     wb = min(supply, key=lambda x: x.write_GBps)
-    agg_read, agg_write = rb.read_GBps, wb.write_GBps
+    return Rate(read_GBps=rb.read_GBps, write_GBps=wb.write_GBps, read_bound=rb.name, write_bound=wb.name)
 
-    node_limits = [sum(m.link_GBps for m in catalog.storage_ports(spec, p)) * min(f_lnet, f_single) for p in pools]
-    node_limit = min(node_limits)
-    per_client_read = min(node_limit, agg_read / nodes)
-    per_client_write = min(node_limit, agg_write / nodes)
 
-    md_rate = lu.mds.nodes * lu.mds.mdts.per_node * kb.mdt_rates.by_media()[lu.mds.mdts.device.kind]
-
-    save_s = ck_bytes / (agg_write * 1e9)
-    restore_s = ck_bytes / (agg_read * 1e9)
-    meets = save_s <= budget_s
-    ck_why = (
-        f"{spec.workload.model_params_B:g}e9 params × {bpp:g} B/param = {ck_bytes / 1e9:.1f} GB; "
-        f"save at {agg_write:.1f} GB/s ({wb.name}) takes {save_s:.1f} s against a budget of {budget_s:.1f} s "
-        f"({spec.workload.checkpoint.budget_fraction:.1%} of {spec.workload.checkpoint.interval_min:g} min)"
+def node_limit_GBps(spec: ClusterSpec) -> float:
+    """What one client node reaches at most: its storage ports × the lesser of the LNet and single-client
+    factors, for the slowest pool."""
+    f_lnet, _ = lnet_factor(spec)
+    f_single = knowledge.load().factor("client_single")
+    return min(
+        sum(m.link_GBps for m in catalog.storage_ports(spec, p)) * min(f_lnet, f_single) for p in spec.compute.pools
     )
-    client_max = min(client, client_link * f_single)
-    if required_write > client_max:
-        min_frac = ck_bytes / (client_max * 1e9) / (spec.workload.checkpoint.interval_min * 60)
-        issues.append(
-            SpecIssue(
-                "workload.checkpoint.budget_fraction",
-                spec.workload.checkpoint.budget_fraction,
-                f"no layer can meet this budget: it needs {required_write:.1f} GB/s of checkpoint writes but the GPU "
-                f"nodes' Lustre clients can only send {client_max:.1f} GB/s, however large the Lustre fleet",
-                f"raise budget_fraction to at least {math.ceil(min_frac * 1000) / 1000:.3f}, "
-                "lengthen interval_min, or add storage NICs",
-            )
+
+
+def build_checkpoint(spec: ClusterSpec, supply: Rate) -> Checkpoint:
+    """Save and restore of one checkpoint at the storage path's rates, against its budget."""
+    ck = spec.workload.checkpoint
+    nbytes, bpp, budget_s = checkpoint_bytes(spec), bytes_per_param(spec), checkpoint_budget_s(spec)
+    save_s = nbytes / (supply.write_GBps * 1e9)
+    why = (
+        f"{spec.workload.model_params_B:g}e9 params × {bpp:g} B/param = {nbytes / 1e9:.1f} GB; "
+        f"save at {supply.write_GBps:.1f} GB/s ({supply.write_bound}) takes {save_s:.1f} s against a budget of "
+        f"{budget_s:.1f} s ({ck.budget_fraction:.1%} of {ck.interval_min:g} min)"
+    )
+    return Checkpoint(
+        bytes=nbytes,
+        bytes_per_param=bpp,
+        save_s=save_s,
+        restore_s=nbytes / (supply.read_GBps * 1e9),
+        budget_s=budget_s,
+        required_write_GBps=required_write_GBps(spec),
+        meets_budget=save_s <= budget_s,
+        why=why,
+    )
+
+
+def checkpoint_issues(spec: ClusterSpec) -> list[SpecIssue]:
+    """An error where no Lustre fleet could meet the checkpoint budget: the clients cannot send that fast."""
+    f_lnet, _ = lnet_factor(spec)
+    link = client_link_GBps(spec)
+    client_max = min(link * f_lnet, link * knowledge.load().factor("client_single"))
+    required = required_write_GBps(spec)
+    if required <= client_max:
+        return []
+    ck = spec.workload.checkpoint
+    min_frac = checkpoint_bytes(spec) / (client_max * 1e9) / (ck.interval_min * 60)
+    return [
+        SpecIssue(
+            "workload.checkpoint.budget_fraction",
+            ck.budget_fraction,
+            f"no layer can meet this budget: it needs {required:.1f} GB/s of checkpoint writes but the GPU "
+            f"nodes' Lustre clients can only send {client_max:.1f} GB/s, however large the Lustre fleet",
+            f"raise budget_fraction to at least {math.ceil(min_frac * 1000) / 1000:.3f}, "
+            "lengthen interval_min, or add storage NICs",
         )
+    ]
 
-    os_get, os_put, os_how = objectstore_rates(spec)
-    stage_rate = min(os_get, agg_write)
-    stage_bn = "objectstore" if os_get <= agg_write else wb.name
-    stage_s = spec.workload.dataset_TB * 1e12 / (stage_rate * 1e9)
 
-    one_oss_r, one_oss_w = per_oss(spec)
-    headroom = kb.factor("planning_headroom")
-    need = max(demand_read * headroom / one_oss_r, required_write * headroom / one_oss_w, 1.0)
+def stage_in(spec: ClusterSpec, supply: Rate) -> tuple[float, str]:
+    """(GB/s, bottleneck) of staging the dataset from the object store into Lustre."""
+    get, _, _ = objectstore_rates(spec)
+    if get <= supply.write_GBps:
+        return get, "objectstore"
+    return supply.write_GBps, supply.write_bound
+
+
+def recommended_oss(spec: ClusterSpec, *, demand_read: float, required_write: float) -> int:
+    """OSS nodes for the planning headroom on read demand and checkpoint writes (whole failover pairs)."""
+    one_read, one_write = per_oss(spec)
+    headroom = knowledge.load().factor("planning_headroom")
+    need = max(demand_read * headroom / one_read, required_write * headroom / one_write, 1.0)
     rec = math.ceil(need - 1e-9)
-    if lu.failover == "pairs":
+    if spec.lustre.failover == "pairs":
         rec += rec % 2
-    gpus_fed = math.floor(agg_read / per_gpu + 1e-9) if per_gpu > 0 else gpus
+    return rec
 
+
+def _model_notes(spec: ClusterSpec) -> list[str]:
+    """What the model assumes where the stack gives no figure, and the hosts that share a ceiling."""
+    lu = spec.lustre
+    out = []
+    if lu.mds.colocated_with_oss:
+        out.append(
+            f"MDS and OSS share hosts: the MDTs run on {lu.mds.nodes} of the {lu.oss.nodes} OSS hosts, whose "
+            "server ceiling MDT and OST traffic share (oss_servers; docs/sizing-model.md, MDS and OSS on shared hosts)"
+        )
+    if spec.workload.samples is None:
+        out.append(
+            "request rate not modelled: large sequential reads are assumed; give workload.samples (size_KB, "
+            "files_per_sample) to add the metadata and OST IOPS layers"
+        )
+    return out
+
+
+def sizing_notes(
+    spec: ClusterSpec, *, supply: Rate, demand_read: float, recommended: int, single_read: float, meets_budget: bool
+) -> tuple[str, ...]:
+    """The report's notes on the sizing: the figures that matter and the assumptions behind them."""
+    lu = spec.lustre
+    os_get, os_put, os_how = objectstore_rates(spec)
+    headroom = knowledge.load().factor("planning_headroom")
     notes = [
-        f"read: storage supplies {agg_read:.1f} GB/s ({rb.name}) against a demand of {demand_read:.1f} GB/s "
-        + (f"({agg_read / demand_read:.2f}×)" if demand_read else "(no GPUs: storage-only clients)"),
+        f"read: storage supplies {supply.read_GBps:.1f} GB/s ({supply.read_bound}) against a demand of "
+        f"{demand_read:.1f} GB/s "
+        + (f"({supply.read_GBps / demand_read:.2f}×)" if demand_read else "(no GPUs: storage-only clients)"),
         f"object store: GET {os_get:.1f} GB/s, PUT {os_put:.1f} GB/s ({os_how})",
-        f"planner recommends ≥ {rec} OSS nodes for {headroom:g}× headroom on read demand and checkpoint writes; "
-        f"the stack has {lu.oss.nodes}",
+        f"planner recommends ≥ {recommended} OSS nodes for {headroom:g}× headroom on read demand and checkpoint "
+        f"writes; the stack has {lu.oss.nodes}",
     ]
     sv = lu.oss.server
     if sv is None or sv.read_GBps is None:
@@ -450,47 +551,57 @@ def build_sizing(spec: ClusterSpec) -> tuple[Sizing, list[SpecIssue]]:
             "with the vendor's published figure"
         )
     notes.append(
-        f"single client {min(node_limit, agg_read):.1f} GB/s read is what a parallel streaming reader (fio/IOR, "
+        f"single client {single_read:.1f} GB/s read is what a parallel streaming reader (fio/IOR, "
         "many threads) reaches; a per-GPU data-loader pipeline on the host reaches less (MLPerf Storage v0.5, "
         "one DGX H100: 0.34 of this figure; docs/sizing-model.md, Calibration)"
     )
-    notes += shared_port_notes(spec)
-    if lu.mds.colocated_with_oss:
-        notes.append(
-            f"MDS and OSS share hosts: the MDTs run on {lu.mds.nodes} of the {lu.oss.nodes} OSS hosts, whose "
-            "server ceiling MDT and OST traffic share (oss_servers; docs/sizing-model.md, MDS and OSS on shared hosts)"
-        )
-    if spec.workload.samples is None:
-        notes.append(
-            "request rate not modelled: large sequential reads are assumed; give workload.samples (size_KB, "
-            "files_per_sample) to add the metadata and OST IOPS layers"
-        )
-    if not meets:
-        notes.append(f"checkpoint misses its budget: add OSS/OSTs (recommended {rec} OSS) or relax the budget")
+    notes += shared_port_notes(spec) + _model_notes(spec)
+    if not meets_budget:
+        notes.append(f"checkpoint misses its budget: add OSS/OSTs (recommended {recommended} OSS) or relax the budget")
+    return tuple(notes)
+
+
+def build_sizing(spec: ClusterSpec) -> tuple[Sizing, list[SpecIssue]]:
+    """Every layer's limit, the bottlenecks and what follows from them: per-client rates, the checkpoint,
+    stage-in and the recommended OSS count. Issues: a checkpoint budget no layer can meet."""
+    lu = spec.lustre
+    gpus, nodes = gpu_count(spec), sum(p.nodes for p in spec.compute.pools)
+    per_gpu, single_node_demand, demand_src = read_demand(spec)
+    demand_read = gpus * per_gpu
+    layers = build_layers(spec)
+    supply = supply_rate(layers)
+    node_limit = node_limit_GBps(spec)
+    checkpoint = build_checkpoint(spec, supply)
+    stage_GBps, stage_bottleneck = stage_in(spec, supply)
+    rec = recommended_oss(spec, demand_read=demand_read, required_write=checkpoint.required_write_GBps)
+    mdt_rate = knowledge.load().mdt_rates.by_media()[lu.mds.mdts.device.kind]
     sizing = Sizing(
         layers=layers,
-        read_bottleneck=rb.name,
-        write_bottleneck=wb.name,
-        aggregate_read_GBps=agg_read,
-        aggregate_write_GBps=agg_write,
+        read_bottleneck=supply.read_bound,
+        write_bottleneck=supply.write_bound,
+        aggregate_read_GBps=supply.read_GBps,
+        aggregate_write_GBps=supply.write_GBps,
         demand_read_GBps=demand_read,
-        per_client_read_GBps=per_client_read,
-        per_client_write_GBps=per_client_write,
-        single_client_read_GBps=min(node_limit, agg_read),
-        single_client_write_GBps=min(node_limit, agg_write),
+        per_client_read_GBps=min(node_limit, supply.read_GBps / nodes),
+        per_client_write_GBps=min(node_limit, supply.write_GBps / nodes),
+        single_client_read_GBps=min(node_limit, supply.read_GBps),
+        single_client_write_GBps=min(node_limit, supply.write_GBps),
         gpus_total=gpus,
-        gpus_fed=gpus_fed,
+        gpus_fed=math.floor(supply.read_GBps / per_gpu + 1e-9) if per_gpu > 0 else gpus,
         read_per_gpu_GBps=per_gpu,
         single_node_demand_read_GBps=single_node_demand,
         read_demand_source=demand_src,
-        metadata_create_ops=md_rate,
-        checkpoint=Checkpoint(ck_bytes, bpp, save_s, restore_s, budget_s, required_write, meets, ck_why),
-        stage_in_s=stage_s,
-        stage_in_GBps=stage_rate,
-        stage_in_bottleneck=stage_bn,
-        objectstore_GBps=os_get,
+        metadata_create_ops=lu.mds.nodes * lu.mds.mdts.per_node * mdt_rate,
+        checkpoint=checkpoint,
+        stage_in_s=spec.workload.dataset_TB * 1e12 / (stage_GBps * 1e9),
+        stage_in_GBps=stage_GBps,
+        stage_in_bottleneck=stage_bottleneck,
+        objectstore_GBps=objectstore_rates(spec)[0],
         recommended_oss_nodes=rec,
-        headroom_read=agg_read / demand_read if demand_read else math.inf,
-        notes=tuple(notes),
+        headroom_read=supply.read_GBps / demand_read if demand_read else math.inf,
+        notes=sizing_notes(
+            spec, supply=supply, demand_read=demand_read, recommended=rec,
+            single_read=min(node_limit, supply.read_GBps), meets_budget=checkpoint.meets_budget,
+        ),
     )
-    return sizing, issues
+    return sizing, checkpoint_issues(spec)

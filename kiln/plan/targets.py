@@ -6,7 +6,7 @@ from kiln import knowledge
 from kiln.plan.model import AcceptanceTarget, Scope, Sizing
 from kiln.plan.sizing import lnet_factor, objectstore_rates, routed_only, router_link
 from kiln.spec import catalog
-from kiln.spec.models import ClusterSpec
+from kiln.spec.models import ClusterSpec, ComputePool
 
 # Conformance checks compare state with the plan; their metric is the number of mismatches.
 CONFORMANCE = {
@@ -47,6 +47,7 @@ CONFORMANCE = {
 
 def _perf(
     spec: ClusterSpec,
+    *,
     check: str,
     metric: str,
     unit: str,
@@ -68,8 +69,8 @@ def _perf(
         fail = gate
     warn = max(expected * a.warn_fraction, fail)
     return AcceptanceTarget(
-        check, metric, unit, round(expected, 4), round(warn, 4), round(fail, 4), why, scope, True, group, requires,
-        env,
+        check=check, metric=metric, unit=unit, expected=round(expected, 4), warn=round(warn, 4), fail=round(fail, 4),
+        why=why, scope=scope, higher_is_better=True, group=group, requires=requires, env=env,
     )
 
 
@@ -82,165 +83,154 @@ def nccl_algorithm(gpu_nvswitch: bool, gpu_pcie_gen: int, inter: bool) -> str:
     return "Ring"
 
 
-def build_targets(spec: ClusterSpec, sizing: Sizing) -> tuple[AcceptanceTarget, ...]:
-    kb = knowledge.load()
-    out: list[AcceptanceTarget] = []
+def conformance_targets(spec: ClusterSpec) -> list[AcceptanceTarget]:
+    """One per conformance check, none for the object store's where kiln does not deploy it (external)."""
+    out = []
     for check, (req, group, why) in CONFORMANCE.items():
         store_check = check.startswith(("conformance.objectstore", "security.objectstore"))
         if spec.objectstore.backend == "external" and store_check:
             continue
         out.append(AcceptanceTarget(
-            check, "mismatches", "count", 0, 0, 0, why, "host", False, group, (req,) if req else (),
+            check=check, metric="mismatches", unit="count", expected=0, warn=0, fail=0, why=why, scope="host",
+            higher_is_better=False, group=group, requires=(req,) if req else (),
         ))
+    return out
+
+
+def fabric_targets(spec: ClusterSpec, pool: ComputePool, group: str) -> list[AcceptanceTarget]:
+    """A GPU pool's RDMA bandwidth per rail (perftest) and its NCCL all-reduce inside a node and across nodes."""
+    kb = knowledge.load()
+    assert pool.gpu is not None and pool.compute_rails is not None
+    rail = catalog.nics(spec)[pool.compute_rails.nic]
+    gpu = catalog.gpus(spec)[pool.gpu.model]
     rdma = spec.fabric.kind != "tcp"
-    nic_models, gpu_models = catalog.nics(spec), catalog.gpus(spec)
-    pay = kb.factor("rdma_payload")
-    ib_gate = kb.factor("ib_write_bw_gate")
-    for pool in spec.compute.pools:
-        g = f"kiln_pool_{pool.name.replace('-', '_')}"
-        if pool.gpu is None or pool.compute_rails is None:
-            continue  # a storage-only client pool: no GPU or rail checks (its storage checks are the clients')
-        rail = nic_models[pool.compute_rails.nic]
-        if rdma and pool.compute_rails.count:
-            for op in ("write", "read"):
-                out.append(
-                    _perf(
-                        spec,
-                        f"fabric.ib_{op}_bw",
-                        "bw_avg",
-                        "GB/s",
-                        rail.link_GBps * pay,
-                        f"one {rail.name} rail ({rail.link_Gbps:g} Gb/s) × rdma_payload {pay:g}, per rail between "
-                        f"two nodes (perftest); fails below the production gate {ib_gate:g} × line rate "
-                        f"({kb.factors['ib_write_bw_gate'].source})",
-                        "pair",
-                        g,
-                        ("rdma",),
-                        gate=rail.link_GBps * ib_gate,
-                    )
-                )
-        gpu = gpu_models[pool.gpu.model]
-        intra_algo = nccl_algorithm(gpu.nvswitch, gpu.pcie_gen, inter=False)
-        if pool.gpu.count > 1:
-            out.append(
-                _perf(
-                    spec,
-                    "fabric.nccl_allreduce_intra",
-                    "busbw",
-                    "GB/s",
-                    gpu.nccl_intra_busbw_GBps,
-                    f"{gpu.name}, NCCL_ALGO={intra_algo}: {gpu.source}",
-                    "node",
-                    g,
-                    ("gpu",),
-                    env=(("NCCL_ALGO", intra_algo),),
-                )
+    out = []
+    if rdma and pool.compute_rails.count:
+        pay, ib_gate = kb.factor("rdma_payload"), kb.factor("ib_write_bw_gate")
+        out += [
+            _perf(
+                spec, check=f"fabric.ib_{op}_bw", metric="bw_avg", unit="GB/s", expected=rail.link_GBps * pay,
+                why=f"one {rail.name} rail ({rail.link_Gbps:g} Gb/s) × rdma_payload {pay:g}, per rail between "
+                f"two nodes (perftest); fails below the production gate {ib_gate:g} × line rate "
+                f"({kb.factors['ib_write_bw_gate'].source})",
+                scope="pair", group=group, requires=("rdma",), gate=rail.link_GBps * ib_gate,
             )
-        if rdma and pool.nodes > 1 and pool.compute_rails.count:
-            far = kb.factor("fabric_allreduce")
-            bw = pool.compute_rails.count * rail.link_GBps * far
-            out.append(
-                _perf(
-                    spec,
-                    "fabric.nccl_allreduce_inter",
-                    "busbw",
-                    "GB/s",
-                    bw,
-                    f"{pool.compute_rails.count} rails × {rail.link_GBps:g} GB/s line rate × fabric_allreduce {far:g} "
-                    "(applied once: it holds the link's payload losses); nccl-tests across all nodes of the pool "
-                    "with NCCL_ALGO=Ring",
-                    "aggregate",
-                    g,
-                    ("gpu", "rdma"),
-                    env=(("NCCL_ALGO", nccl_algorithm(gpu.nvswitch, gpu.pcie_gen, inter=True)),),
-                )
-            )
-        gates = kb.workload.pcie_h2d_gate_GBps
-        h2d_gate = gates.rates.get(gpu.pcie_gen)
-        pcie = kb.pcie.rates[gpu.pcie_gen] * kb.factor("pcie_h2d")
-        for op in ("h2d", "d2h"):
-            out.append(
-                _perf(
-                    spec,
-                    f"gpu.{op}_bw",
-                    "bw",
-                    "GB/s",
-                    pcie,
-                    f"PCIe Gen{gpu.pcie_gen} x16 ({kb.pcie.source}) × pcie_h2d"
-                    + (f"; fails below the production gate {h2d_gate:g} GB/s ({gates.source})" if h2d_gate else ""),
-                    "host",
-                    g,
-                    ("gpu",),
-                    gate=h2d_gate,
-                )
-            )
-        if pool.local_nvme is not None and pool.local_nvme.count:
-            dev = kb.nvme[pool.local_nvme.device]
-            f = kb.factor("local_nvme_fio")
-            for op, rate in (("read", dev.read_GBps), ("write", dev.write_GBps)):
-                out.append(
-                    _perf(
-                        spec,
-                        f"storage.fio_local_{op}",
-                        "bw",
-                        "GB/s",
-                        pool.local_nvme.count * rate * f,
-                        f"{pool.local_nvme.count} × {dev.name} {op} {rate:g} GB/s × local_nvme_fio {f:g}",
-                        "host",
-                        g,
-                        ("nvme",),
-                    )
-                )
-    storage_nic = catalog.storage_ports(spec, spec.compute.pools[0])[0]
-    iperf = storage_nic.link_Gbps * kb.factor("tcp_payload")
-    out.append(
+            for op in ("write", "read")
+        ]
+    intra_algo = nccl_algorithm(gpu.nvswitch, gpu.pcie_gen, inter=False)
+    if pool.gpu.count > 1:
+        out.append(_perf(
+            spec, check="fabric.nccl_allreduce_intra", metric="busbw", unit="GB/s",
+            expected=gpu.nccl_intra_busbw_GBps, why=f"{gpu.name}, NCCL_ALGO={intra_algo}: {gpu.source}",
+            scope="node", group=group, requires=("gpu",), env=(("NCCL_ALGO", intra_algo),),
+        ))
+    if rdma and pool.nodes > 1 and pool.compute_rails.count:
+        far = kb.factor("fabric_allreduce")
+        out.append(_perf(
+            spec, check="fabric.nccl_allreduce_inter", metric="busbw", unit="GB/s",
+            expected=pool.compute_rails.count * rail.link_GBps * far,
+            why=f"{pool.compute_rails.count} rails × {rail.link_GBps:g} GB/s line rate × fabric_allreduce {far:g} "
+            "(applied once: it holds the link's payload losses); nccl-tests across all nodes of the pool "
+            "with NCCL_ALGO=Ring",
+            scope="aggregate", group=group, requires=("gpu", "rdma"),
+            env=(("NCCL_ALGO", nccl_algorithm(gpu.nvswitch, gpu.pcie_gen, inter=True)),),
+        ))
+    return out
+
+
+def gpu_targets(spec: ClusterSpec, pool: ComputePool, group: str) -> list[AcceptanceTarget]:
+    """A GPU pool's host-to-device and device-to-host copy bandwidth over PCIe."""
+    kb = knowledge.load()
+    assert pool.gpu is not None
+    gpu = catalog.gpus(spec)[pool.gpu.model]
+    gates = kb.workload.pcie_h2d_gate_GBps
+    h2d_gate = gates.rates.get(gpu.pcie_gen)
+    pcie = kb.pcie.rates[gpu.pcie_gen] * kb.factor("pcie_h2d")
+    return [
         _perf(
-            spec,
-            "network.iperf3",
-            "throughput",
-            "Gb/s",
-            iperf,
-            f"one storage NIC ({storage_nic.name}, {storage_nic.link_Gbps:g} Gb/s) × tcp_payload; iperf3 between host "
-            "pairs on the storage network",
-            "pair",
-            "kiln_compute",
+            spec, check=f"gpu.{op}_bw", metric="bw", unit="GB/s", expected=pcie,
+            why=f"PCIe Gen{gpu.pcie_gen} x16 ({kb.pcie.source}) × pcie_h2d"
+            + (f"; fails below the production gate {h2d_gate:g} GB/s ({gates.source})" if h2d_gate else ""),
+            scope="host", group=group, requires=("gpu",), gate=h2d_gate,
         )
-    )
+        for op in ("h2d", "d2h")
+    ]
+
+
+def local_nvme_targets(spec: ClusterSpec, pool: ComputePool, group: str) -> list[AcceptanceTarget]:
+    """fio on a pool's local NVMe drives, read and write, where it has them."""
+    if pool.local_nvme is None or not pool.local_nvme.count:
+        return []
+    kb = knowledge.load()
+    dev = kb.nvme[pool.local_nvme.device]
+    f = kb.factor("local_nvme_fio")
+    return [
+        _perf(
+            spec, check=f"storage.fio_local_{op}", metric="bw", unit="GB/s",
+            expected=pool.local_nvme.count * rate * f,
+            why=f"{pool.local_nvme.count} × {dev.name} {op} {rate:g} GB/s × local_nvme_fio {f:g}",
+            scope="host", group=group, requires=("nvme",),
+        )
+        for op, rate in (("read", dev.read_GBps), ("write", dev.write_GBps))
+    ]
+
+
+def pool_targets(spec: ClusterSpec) -> list[AcceptanceTarget]:
+    """The fabric, GPU and local-drive targets of every GPU pool (a storage-only client pool has none: its
+    storage checks are the clients')."""
+    out = []
+    for pool in spec.compute.pools:
+        if pool.gpu is None or pool.compute_rails is None:
+            continue
+        group = f"kiln_pool_{pool.name.replace('-', '_')}"
+        out += fabric_targets(spec, pool, group) + gpu_targets(spec, pool, group)
+        out += local_nvme_targets(spec, pool, group)
+    return out
+
+
+def network_targets(spec: ClusterSpec) -> list[AcceptanceTarget]:
+    """iperf3 between host pairs on the storage network."""
+    storage_nic = catalog.storage_ports(spec, spec.compute.pools[0])[0]
+    return [_perf(
+        spec, check="network.iperf3", metric="throughput", unit="Gb/s",
+        expected=storage_nic.link_Gbps * knowledge.load().factor("tcp_payload"),
+        why=f"one storage NIC ({storage_nic.name}, {storage_nic.link_Gbps:g} Gb/s) × tcp_payload; iperf3 between host "
+        "pairs on the storage network",
+        scope="pair", group="kiln_compute",
+    )]
+
+
+def lustre_bandwidth_targets(spec: ClusterSpec, sizing: Sizing) -> list[AcceptanceTarget]:
+    """fio from one client and IOR from all, read and write, at the sizing model's figures."""
+    f_single = knowledge.load().factor("client_single")
+    out = []
     for op, single, agg in (
         ("read", sizing.single_client_read_GBps, sizing.aggregate_read_GBps),
         ("write", sizing.single_client_write_GBps, sizing.aggregate_write_GBps),
     ):
-        out.append(
-            _perf(
-                spec,
-                f"storage.fio_lustre_{op}",
-                "bw",
-                "GB/s",
-                single,
-                f"one client alone: min(its storage link × client_single {kb.factor('client_single'):g}, its storage "
-                f"NICs × LNet factors, the filesystem's {op} supply)",
-                "host",
-                "kiln_lustre_clients",
-                ("lustre",),
-            )
-        )
         bn = sizing.read_bottleneck if op == "read" else sizing.write_bottleneck
-        out.append(
+        out += [
             _perf(
-                spec,
-                f"storage.ior_easy_{op}",
-                "bw",
-                "GB/s",
-                agg,
-                f"all clients, file per process: the sizing model's aggregate {op} ({bn} is the bottleneck)",
-                "aggregate",
-                "kiln_lustre_clients",
-                ("lustre",),
-            )
-        )
+                spec, check=f"storage.fio_lustre_{op}", metric="bw", unit="GB/s", expected=single,
+                why=f"one client alone: min(its storage link × client_single {f_single:g}, its storage "
+                f"NICs × LNet factors, the filesystem's {op} supply)",
+                scope="host", group="kiln_lustre_clients", requires=("lustre",),
+            ),
+            _perf(
+                spec, check=f"storage.ior_easy_{op}", metric="bw", unit="GB/s", expected=agg,
+                why=f"all clients, file per process: the sizing model's aggregate {op} ({bn} is the bottleneck)",
+                scope="aggregate", group="kiln_lustre_clients", requires=("lustre",),
+            ),
+        ]
+    return out
+
+
+def lnet_selftest_target(spec: ClusterSpec) -> AcceptanceTarget:
+    """One client to one OSS over LNet: the narrower storage link of the pair (and the routers' where the path
+    crosses them) × the LNet factors."""
+    kb = knowledge.load()
     f_lnet, names = lnet_factor(spec)
-    nic_models = catalog.nics(spec)
-    oss_link = spec.lustre.oss.nics.count * nic_models[spec.lustre.oss.nics.nic].link_GBps
+    oss_link = spec.lustre.oss.nics.count * catalog.nics(spec)[spec.lustre.oss.nics.nic].link_GBps
     client_link = min(sum(m.link_GBps for m in catalog.storage_ports(spec, p)) for p in spec.compute.pools)
     pair_link = min(client_link, oss_link)
     pair_how = f"min(client {client_link:g}, OSS {oss_link:g} GB/s of storage links) × {' × '.join(names)}"
@@ -252,58 +242,44 @@ def build_targets(spec: ClusterSpec, sizing: Sizing) -> tuple[AcceptanceTarget, 
             f"min(client {client_link:g}, OSS {oss_link:g}, routers {rtr_link:g} GB/s of links) × "
             f"{' × '.join(names)} × lnet_router (the path crosses an LNet router)"
         )
-    out.append(
-        _perf(
-            spec,
-            "storage.lnet_selftest",
-            "bw",
-            "GB/s",
-            pair_link * f_lnet,
-            f"one client to one OSS over LNet (lst brw write 1M): {pair_how}",
-            "pair",
-            "kiln_lustre_clients",
-            ("lustre",),
-        )
+    return _perf(
+        spec, check="storage.lnet_selftest", metric="bw", unit="GB/s", expected=pair_link * f_lnet,
+        why=f"one client to one OSS over LNet (lst brw write 1M): {pair_how}",
+        scope="pair", group="kiln_lustre_clients", requires=("lustre",),
     )
-    out.append(
-        _perf(
-            spec,
-            "storage.mdtest_create",
-            "creates",
-            "ops/s",
-            sizing.metadata_create_ops,
-            f"{spec.lustre.mds.nodes * spec.lustre.mds.mdts.per_node} MDTs × {kb.mdt_rates.source}",
-            "aggregate",
-            "kiln_lustre_clients",
-            ("lustre",),
-        )
+
+
+def lustre_targets(spec: ClusterSpec, sizing: Sizing) -> list[AcceptanceTarget]:
+    """The Lustre storage targets: bandwidth, LNet self-test and metadata creates."""
+    mdt_source = knowledge.load().mdt_rates.source
+    mdtest = _perf(
+        spec, check="storage.mdtest_create", metric="creates", unit="ops/s", expected=sizing.metadata_create_ops,
+        why=f"{spec.lustre.mds.nodes * spec.lustre.mds.mdts.per_node} MDTs × {mdt_source}",
+        scope="aggregate", group="kiln_lustre_clients", requires=("lustre",),
     )
+    return [*lustre_bandwidth_targets(spec, sizing), lnet_selftest_target(spec), mdtest]
+
+
+def objectstore_targets(spec: ClusterSpec) -> list[AcceptanceTarget]:
+    """S3 GET and PUT with many streams, at the object store's planned rates."""
     get, put, how = objectstore_rates(spec)
     group = "kiln_objectstore" if spec.objectstore.backend == "seaweedfs" else "kiln_compute"
-    out.append(
+    return [
         _perf(
-            spec,
-            "objectstore.s3_get",
-            "throughput",
-            "GB/s",
-            get,
-            f"GET, many streams: {how}",
-            "aggregate",
-            group,
-            ("objectstore",),
+            spec, check=f"objectstore.s3_{op}", metric="throughput", unit="GB/s", expected=rate,
+            why=f"{op.upper()}, many streams: {how}", scope="aggregate", group=group, requires=("objectstore",),
         )
+        for op, rate in (("get", get), ("put", put))
+    ]
+
+
+def build_targets(spec: ClusterSpec, sizing: Sizing) -> tuple[AcceptanceTarget, ...]:
+    """The acceptance targets of conformance, the fabric, GPUs, network, Lustre and the object store (the
+    monitoring and dataflow targets come from their own sections)."""
+    return (
+        *conformance_targets(spec),
+        *pool_targets(spec),
+        *network_targets(spec),
+        *lustre_targets(spec, sizing),
+        *objectstore_targets(spec),
     )
-    out.append(
-        _perf(
-            spec,
-            "objectstore.s3_put",
-            "throughput",
-            "GB/s",
-            put,
-            f"PUT, many streams: {how}",
-            "aggregate",
-            group,
-            ("objectstore",),
-        )
-    )
-    return tuple(out)

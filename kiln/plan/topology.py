@@ -91,24 +91,26 @@ def _nics(
             if dev is not None and dev in shared:
                 shared_addr = storage_alloc.take()
                 net = nets[(storage.count + shared.index(dev)) % len(nets)]
-                out.append(Nic("shared", compute.nic, iface, dev, shared_addr, f"{shared_addr}@{net}", link))
+                out.append(Nic(role="shared", model=compute.nic, interface=iface, device=dev, address=shared_addr,
+                               nid=f"{shared_addr}@{net}", link_Gbps=link))
                 continue
             # RoCE rails carry an IPv4 address for their RoCEv2 GID; InfiniBand rails need none.
             rail_addr = rail_alloc.take() if rail_alloc is not None else None
-            out.append(Nic("compute", compute.nic, iface, dev, rail_addr, None, link))
+            out.append(Nic(role="compute", model=compute.nic, interface=iface, device=dev, address=rail_addr, nid=None,
+                           link_Gbps=link))
     first = n_compute if start is None else start
     devs = rail_devices(storage, start=first) if rdma else [None] * storage.count
     for j, (iface, dev) in enumerate(zip(_interfaces(storage, fabric, first), devs, strict=True)):
         addr = storage_alloc.take()
         out.append(
             Nic(
-                "storage",
-                storage.nic,
-                iface,
-                dev,
-                addr,
-                f"{addr}@{nets[j % len(nets)]}",
-                nic_models[storage.nic].link_Gbps,
+                role="storage",
+                model=storage.nic,
+                interface=iface,
+                device=dev,
+                address=addr,
+                nid=f"{addr}@{nets[j % len(nets)]}",
+                link_Gbps=nic_models[storage.nic].link_Gbps,
             )
         )
     return tuple(out)
@@ -139,7 +141,8 @@ def build_hosts(spec: ClusterSpec) -> tuple[Host, ...]:
                     management_address=mgmt.take(),
                     groups=pool_groups,
                     nics=_nics(
-                        spec, pool.compute_rails, pool.storage_nics, stor, rails, tuple(pool.shared_storage_rails),
+                        spec=spec, compute=pool.compute_rails, storage=pool.storage_nics, storage_alloc=stor,
+                        rail_alloc=rails, shared=tuple(pool.shared_storage_rails),
                         nets=lu.lnet_names("clients"),
                     ),
                     gpus=pool.gpus_per_node,
@@ -150,7 +153,8 @@ def build_hosts(spec: ClusterSpec) -> tuple[Host, ...]:
             )
     pairs = lu.failover == "pairs"
     if lu.mgs.mode == "standalone":
-        hosts.append(_server("mgs01", "mgs", ("kiln_lustre_mgs", "kiln_lustre_servers"), spec, lu.mds.nics, mgmt, stor))
+        hosts.append(_server(name="mgs01", role="mgs", groups=("kiln_lustre_mgs", "kiln_lustre_servers"), spec=spec,
+                             nics=lu.mds.nics, mgmt=mgmt, stor=stor))
     colocated = lu.mds.colocated_with_oss
     tiers = (("mds", lu.mds.nodes, lu.mds.nics), ("oss", lu.oss.nodes, lu.oss.nics))
     for role, count, nics in tiers[1:] if colocated else tiers:
@@ -165,7 +169,8 @@ def build_hosts(spec: ClusterSpec) -> tuple[Host, ...]:
             partner = None
             if pairs:
                 partner = f"{role}{(i + 1 if i % 2 else i - 1):0{w}d}"
-            hosts.append(_server(f"{role}{i:0{w}d}", role, groups, spec, nics, mgmt, stor, partner))  # type: ignore[arg-type]
+            hosts.append(_server(name=f"{role}{i:0{w}d}", role=role,  # type: ignore[arg-type]
+                                 groups=groups, spec=spec, nics=nics, mgmt=mgmt, stor=stor, partner=partner))
     for rg in lu.routers:
         w = _width(rg.count)
         groups = ("kiln_lnet_routers", f"kiln_lnet_router_{rg.name.replace('-', '_')}")
@@ -186,7 +191,8 @@ def build_hosts(spec: ClusterSpec) -> tuple[Host, ...]:
     if os_.backend == "seaweedfs" and os_.nics is not None:
         w = _width(os_.nodes)
         for i in range(1, os_.nodes + 1):
-            hosts.append(_server(f"s3-{i:0{w}d}", "objectstore", ("kiln_objectstore",), spec, os_.nics, mgmt, stor))
+            hosts.append(_server(name=f"s3-{i:0{w}d}", role="objectstore", groups=("kiln_objectstore",), spec=spec,
+                                 nics=os_.nics, mgmt=mgmt, stor=stor))
     return tuple(hosts)
 
 
@@ -276,20 +282,20 @@ def build_target_map(
         mgt_device = f"/dev/md/{fs}-mgt"
     out.append(
         LustreTarget(
-            "MGS",
-            "mgt",
-            0,
-            mgs_host.name,
-            mgt_device,
-            "/mnt/lustre-targets/MGS",
-            mgs_service,
-            mgs_host.failover_partner,
-            mgt_vdevs,
-            mgt_level,
-            mgt_drives,
-            (),
-            0,
-            lu.mds.mdts.ashift if lu.backend == "zfs" else 0,
+            name="MGS",
+            kind="mgt",
+            index=0,
+            host=mgs_host.name,
+            device=mgt_device,
+            mount_point="/mnt/lustre-targets/MGS",
+            servicenodes=mgs_service,
+            failover_host=mgs_host.failover_partner,
+            vdevs=mgt_vdevs,
+            protection=mgt_level,
+            drives=mgt_drives,
+            mkfs_options=(),
+            raid_chunk_KiB=0,
+            ashift=lu.mds.mdts.ashift if lu.backend == "zfs" else 0,
         )
     )
     kinds: tuple[tuple[TargetKind, str, TargetGroup], ...] = (("mdt", "mds", lu.mds.mdts), ("ost", "oss", lu.oss.osts))
@@ -303,20 +309,20 @@ def build_target_map(
                 name = f"{fs}-{kind.upper()}{idx:04x}"
                 out.append(
                     LustreTarget(
-                        name,
-                        kind,
-                        idx,
-                        host.name,
-                        dev,
-                        f"/mnt/lustre-targets/{name}",
-                        _service(by_name, host),
-                        host.failover_partner,
-                        vdevs,
-                        level,
-                        drives,
-                        options,
-                        chunk,
-                        group.ashift if lu.backend == "zfs" else 0,
+                        name=name,
+                        kind=kind,
+                        index=idx,
+                        host=host.name,
+                        device=dev,
+                        mount_point=f"/mnt/lustre-targets/{name}",
+                        servicenodes=_service(by_name, host),
+                        failover_host=host.failover_partner,
+                        vdevs=vdevs,
+                        protection=level,
+                        drives=drives,
+                        mkfs_options=options,
+                        raid_chunk_KiB=chunk,
+                        ashift=group.ashift if lu.backend == "zfs" else 0,
                     )
                 )
     return tuple(out), mgs_service

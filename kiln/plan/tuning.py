@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -15,7 +16,7 @@ from kiln.spec.errors import SpecIssue, suggest
 from kiln.spec.models import ClusterSpec, ComputePool
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class _Rule:
     """One tunable id of tuning.yaml with where and how it is applied resolved."""
 
@@ -37,14 +38,20 @@ def _rules() -> dict[str, _Rule]:
     # Lustre and LNet parameters are named, sided and range-checked by the registry (lustre_params.yaml),
     # per Lustre version; tuning.yaml holds the constants their values derive from.
     for tid, r in [*t.lustre.items(), *t.lnet.items()]:
-        out[tid] = _Rule(tid, reg.params[tid].side, "registry", r.reason, r.source, rule=r)
+        out[tid] = _Rule(
+            param=tid, side=reg.params[tid].side, apply="registry", reason=r.reason, source=r.source, rule=r,
+        )
     for name, r in t.nccl.items():
-        out[f"nccl.{name}"] = _Rule(name, "nccl", "env", r.reason, r.source, rule=r)
+        out[f"nccl.{name}"] = _Rule(param=name, side="nccl", apply="env", reason=r.reason, source=r.source, rule=r)
     for name, sc in t.host.sysctls.items():
-        out[f"host.sysctl.{name}"] = _Rule(name, "host", "sysctl", sc.reason, sc.source, value=sc.value,
-                                           namespaced=sc.namespaced)
+        out[f"host.sysctl.{name}"] = _Rule(
+            param=name, side="host", apply="sysctl", reason=sc.reason, source=sc.source, value=sc.value,
+            namespaced=sc.namespaced,
+        )
     for name, h in t.host.others().items():
-        out[f"host.{name}"] = _Rule(name, "host", "host", h.reason, h.source, value=h.value)
+        out[f"host.{name}"] = _Rule(
+            param=name, side="host", apply="host", reason=h.reason, source=h.source, value=h.value,
+        )
     return out
 
 
@@ -68,8 +75,14 @@ def _tunable(spec: ClusterSpec | None, tid: str, value: int | float | str, pool:
         source = f"{source.rstrip('.')}; accepted range: {reg.cite(variant, spec.lustre.version)}"
         apply = reg.apply_of(tid, variant)
         name = variant.name.format(fsname=spec.lustre.fsname)
-        return Tunable(tid, name, value, reg.params[tid].side, apply, reason, source, False, pool)
-    return Tunable(tid, rule.param, value, rule.side, rule.apply, reason, source, False, pool)
+        return Tunable(
+            id=tid, param=name, value=value, side=reg.params[tid].side, apply=apply, reason=reason, source=source,
+            overridden=False, pool=pool,
+        )
+    return Tunable(
+        id=tid, param=rule.param, value=value, side=rule.side, apply=rule.apply, reason=reason, source=source,
+        overridden=False, pool=pool,
+    )
 
 
 def _present(items: list[Tunable | None]) -> list[Tunable]:
@@ -259,15 +272,15 @@ def apply_overrides(spec: ClusterSpec, tunables: list[Tunable]) -> tuple[list[Tu
                 continue
             out.append(
                 Tunable(
-                    t.id,
-                    t.param,
-                    new,
-                    t.side,
-                    t.apply,
-                    f"overridden by the stack (derived: {t.value}); {t.reason}",
-                    t.source,
-                    True,
-                    t.pool,
+                    id=t.id,
+                    param=t.param,
+                    value=new,
+                    side=t.side,
+                    apply=t.apply,
+                    reason=f"overridden by the stack (derived: {t.value}); {t.reason}",
+                    source=t.source,
+                    overridden=True,
+                    pool=t.pool,
                 )
             )
         else:
@@ -384,7 +397,7 @@ def _mib(value: int | float | str) -> int | None:
     return None
 
 
-def nccl_pools(tunables: list[Tunable], spec: ClusterSpec) -> tuple[NcclPool, ...]:
+def nccl_pools(tunables: Sequence[Tunable], spec: ClusterSpec) -> tuple[NcclPool, ...]:
     by_pool: dict[str | None, list[Tunable]] = {}
     for t in tunables:  # one pass, not one per pool: planning stays linear in pools
         if t.side == "nccl":
@@ -393,5 +406,26 @@ def nccl_pools(tunables: list[Tunable], spec: ClusterSpec) -> tuple[NcclPool, ..
     for pool in spec.compute.pools:
         env = {t.param: str(t.value) for t in by_pool.get(pool.name, [])}
         hcas = tuple(env.get("NCCL_IB_HCA", "=").lstrip("=").split(",")) if "NCCL_IB_HCA" in env else ()
-        out.append(NcclPool(pool.name, dict(sorted(env.items())), hcas))
+        out.append(NcclPool(pool=pool.name, env=dict(sorted(env.items())), hcas=hcas))
     return tuple(out)
+
+
+def build_tunables(spec: ClusterSpec) -> tuple[tuple[Tunable, ...], list[SpecIssue]]:
+    """Every host, server, client, LNet and NCCL tunable with the stack's overrides applied; issues: unknown or
+    misapplied overrides, then (only without those) values out of range, then broken rules between tunables."""
+    clients: list[Tunable] = []
+    client_mod = 0
+    brw = brw_size_MiB(spec)
+    for pool in spec.compute.pools:
+        pool_tunables = client_tunables(spec, pool, brw_MiB=brw)
+        client_mod = max(
+            client_mod, *(int(t.value) for t in pool_tunables if t.id == "client.mdc.max_mod_rpcs_in_flight")
+        )
+        clients.extend(pool_tunables)
+    derived = host_tunables() + server_tunables(spec, client_mod) + clients + lnet_tunables(spec) + nccl_tunables(spec)
+    tunables, issues = apply_overrides(spec, derived)
+    if not issues:
+        issues += out_of_range(spec, tunables)
+    if not issues:
+        issues += invariants(tunables, {p.name: p.ram_GiB for p in spec.compute.pools})
+    return tuple(tunables), issues

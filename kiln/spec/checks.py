@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from kiln import knowledge
 from kiln.knowledge import NicModel
 from kiln.spec import catalog
+from kiln.spec.checks_dataflow import check_dataflow
 from kiln.spec.errors import SpecIssue, suggest
 from kiln.spec.models import ClusterSpec, ComputePool, Device, LnetRouterGroup, NicGroup
 from kiln.spec.protection import default_drive_base, default_level, level_problem
@@ -29,6 +30,7 @@ def check(spec: ClusterSpec) -> list[SpecIssue]:
         *(_networks(spec)),
         *(_host_names(spec)),
         *(_duplicates(spec)),
+        *(check_dataflow(spec)),
     ]
 
 
@@ -225,28 +227,45 @@ def _colocated(spec: ClusterSpec) -> Iterator[SpecIssue]:
             "MDS and OSS share hosts, so they share NICs, but lustre.mds.nics differs from lustre.oss.nics",
             "copy lustre.oss.nics into lustre.mds.nics",
         )
-    # Failover: OSS 2k-1 and 2k pair up and _lustre asks for an even MDS count, so the MDS hosts are whole
+    # Failover: OSS 2k-1 and 2k pair up and _failover_pairs asks for an even MDS count, so the MDS hosts are whole
     # pairs and every MDT's partner is an MDS host too.
 
 
 def _lustre(spec: ClusterSpec) -> Iterator[SpecIssue]:
-    lu = spec.lustre
-    if lu.failover == "pairs":
-        if lu.oss.nodes % 2:
-            yield SpecIssue(
-                "lustre.oss.nodes",
-                lu.oss.nodes,
-                "failover pairs need an even number of OSS nodes",
-                f"set lustre.oss.nodes to {lu.oss.nodes + 1} (or {lu.oss.nodes - 1}), or lustre.failover: none",
-            )
-        if lu.mds.nodes % 2:
-            yield SpecIssue(
-                "lustre.mds.nodes",
-                lu.mds.nodes,
-                "failover pairs need an even number of MDS nodes",
-                f"set lustre.mds.nodes to {lu.mds.nodes + 1}, or lustre.failover: none",
-            )
+    """Lustre: failover pairs, servers and their targets, HA, LNet networks, OST pools and directories."""
+    yield from _failover_pairs(spec)
     yield from _colocated(spec)
+    yield from _server_parts(spec)
+    yield from _targets(spec)
+    yield from _ha(spec)
+    yield from _lnet(spec)
+    yield from _ost_pools(spec)
+    yield from _directories(spec)
+
+
+def _failover_pairs(spec: ClusterSpec) -> Iterator[SpecIssue]:
+    lu = spec.lustre
+    if lu.failover != "pairs":
+        return
+    if lu.oss.nodes % 2:
+        yield SpecIssue(
+            "lustre.oss.nodes",
+            lu.oss.nodes,
+            "failover pairs need an even number of OSS nodes",
+            f"set lustre.oss.nodes to {lu.oss.nodes + 1} (or {lu.oss.nodes - 1}), or lustre.failover: none",
+        )
+    if lu.mds.nodes % 2:
+        yield SpecIssue(
+            "lustre.mds.nodes",
+            lu.mds.nodes,
+            "failover pairs need an even number of MDS nodes",
+            f"set lustre.mds.nodes to {lu.mds.nodes + 1}, or lustre.failover: none",
+        )
+
+
+def _server_parts(spec: ClusterSpec) -> Iterator[SpecIssue]:
+    """Lustre servers have storage NICs; zfs targets have vdevs."""
+    lu = spec.lustre
     for role in ("mds", "oss"):
         count = getattr(lu, role).nics.count
         if count < 1:
@@ -260,8 +279,11 @@ def _lustre(spec: ClusterSpec) -> Iterator[SpecIssue]:
     for key, group in (("mds.nics", lu.mds.nics), ("oss.nics", lu.oss.nics)):
         if group.count < 1:
             yield SpecIssue(f"lustre.{key}.count", group.count, "a Lustre server needs a storage NIC", "set count ≥ 1")
-    yield from _targets(spec)
-    yield from _ha(spec)
+
+
+def _lnet(spec: ClusterSpec) -> Iterator[SpecIssue]:
+    """LNet networks match the fabric and are listed once."""
+    lu = spec.lustre
     kinds = {n.name.rstrip("0123456789") for n in lu.lnet}
     if spec.fabric.kind == "tcp" and "o2ib" in kinds:
         yield SpecIssue(
@@ -277,8 +299,11 @@ def _lustre(spec: ClusterSpec) -> Iterator[SpecIssue]:
     names = [n.name for n in lu.lnet]
     if len(set(names)) != len(names):
         yield SpecIssue("lustre.lnet", names, "duplicate LNet network", "list each network once")
+
+
+def _ost_pools(spec: ClusterSpec) -> Iterator[SpecIssue]:
+    lu = spec.lustre
     total_osts = lu.oss.nodes * lu.oss.osts.per_node
-    pools = {p.name: p for p in lu.pools}
     for i, pool in enumerate(lu.pools):
         for j, idx in enumerate(pool.osts):
             if idx >= total_osts:
@@ -288,6 +313,13 @@ def _lustre(spec: ClusterSpec) -> Iterator[SpecIssue]:
                     f"no such OST (the spec has {total_osts}: 0..{total_osts - 1})",
                     f"use OST indexes below {total_osts}",
                 )
+
+
+def _directories(spec: ClusterSpec) -> Iterator[SpecIssue]:
+    """Each directory once, in an OST pool that exists, striped over no more OSTs than it can use."""
+    lu = spec.lustre
+    total_osts = lu.oss.nodes * lu.oss.osts.per_node
+    pools = {p.name: p for p in lu.pools}
     seen: set[str] = set()
     for i, d in enumerate(lu.directories):
         p = f"lustre.directories[{i}]"
@@ -648,7 +680,7 @@ def _host_names(spec: ClusterSpec) -> Iterator[SpecIssue]:
                 continue
             if pa == pb and path_a.startswith("compute") and path_b.startswith("compute"):
                 continue  # reported by _compute as a shared prefix
-            name = _collision(pa, wa, na, pb, wb, nb)
+            name = _collision(pa=pa, wa=wa, na=na, pb=pb, wb=wb, nb=nb)
             if name is not None:
                 # Name a prefix the user chose: a router group's first (routers come last), then a pool's.
                 path = next(

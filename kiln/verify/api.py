@@ -73,8 +73,14 @@ def run_verify(stack: str, out_dir: Path, options: Options | None = None, invent
                progress: Callable[[str], None] | None = None,
                remotes: dict[str, Remote] | None = None, stacks_dir: str | Path | None = None) -> VerifyRun:
     """Verify a stack's hosts against its plan; writes report.json/.md/.html and raw/ under `out_dir`."""
-    p = prepare(stack, out_dir, options, inventory_dir, remotes, stacks_dir)
-    run = execute(p.plan, p.acceptance, p.inventory, p.remotes, p.options, out_dir, p.plan.stack, progress)
+    p = prepare(
+        stack=stack, out_dir=out_dir, options=options, inventory_dir=inventory_dir, remotes=remotes,
+        stacks_dir=stacks_dir,
+    )
+    run = execute(
+        plan=p.plan, acceptance=p.acceptance, inventory=p.inventory, remotes=p.remotes, options=p.options,
+        out_dir=out_dir, stack=p.plan.stack, progress=progress,
+    )
     write_report(run)
     return run
 
@@ -87,6 +93,8 @@ def run_jobs_verify(stack: str, out_dir: Path, options: Options | None = None,
     spec = load_stack(stack, stacks_dir)
     plan = build_plan(spec, source=stack)
     out_dir.mkdir(parents=True, exist_ok=True)
-    run = verify_jobs(plan.stack, plan, spec, out_dir, options or Options(), from_dir)
+    run = verify_jobs(
+        stack=plan.stack, plan=plan, spec=spec, out_dir=out_dir, options=options or Options(), from_dir=from_dir
+    )
     write_report(run)
     return run

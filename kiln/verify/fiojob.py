@@ -69,7 +69,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bs", default="1M")
     ap.add_argument("--iodepth", type=int, default=16)
     a = ap.parse_args(argv)
-    spec = FioJobSpec(a.op, a.dir, parse_size(a.size), a.jobs, a.runtime, a.bs, a.iodepth)
+    spec = FioJobSpec(
+        op=a.op, directory=a.dir, size_per_job=parse_size(a.size), numjobs=a.jobs, runtime_s=a.runtime, block_size=a.bs,
+        iodepth=a.iodepth,
+    )
     print(spec.text(), end="")
     return 0
 

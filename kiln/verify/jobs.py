@@ -126,4 +126,7 @@ def verify_jobs(stack: str, plan: Plan, spec: ClusterSpec, out_dir: Path, option
     for r in results:
         if r.subject.label.removeprefix("job/") in logs:
             r.raw_files.append(f"raw/{r.subject.label.removeprefix('job/')}.log")
-    return VerifyRun(stack, plan, acceptance, options, results, [], source, started, time.time(), out_dir)
+    return VerifyRun(
+        stack=stack, plan=plan, acceptance=acceptance, options=options, results=results, hosts=[],
+        inventory_source=source, started=started, finished=time.time(), out_dir=out_dir,
+    )

@@ -46,7 +46,7 @@ def stats(values: Sequence[float]) -> Stats:
     mean = statistics.fmean(xs)
     sd = statistics.stdev(xs) if len(xs) > 1 else 0.0
     cv = sd / abs(mean) if mean else 0.0
-    return Stats(len(xs), statistics.median(xs), min(xs), max(xs), mean, sd, cv)
+    return Stats(n=len(xs), median=statistics.median(xs), min=min(xs), max=max(xs), mean=mean, stdev=sd, cv=cv)
 
 
 def verdict_for(target: AcceptanceTarget, value: float) -> Verdict:

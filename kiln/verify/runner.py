@@ -178,7 +178,7 @@ class Runner:
                 if check is None or not subjects:
                     record(i, 0, self.empty_row(t, check, why))
                     continue
-                futs += [pool.submit(job, i, j, t, check, s) for j, s in enumerate(subjects)]
+                futs += [pool.submit(job, i=i, j=j, t=t, c=check, s=s) for j, s in enumerate(subjects)]
             for f in futs:
                 f.result()
             for i, (t, check, subjects, why) in benchmarks:
@@ -186,7 +186,7 @@ class Runner:
                     record(i, 0, self.empty_row(t, check, why))
                     continue
                 if check.parallel_hosts and workers > 1:
-                    fs = [pool.submit(job, i, j, t, check, s) for j, s in enumerate(subjects)]
+                    fs = [pool.submit(job, i=i, j=j, t=t, c=check, s=s) for j, s in enumerate(subjects)]
                     for f in fs:
                         f.result()
                 else:
@@ -340,11 +340,16 @@ def execute(plan: Plan, acceptance: Acceptance, inventory: Inventory, remotes: d
             out_dir: Path, stack: str, progress: Callable[[str], None] | None = None) -> VerifyRun:
     """Run the selected targets on `remotes` and return the results (the report is written by the caller)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    ctx = Context(plan, acceptance, inventory, remotes, options, progress or ProgressPrinter())
+    ctx = Context(
+        plan=plan, acceptance=acceptance, inventory=inventory, remotes=remotes, options=options,
+        progress=progress or ProgressPrinter(),
+    )
     targets = select_targets(plan, options.only)
     started = time.time()
     runner = Runner(ctx, out_dir, secrets=(options.s3_secret_key or "",))
     results = runner.run(targets)
     apply_waivers(results, acceptance.waivers, datetime.date.today())
-    return VerifyRun(stack, plan, acceptance, options, results, list(remotes), inventory.source, started, time.time(),
-                     out_dir)
+    return VerifyRun(stack=stack, plan=plan, acceptance=acceptance, options=options, results=results, hosts=list(
+        remotes,
+    ), inventory_source=inventory.source, started=started, finished=time.time(),
+                     out_dir=out_dir)

@@ -233,10 +233,18 @@ def test_layout_limits_refuse_bad_stripe_size(stack: Any) -> None:
     from kiln.plan.model import Layout, LayoutComponent
 
     spec = validate(stack("lab"), "test")
-    bad = Layout("/x", "/lustre/x", "scratch", "plain", (LayoutComponent("EOF", 1, "96K"),), "-c 1 -S 96K", "test")
+    bad = Layout(
+        path="/x", mount_path="/lustre/x", purpose="scratch", kind="plain",
+        components=(LayoutComponent(extent_end="EOF", stripe_count=1, stripe_size="96K"),), setstripe="-c 1 -S 96K",
+        reason="test",
+    )
     issues = layout_issues(spec, (bad,))
     assert issues and issues[0].path == "lustre.directories[0].stripe_size" and "64 KiB" in issues[0].problem
-    huge = Layout("/x", "/lustre/x", "scratch", "plain", (LayoutComponent("EOF", 2001, "4G"),), "", "test")
+    huge = Layout(
+        path="/x", mount_path="/lustre/x", purpose="scratch", kind="plain",
+        components=(LayoutComponent(extent_end="EOF", stripe_count=2001, stripe_size="4G"),), setstripe="",
+        reason="test",
+    )
     assert {i.path.rsplit(".", 1)[1] for i in layout_issues(spec, (huge,))} == {"stripe_size", "stripe_count"}
 
 

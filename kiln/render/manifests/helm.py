@@ -97,6 +97,10 @@ def helm_chart(release: Obj, objects: Sequence[Obj]) -> HelmChart:
     target = str(spec.get("targetNamespace", ns))
     values = dict(spec.get("values", {}))
     if ref["kind"] == GIT_REPOSITORY:
-        return HelmChart(name, target, str(chart["chart"]), None, None, values, git_url=str(src["spec"]["url"]),
+        return HelmChart(release_name=name, namespace=target, chart=str(chart["chart"]), version=None,
+                         repository_url=None, values=values, git_url=str(src["spec"]["url"]),
                          git_tag=str(src["spec"]["ref"]["tag"]))
-    return HelmChart(name, target, str(chart["chart"]), str(chart["version"]), str(src["spec"]["url"]), values)
+    return HelmChart(
+        release_name=name, namespace=target, chart=str(chart["chart"]), version=str(chart["version"]),
+        repository_url=str(src["spec"]["url"]), values=values,
+    )

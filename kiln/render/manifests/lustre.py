@@ -78,8 +78,8 @@ def _lustre_volume(c: Ctx, layout: Layout | None, capacity: str, options: list[s
 
 def lustre_root_volume(c: Ctx, namespace: str, component: ComponentKind) -> list[Obj]:
     """The filesystem root's PV and claim `lustre-root` in another namespace (the model distribution's)."""
-    return _lustre_volume(c, None, quantity_GB(ost_capacity_TB(c.plan, c.spec)), client_mount_options(c.plan),
-                          namespace, component)
+    return _lustre_volume(c=c, layout=None, capacity=quantity_GB(ost_capacity_TB(c.plan, c.spec)),
+                          options=client_mount_options(c.plan), namespace=namespace, component=component)
 
 
 def lustre_client(c: Ctx) -> list[Obj]:

@@ -52,8 +52,8 @@ class FioCheck(Check):
             size = parse_size(o.fio_size_per_job)
         else:
             size = size_per_job(ctx.acceptance.fio_size_factor, host_ram_bytes(ctx, host), o.fio_jobs)
-        return FioJobSpec(self.op, self.directory(ctx, host), size, o.fio_jobs, o.fio_runtime_s, o.fio_block_size,
-                          o.fio_iodepth)
+        return FioJobSpec(op=self.op, directory=self.directory(ctx, host), size_per_job=size, numjobs=o.fio_jobs,
+                          runtime_s=o.fio_runtime_s, block_size=o.fio_block_size, iodepth=o.fio_iodepth)
 
     def prepare(self, ctx: Context, target: AcceptanceTarget, subject: Subject) -> None:
         host = subject.hosts[0]

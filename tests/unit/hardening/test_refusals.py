@@ -112,6 +112,7 @@ def test_refused_with_path_and_fix(data: dict[str, Any], path: str) -> None:
 def test_canonical_values_are_what_the_plan_sees() -> None:
     data = _set(PROD, "lustre.directories", [{"path": "//datasets/./", "purpose": "datasets"}])
     data = _set(data, "lustre.lnet", [{"name": "o2ib"}])
+    data.pop("dataflow", None)  # its checkpoints lie under a directory this test leaves out
     spec = validate(data)
     assert spec.lustre.directories[0].path == "/datasets"
     assert spec.lustre.lnet[0].name == "o2ib0"

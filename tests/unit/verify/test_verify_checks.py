@@ -27,7 +27,10 @@ def target(check: str) -> AcceptanceTarget:
         if t.check == check:
             return t
     # checks the lab plan has no target for (one GPU per node, no RDMA): a prod-like target
-    return AcceptanceTarget(check, "busbw", "GB/s", 100.0, 90.0, 75.0, "test", "node", True, "kiln_pool_gpu", ("gpu",))
+    return AcceptanceTarget(
+        check=check, metric="busbw", unit="GB/s", expected=100.0, warn=90.0, fail=75.0, why="test", scope="node",
+        higher_is_better=True, group="kiln_pool_gpu", requires=("gpu",),
+    )
 
 
 def measure(check: str, remotes: dict[str, FakeRemote], host: str, options: Options | None = None,
@@ -204,7 +207,7 @@ def test_lustre_default_directory_layouts() -> None:
     from kiln.plan.model import DirStripe
     from kiln.verify.checks.conformance import dir_default_mismatches
 
-    lay = replace(lab()[0].layouts[1], dirstripe=DirStripe(4, -1, 3))
+    lay = replace(lab()[0].layouts[1], dirstripe=DirStripe(mdt_count=4, mdt_index=-1, max_inherit=3))
     found = "lmv_stripe_count: 4 lmv_stripe_offset: -1 lmv_hash_type: none lmv_max_inherit: 3 lmv_max_inherit_rr: 0\n"
     assert dir_default_mismatches(lay, found) == []
     assert dir_default_mismatches(lay, found.replace("count: 4", "count: 1")) == [
@@ -223,7 +226,9 @@ def test_lustre_default_quotas() -> None:
 
     with pytest.raises(NotApplicable, match="no default quotas"):
         measure("conformance.lustre_quotas", {"gpu001": FakeRemote("gpu001")}, "gpu001")
-    planned = QuotaDefault("user", 2147483648, 2306867200, 5000000, 5500000).module_args()
+    planned = QuotaDefault(
+        type="user", block_soft_KiB=2147483648, block_hard_KiB=2306867200, inode_soft=5000000, inode_hard=5500000,
+    ).module_args()
     table = ("Disk default usr quota:\n      Filesystem  bquota  blimit  bgrace  iquota  ilimit  igrace\n"
              "         /lustre 2147483648 2306867200  604800 5000000 5500000  604800\n")
     assert quota_mismatches("user", planned, table) == []

@@ -9,8 +9,14 @@ from hypothesis import strategies as st
 from kiln.plan.model import AcceptanceTarget
 from kiln.verify.judge import Verdict, effective, exit_code, judge, stats, verdict_for
 
-PERF = AcceptanceTarget("storage.fio_local_read", "bw", "GB/s", 10.0, 9.0, 7.5, "test", "host", True, "g", ("nvme",))
-CONF = AcceptanceTarget("conformance.sysctls", "mismatches", "count", 0, 0, 0, "test", "host", False, "all", ())
+PERF = AcceptanceTarget(
+    check="storage.fio_local_read", metric="bw", unit="GB/s", expected=10.0, warn=9.0, fail=7.5, why="test",
+    scope="host", higher_is_better=True, group="g", requires=("nvme",),
+)
+CONF = AcceptanceTarget(
+    check="conformance.sysctls", metric="mismatches", unit="count", expected=0, warn=0, fail=0, why="test",
+    scope="host", higher_is_better=False, group="all", requires=(),
+)
 
 
 def test_higher_is_better_thresholds() -> None:
@@ -84,7 +90,10 @@ def test_median_inside_min_max(xs: list[float]) -> None:
        warn_f=st.floats(min_value=0.01, max_value=1.0), fail_f=st.floats(min_value=0.01, max_value=1.0))
 def test_at_or_above_expected_never_fails(expected: float, excess: float, warn_f: float, fail_f: float) -> None:
     lo, hi = sorted((warn_f, fail_f))
-    t = AcceptanceTarget("x", "bw", "GB/s", expected, expected * hi, expected * lo, "", "host", True)
+    t = AcceptanceTarget(
+        check="x", metric="bw", unit="GB/s", expected=expected, warn=expected * hi, fail=expected * lo, why="",
+        scope="host", higher_is_better=True,
+    )
     assert verdict_for(t, expected + excess) is Verdict.PASS
 
 

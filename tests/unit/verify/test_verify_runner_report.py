@@ -52,7 +52,11 @@ class Na(Check):
 
 
 def tgt(check: str, scope: str = "host", requires: tuple[str, ...] = ()) -> AcceptanceTarget:
-    return AcceptanceTarget(check, "bw", "GB/s", 10.0, 9.0, 7.5, "because", scope, True, "kiln_compute", requires)  # type: ignore[arg-type]
+    return AcceptanceTarget(
+        check=check, metric="bw", unit="GB/s", expected=10.0, warn=9.0, fail=7.5, why="because",
+        scope=scope,  # type: ignore[arg-type]
+        higher_is_better=True, group="kiln_compute", requires=requires,
+    )
 
 
 @pytest.fixture
