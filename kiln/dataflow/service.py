@@ -120,8 +120,10 @@ def export(plan: Plan, site: Site, link_name: str | None) -> dict[str, Any]:
 
 def _write_back(m: Mover, plan: Plan, ck: CheckpointFlowPlan, mount_point: Path | None) -> CheckpointResult:
     root = local_dir(plan, ck.mount_path, mount_point)
-    return export_checkpoints(m, "checkpoints", root, ck.bucket, ck.prefix, ck.commit_marker, ck.keep_resident,
-                              ck.release_after_verify)
+    return export_checkpoints(
+        mover=m, name="checkpoints", root=root, bucket=ck.bucket, prefix=ck.prefix, marker=ck.commit_marker,
+        keep=ck.keep_resident, release=ck.release_after_verify,
+    )
 
 
 def export_committed_checkpoints(plan: Plan, site: Site) -> dict[str, Any]:
@@ -214,10 +216,16 @@ def follow_models(plan: Plan, site: Site, how: Follow, report: Callable[[dict[st
     targets = list(how.targets) or [Path(t) for t in mf.targets or (mf.target,)]
 
     def on_key(key: str) -> None:
-        d = distribute(m, f"models{how.index}", mf.bucket, mf.prefix, [key], how.relay, targets)
+        d = distribute(
+            mover=m, name=f"models{how.index}", bucket=mf.bucket, prefix=mf.prefix, keys=[key], relay=how.relay,
+            targets=targets,
+        )
         report({"key": key, "lake_bytes": d.lake_bytes, "copies": d.copies})
 
-    follow(weed, how.filer, mf.bucket, mf.prefix, on_key, threading.Event(), how.time_ago)
+    follow(
+        weed=weed, filer=how.filer, bucket=mf.bucket, prefix=mf.prefix, on_key=on_key, stop=threading.Event(),
+        time_ago=how.time_ago,
+    )
 
 
 def status_table(rows: Sequence[dict[str, Any]]) -> str:
