@@ -56,6 +56,38 @@ def test_every_role_variable_is_described_once_in_its_argument_spec(role: str) -
     assert docgen.role_variables(role) in readme
 
 
+# The keys of an option in a role argument spec (ansible-lint's role-arg-spec schema). A YAML flow mapping with an
+# unquoted comma in a description makes a stray key, which Ansible ignores and the docs lose.
+OPTION_KEYS = {
+    "type", "elements", "default", "required", "description", "choices", "options", "no_log", "aliases",
+    "version_added", "apply_defaults", "fallback", "example", "mutually_exclusive", "required_together",
+    "required_one_of", "required_if", "required_by",
+}
+
+
+@pytest.mark.parametrize("role", docgen.roles())
+def test_argument_spec_options_have_only_ansible_keys(role: str) -> None:
+    for path, opt in _options(docgen.argument_spec(role).get("options") or {}):
+        assert set(opt) <= OPTION_KEYS, f"roles/{role}: option {path} has keys {sorted(set(opt) - OPTION_KEYS)}"
+
+
+@pytest.mark.parametrize("role", docgen.roles())
+def test_argument_spec_defaults_are_the_role_defaults(role: str) -> None:
+    """A required option has no role default (Ansible would never enforce it), and the default an argument spec shows
+    is the one defaults/main.yml sets (a templated role default is documented in words, not compared)."""
+    options = docgen.argument_spec(role).get("options") or {}
+    defaults = yaml.safe_load((docgen.ROLES / role / "defaults" / "main.yml").read_text()) or {}
+    for name, opt in options.items():
+        if name not in defaults:
+            continue
+        assert not opt.get("required"), f"roles/{role}: {name} is required but defaults/main.yml sets it"
+        if "{{" not in str(defaults[name]):
+            assert opt.get("default") == defaults[name], (
+                f"roles/{role}: {name} defaults to {defaults[name]!r} in defaults/main.yml, "
+                f"{opt.get('default')!r} in meta/argument_specs.yml"
+            )
+
+
 def test_an_option_without_a_description_stops_the_generator() -> None:
     with pytest.raises(docgen.RoleDocError, match="x_flag has no description"):
         docgen._option_rows({"x_flag": {"type": "bool", "default": False}}, "", "roles/x/meta/argument_specs.yml")
