@@ -1,4 +1,4 @@
-"""The repository's own text: the paths it names exist.
+"""The repository's own text: the paths it names exist, and it refers to no tracker numbers.
 
 Paths are checked in the docs and in kiln's, bench's and scripts' docstrings and comments. A path is a word that
 starts with one of the repository's top-level directories (`kiln/`, `docs/`, …) and is not the tail of a longer
@@ -12,6 +12,7 @@ import ast
 import glob
 import io
 import re
+import subprocess
 import tokenize
 from collections.abc import Iterator
 from pathlib import Path
@@ -101,6 +102,33 @@ def test_paths_named_in_docs_and_comments_exist() -> None:
         problems
     )
 
+
+# "issue" with a number, or "(issue" opening a reference: this project's tracker. Published sources are cited with
+# their repository and a #number (NVIDIA/nccl-tests issue #287), which this does not match.
+TRACKER = re.compile(r"\bissues? \d+|\(issues?[ :]", re.I)
+
+
+def tracker_references(paths: list[str]) -> list[str]:
+    found = []
+    for rel in paths:
+        try:
+            text = (ROOT / rel).read_text(encoding="utf-8")
+        except (UnicodeDecodeError, IsADirectoryError, FileNotFoundError):
+            continue  # binary, a submodule, or deleted in the work tree
+        found += [f"{rel}:{n}: {line.strip()}" for n, line in enumerate(text.splitlines(), 1) if TRACKER.search(line)]
+    return found
+
+
+def test_no_tracker_numbers_in_tracked_text() -> None:
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True, check=True)
+    this = str(Path(__file__).resolve().relative_to(ROOT))  # its examples below are references on purpose
+    found = tracker_references([rel for rel in tracked.stdout.split("\0")[:-1] if rel != this])
+    assert not found, "say what the reference meant instead of a tracker number:\n" + "\n".join(found)
+
+
+def test_the_tracker_pattern_tells_references_from_citations() -> None:
+    assert TRACKER.search("the floors of Issue 14") and TRACKER.search("targets (issue: scale)")
+    assert not TRACKER.search("NVIDIA/nccl-tests issue #287") and not TRACKER.search("list(issues.values())")
 
 
 def test_the_path_pattern_reads_placeholders_braces_and_tails() -> None:
