@@ -9,6 +9,7 @@ import yaml
 from pydantic import BaseModel
 
 from kiln import docgen
+from kiln.plan.model import PLAN_SCHEMA
 from kiln.spec.models import ClusterSpec
 
 
@@ -86,6 +87,11 @@ def test_argument_spec_defaults_are_the_role_defaults(role: str) -> None:
                 f"roles/{role}: {name} defaults to {defaults[name]!r} in defaults/main.yml, "
                 f"{opt.get('default')!r} in meta/argument_specs.yml"
             )
+
+
+def test_the_plan_schema_has_a_changelog_entry() -> None:
+    changelog = (docgen.ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    assert f"`{PLAN_SCHEMA}`" in changelog, f"CHANGELOG.md does not mention the plan schema {PLAN_SCHEMA}; add an entry"
 
 
 def test_an_option_without_a_description_stops_the_generator() -> None:
