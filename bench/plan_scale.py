@@ -5,7 +5,7 @@
 Runs `kiln plan <spec> --json` as a subprocess (what an operator runs), `--runs` times, on a spec
 generated from stacks/Pulumi.prod-h100.yaml with the node count raised, and on prod-h100 itself as
 the baseline in the same run. Prints the median wall time, the peak RSS (ru_maxrss of the child),
-and the ratio to the baseline. Targets (issue: foundation): < 2 s and < 300 MB for 4,096 nodes.
+and the ratio to the baseline. Targets (the kit's scale requirement for planning): < 2 s and < 300 MB for 4,096 nodes.
 """
 
 from __future__ import annotations

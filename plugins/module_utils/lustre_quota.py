@@ -1,6 +1,6 @@
 """Lustre default quotas: lfs quota -U|-G|-P, lfs setquota -U|-G|-P.
 
-One of the files of kiln's Lustre library (docs/architecture.md, "Lustre library"); pure functions, Python 3.9
+One of the five files of kiln's Lustre library (docs/architecture.md, "Lustre library"); pure functions, Python 3.9
 and the standard library only (the module side runs on managed nodes).
 
 Format parsed here: ``lfs quota -U|-G|-P MOUNT``, printed by print_quota_title() and print_quota() in

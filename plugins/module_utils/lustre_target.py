@@ -1,6 +1,6 @@
 """Lustre targets: names, tunefs.lustre --dryrun, blkid, mkfs.lustre arguments.
 
-One of the four files of kiln's Lustre library (docs/architecture.md, "Lustre library"):
+One of the five files of kiln's Lustre library (docs/architecture.md, "Lustre library"):
 ``lustre_common`` (sizes, NIDs, parameter values), ``lustre_target``, ``lustre_param`` and
 ``lustre_layout``. The files live once, in the ``kiln.cluster`` collection's
 ``plugins/module_utils``, and import each other relatively, so the same files are

@@ -291,7 +291,8 @@ class ParamRun:
             self.fail(f"set {name}={value} but it reads back as {shown}")
 
     def readback(self, name: str, value: Any, was_set: bool) -> dict[str, Any]:
-        """Persistent mode: this host's running value of ``name``, waited for and compared (issue 12)."""
+        """Persistent mode: this host's running value of ``name``, waited for and compared (the MGS record alone
+        proves nothing: a target may reject or clamp the value)."""
         if was_set and self.module.check_mode:
             return {"applied": "unknown", "reason": "check mode: the value was not stored, so not read back"}
         deadline = time.monotonic() + max(self.module.params["readback_timeout"], 0)

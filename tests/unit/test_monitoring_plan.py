@@ -172,7 +172,7 @@ def test_monitoring_targets_only_with_fault_injection() -> None:
     faults = {c for c in checks if c.startswith("monitoring.fault_")}
     assert faults == {"monitoring.fault_objectstore_volume_down", "monitoring.fault_disk_fill",
                       "monitoring.fault_sysctl_drift", "monitoring.fault_exporter_down"}
-    # 2 scrape intervals + the capped for: 2 × 5 + 0, the "within two scrape intervals"
+    # 2 scrape intervals + the capped for: 2 × 5 + 0, the monitoring requirement's "within two scrape intervals"
     assert checks["monitoring.fault_exporter_down"].fail == 10
     capped = {t.check: t for t in build_plan(_spec("lab", alert_for_max_s=10)).targets}
     assert capped["monitoring.fault_exporter_down"].fail == 2 * 5 + 10

@@ -237,7 +237,7 @@ def test_h100_pcie_is_in_the_catalog(stack: Any) -> None:
     data["compute"]["pools"][0]["gpu"] = {"model": "h100-pcie", "count": 2}
     plan = plan_of(data)
     intra = target(plan, "fabric.nccl_allreduce_intra")
-    # two NVLink-bridged cards, no NVSwitch: Ring, the figure measured in nccl-tests issue 194
+    # two NVLink-bridged cards, no NVSwitch: Ring, the figure measured in NVIDIA/nccl-tests issue #194
     assert intra.expected == 116 and dict(intra.env) == {"NCCL_ALGO": "Ring"}
     assert "nccl-tests/issues/194" in intra.why
     assert target(plan, "gpu.h2d_bw").fail == knowledge.load().workload.pcie_h2d_gate_GBps.rates[5]

@@ -1,7 +1,7 @@
 """Data flow: the mover's ratios against the naive way, measured on a mover host against the lake.
 
 One pass of `python -m kiln.dataflow.measure` (the kiln the datamover role installed on the host) gives every
-figure on the same data; each repetition runs one pass, and the six checks judge their figure from the pass of
+figure on the same data; each repetition runs one pass, and the seven checks judge their figure from the pass of
 that repetition, so `kiln verify` measures the data once per repetition, not once per check. Model distribution is
 not part of the pass: `dataflow.model_distribution` (kiln/verify/checks/dataflow_models.py) writes a model to the
 lake and waits for the model service to deliver it unasked.

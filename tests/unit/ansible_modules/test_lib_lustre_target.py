@@ -382,7 +382,7 @@ def test_zfs_vdev_paths_drop_layout_words() -> None:
     ]
 
 
-# -- blank proof and device kinds (issue 11) ------------------------------------------------
+# -- blank proof and device kinds: nothing unreadable passes for blank ---------------------
 
 WIPEFS_EMPTY = (0, '{\n   "signatures": [\n\n   ]\n}\n', "")
 WIPEFS_EXT4 = (0, '{"signatures": [{"device": "d", "offset": "0x438", "type": "ext4", "label": "data"}]}', "")

@@ -164,7 +164,7 @@ def test_module_param_missing_module_is_explained(run_module: ModuleRunner, doub
     assert "is the module loaded?" in result["msg"]
 
 
-# -- persistent values read back where they apply (issue 12) ---------------------------------------
+# -- persistent values read back where they apply (an MGS record is no proof) ----------------------
 
 BRW = "obdfilter.*.brw_size"
 OSTS = [f"obdfilter.lab-OST000{i}.brw_size" for i in range(2)]
@@ -181,7 +181,7 @@ def test_persistent_value_is_read_back_on_a_host_that_applies_it(run_module: Mod
 
 
 def test_persistent_value_rejected_by_the_target_fails(run_module: ModuleRunner, doubles: Doubles) -> None:
-    """The MGS record alone said success while the OSS kept its old value (issue 12, defect 4)."""
+    """The MGS record alone says success while the OSS keeps its old value: the module must fail."""
     doubles.set_state(llogs={"params": []}, params={name: "4" for name in OSTS}, quirks={"ignore_set": [OSTS[1]]})
     args = param_args(doubles, [{"name": BRW, "value": 16}], mode="set_param_persistent", readback_timeout=0)
     result = run_module("lustre_param", args)

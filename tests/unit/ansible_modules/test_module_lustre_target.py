@@ -198,7 +198,7 @@ def test_reformat_list_never_reformats_the_wanted_target(
     assert len(doubles.calls("mkfs.lustre")) == 1
 
 
-# -- device kinds and blkid errors (issue 11) ------------------------------------------
+# -- device kinds and blkid errors: none passes for a blank device ---------------------
 
 
 def test_regular_file_is_refused_unless_allowed(run_module: ModuleRunner, doubles: Doubles, tmp_path: Path) -> None:
@@ -454,7 +454,7 @@ def test_real_ext4_is_wiped_and_formatted_when_its_exact_name_is_allowed(
 def test_real_ext4_that_blkid_cannot_open_is_refused(
     run_module: ModuleRunner, doubles: Doubles, tmp_path: Path
 ) -> None:
-    """Issue 11: the real blkid, unable to reach a root-only ext4 image, exits 2 like "nothing found"."""
+    """The real blkid, unable to reach a root-only ext4 image, exits 2 like "nothing found": still refused."""
     image = ext4_file(tmp_path)
     image.chmod(0o600)
     blkid = doubles.tool("blkid-unprivileged")
