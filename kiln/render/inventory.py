@@ -17,7 +17,6 @@ from kiln import knowledge, yamlio
 from kiln.node.health import expectations
 from kiln.plan.dataflow import systemd_calendar
 from kiln.plan.model import Host, LustreTarget, Plan, Tunable
-from kiln.plan.monitoring import PORTS
 from kiln.plan.tuning import is_namespaced_sysctl, roce_traffic_class
 from kiln.render.firewall import firewall_rules
 from kiln.spec import catalog
@@ -188,10 +187,8 @@ def _datamover_vars(plan: Plan) -> dict[str, Any]:
     flow = plan.dataflow
     if flow is None:
         return {}
-    from kiln.render.networkpolicy import seaweedfs_ports
-
     os_ = plan.objectstore
-    filer_port = seaweedfs_ports()[0]["filer"]
+    filer_port = knowledge.load().ports.seaweedfs.filer.value
     first = next((h for h in plan.hosts if os_.hosts and h.name == os_.hosts[0]), None)
     storage = [n.address for n in first.nics if n.role == "storage" and n.address] if first else []
     filer = f"{storage[0] if storage else first.name}:{filer_port}" if first else ""
@@ -283,7 +280,8 @@ def render_inventory(plan: Plan, spec: ClusterSpec) -> dict[str, str]:
                                                     if t.job == "lustre"}),
         "monitoring_health_drain": spec.lustre.scheduler,
         "objectstore_metrics_ports": {
-            job.removeprefix("seaweedfs-"): port for job, port in PORTS.items() if job.startswith("seaweedfs-")
+            job.removeprefix("seaweedfs-"): port for job, port in knowledge.load().ports.metrics.by_job().items()
+            if job.startswith("seaweedfs-")
         },
     }
     all_vars.update(_datamover_vars(plan))

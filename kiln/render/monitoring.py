@@ -14,8 +14,9 @@ from typing import Any
 
 import yaml
 
+from kiln import knowledge
 from kiln.plan.model import Plan
-from kiln.plan.monitoring import EXPORT_LAG, FAULTS, PORTS, AlertRule, MonitoringPlan, fire_bound_s
+from kiln.plan.monitoring import EXPORT_LAG, FAULTS, AlertRule, MonitoringPlan, fire_bound_s
 
 RULES_FILE = "rules/kiln.rules.yml"
 RULES_TEST_FILE = "rules/kiln.rules.test.yml"
@@ -34,6 +35,7 @@ def prometheus_config(plan: Plan) -> dict[str, Any]:
     for t in m.scrape_targets:
         jobs.setdefault(t.job, []).append({"targets": [t.address], "labels": dict(t.labels)})
     addr = {h.name: h.management_address for h in plan.hosts}
+    alertmanager = knowledge.load().ports.metrics.alertmanager.value
     return {
         "global": {
             "scrape_interval": f"{m.scrape_interval_s}s",
@@ -43,7 +45,7 @@ def prometheus_config(plan: Plan) -> dict[str, Any]:
         "rule_files": [RULES_FILE],
         "alerting": {
             "alertmanagers": [
-                {"static_configs": [{"targets": [f"{addr[h]}:{PORTS['alertmanager']}" for h in m.hosts]}]}
+                {"static_configs": [{"targets": [f"{addr[h]}:{alertmanager}" for h in m.hosts]}]}
             ]
         },
         "scrape_configs": [{"job_name": job, "static_configs": cfgs} for job, cfgs in jobs.items()],

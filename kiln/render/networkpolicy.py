@@ -27,13 +27,6 @@ NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set on every namespace b
 BACKEND_ROLES = ("master", "volume", "filer")
 
 
-def seaweedfs_ports() -> tuple[dict[str, int], int]:
-    """SeaweedFS HTTP ports by role and the gRPC offset (kiln/knowledge/objectstore.yaml)."""
-    sw = knowledge.load().seaweedfs
-    ports = {"master": sw.master_port.value, "volume": sw.volume_port.value, "filer": sw.filer_port.value}
-    return ports, sw.grpc_offset.value
-
-
 def _meta(plan: Plan, name: str, namespace: str) -> dict[str, Any]:
     return {"name": name, "namespace": namespace,
             "labels": {"app.kubernetes.io/part-of": "kiln", "kiln.io/stack": plan.stack,
@@ -50,11 +43,9 @@ def network_policies(plan: Plan, spec: ClusterSpec, s3_clients: tuple[str, ...] 
     `s3_clients`: namespaces besides storage and training that reach the S3 gateway (model distribution)."""
     if plan.objectstore.backend != "seaweedfs":
         return []
-    ports, grpc_offset = seaweedfs_ports()
     storage = spec.kubernetes.storage_namespace
     training = spec.kubernetes.training_namespace
-    backend_ports = [{"protocol": "TCP", "port": p} for role in BACKEND_ROLES
-                     for p in (ports[role], ports[role] + grpc_offset)]
+    backend_ports = [{"protocol": "TCP", "port": p} for p in knowledge.load().ports.seaweedfs.backend()]
     backend = {
         "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
         "metadata": _meta(plan, "seaweedfs-backend", storage),

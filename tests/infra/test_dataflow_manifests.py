@@ -11,7 +11,7 @@ import pytest
 from kiln.plan import build_plan
 from kiln.policy.enforce import violations
 from kiln.render.manifests import DATAFLOW, GPU_NODE_STACK, LUSTRE_CLIENT, OBJECT_STORE, S3_SECRET_NAME, build_manifests
-from kiln.render.manifests.dataflow import METRICS_PORT, RELAY_SUBDIR, SPEC_CONFIGMAP
+from kiln.render.manifests.dataflow import RELAY_SUBDIR, SPEC_CONFIGMAP, metrics_port
 from kiln.render.manifests.monitoring import HOST_RELABEL
 from kiln.spec import load_stack
 
@@ -121,8 +121,8 @@ def test_the_mover_deployment_serves_metrics_that_a_servicemonitor_scrapes(stack
     dep = _one(objs, "Deployment", "kiln-datamover")
     ctr = dep["spec"]["template"]["spec"]["containers"][0]
     args = ctr["args"]
-    assert args[0] == "run" and args[args.index("--metrics-port") + 1] == str(METRICS_PORT)
-    assert ctr["ports"] == [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}]
+    assert args[0] == "run" and args[args.index("--metrics-port") + 1] == str(metrics_port())
+    assert ctr["ports"] == [{"name": "metrics", "containerPort": metrics_port(), "protocol": "TCP"}]
     pod_labels = dep["spec"]["template"]["metadata"]["labels"]
     svc = _one(objs, "Service", "kiln-datamover")
     assert svc["metadata"]["namespace"] == spec.kubernetes.training_namespace
@@ -147,7 +147,7 @@ def test_only_prometheus_reaches_the_mover_pod(stack: str) -> None:
     assert pol["spec"]["podSelector"]["matchLabels"].items() <= dep["spec"]["template"]["metadata"]["labels"].items()
     assert pol["spec"]["policyTypes"] == ["Ingress"]
     (rule,) = pol["spec"]["ingress"]
-    assert rule["ports"] == [{"protocol": "TCP", "port": METRICS_PORT}]
+    assert rule["ports"] == [{"protocol": "TCP", "port": metrics_port()}]
     (peer,) = rule["from"]
     assert peer["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": spec.kubernetes.system_namespace}
     assert peer["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "prometheus"}

@@ -9,7 +9,7 @@ import pytest
 
 from kiln.plan import build_plan
 from kiln.render.manifests import build_manifests
-from kiln.render.manifests.dataflow import METRICS_PORT
+from kiln.render.manifests.dataflow import metrics_port
 from kiln.render.networkpolicy import network_policies
 from kiln.spec import load_stack
 
@@ -110,7 +110,7 @@ def test_only_prometheus_reaches_the_mover_metrics_port(lab: Any) -> None:
     tr, system = spec.kubernetes.training_namespace, spec.kubernetes.system_namespace
     mover = {"app.kubernetes.io/name": "kiln-datamover"}
     prometheus = {"app.kubernetes.io/name": "prometheus"}
-    assert allowed(pols, system, prometheus, tr, mover, METRICS_PORT)
-    assert not allowed(pols, tr, {"app": "trainer"}, tr, mover, METRICS_PORT)
-    assert not allowed(pols, system, {"app.kubernetes.io/name": "grafana"}, tr, mover, METRICS_PORT)
+    assert allowed(pols, system, prometheus, tr, mover, metrics_port())
+    assert not allowed(pols, tr, {"app": "trainer"}, tr, mover, metrics_port())
+    assert not allowed(pols, system, {"app.kubernetes.io/name": "grafana"}, tr, mover, metrics_port())
     assert not allowed(pols, system, prometheus, tr, mover, 8080)

@@ -15,8 +15,9 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from kiln import knowledge
 from kiln.plan.model import AcceptanceTarget
-from kiln.plan.monitoring import FAULTS, HEALTH_CHECKS, PORTS, fire_bound_s
+from kiln.plan.monitoring import FAULTS, HEALTH_CHECKS, fire_bound_s
 from kiln.plan.tuning import is_namespaced_sysctl
 from kiln.verify.checks.base import (
     Check,
@@ -49,7 +50,7 @@ def monitor_host(ctx: Context) -> str:
 def prom_api(ctx: Context, path: str, params: dict[str, str] | None = None) -> Any:
     """GET Prometheus's HTTP API on the monitoring host; the `data` of a successful answer."""
     host = monitor_host(ctx)
-    url = f"http://127.0.0.1:{PORTS['prometheus']}{path}"
+    url = f"http://127.0.0.1:{knowledge.load().ports.metrics.prometheus.value}{path}"
     if params:
         url += "?" + urllib.parse.urlencode(params)
     r = ctx.run(host, _GET + quote(url), 30)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from kiln import knowledge
 from kiln.plan.model import AcceptanceTarget
-from kiln.plan.objectstore import seaweedfs
 from kiln.verify.checks.base import (
     Check,
     CheckError,
@@ -127,7 +127,7 @@ def drop_benchmark_bucket(ctx: Context, bucket: str) -> None:
         return
     interfaces = ctx.hostvars(master).get("kiln_storage_interfaces") or [{}]
     address = interfaces[0].get("address") or master
-    port = seaweedfs().master_port.value
+    port = knowledge.load().ports.seaweedfs.master.value
     ctx.run(master, f"echo {quote('s3.bucket.delete -name ' + bucket)} | weed shell -master={address}:{port}", 120)
 
 
