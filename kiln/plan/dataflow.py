@@ -13,6 +13,7 @@ import posixpath
 
 from kiln import knowledge
 from kiln.lustre.lustre_common import parse_size
+from kiln.plan.groups import pool_group
 from kiln.plan.model import (
     AcceptanceTarget,
     CheckpointFlowPlan,
@@ -412,7 +413,7 @@ def build_dataflow(
     plan = DataflowPlan(
         engine=ENGINE,
         mover_hosts=movers,
-        mover_group=f"kiln_pool_{pools[0].replace('-', '_')}",
+        mover_group=pool_group(pools[0]),
         host_GBps=host_GBps,
         stream_GBps=stream,
         concurrency=concurrency,
@@ -627,7 +628,7 @@ def dataflow_targets(spec: ClusterSpec, plan: DataflowPlan) -> tuple[AcceptanceT
                 f"{m.lake_bytes_factor:g}× the model's bytes",
                 "aggregate",
                 False,
-                f"kiln_pool_{m.pool.replace('-', '_')}",
+                pool_group(m.pool),
                 ("objectstore",),
             )
         )

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from kiln import knowledge
+from kiln.plan.groups import COMPUTE, LUSTRE_MDS, LUSTRE_MGS
 from kiln.plan.model import AcceptanceTarget, Host, LustreTarget, ObjectStorePlan, Tunable
 from kiln.spec.errors import SpecIssue, suggest
 from kiln.spec.models import ClusterSpec
@@ -107,7 +108,7 @@ def default_hosts(hosts: tuple[Host, ...]) -> tuple[str, ...]:
     for h in hosts:
         if h.role == "objectstore":
             return (h.name,)
-    for group in ("kiln_lustre_mds", "kiln_lustre_mgs"):
+    for group in (LUSTRE_MDS, LUSTRE_MGS):
         for h in hosts:
             if group in h.groups:
                 return (h.name,)
@@ -505,7 +506,7 @@ def monitoring_targets(m: MonitoringPlan) -> list[AcceptanceTarget]:
         ))
     for check, why in HEALTH_CHECKS.items():
         out.append(AcceptanceTarget(
-            check, "faults", "count", 0, 0, 0, f"kiln-health: {why}", "host", False, "kiln_compute",
+            check, "faults", "count", 0, 0, 0, f"kiln-health: {why}", "host", False, COMPUTE,
         ))
     return out
 

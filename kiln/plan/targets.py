@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kiln import knowledge
+from kiln.plan.groups import COMPUTE, LUSTRE_CLIENTS, OBJECTSTORE, pool_group
 from kiln.plan.model import AcceptanceTarget, Scope, Sizing
 from kiln.plan.sizing import lnet_factor, objectstore_rates, routed_only, router_link
 from kiln.spec import catalog
@@ -10,36 +11,36 @@ from kiln.spec.models import ClusterSpec
 
 # Conformance checks compare state with the plan; their metric is the number of mismatches.
 CONFORMANCE = {
-    "conformance.lnet": ("lustre", "kiln_lustre_clients", "LNet networks and NIDs on every host match the plan"),
+    "conformance.lnet": ("lustre", LUSTRE_CLIENTS, "LNet networks and NIDs on every host match the plan"),
     "conformance.lustre_tunables": (
         "lustre",
-        "kiln_lustre_clients",
+        LUSTRE_CLIENTS,
         "every planned Lustre tunable reads back with its value",
     ),
     "conformance.lustre_mounts": (
         "lustre",
-        "kiln_lustre_clients",
+        LUSTRE_CLIENTS,
         "the filesystem is mounted with the planned options",
     ),
-    "conformance.lustre_layouts": ("lustre", "kiln_lustre_clients", "directory layouts (lfs getstripe) match the plan"),
+    "conformance.lustre_layouts": ("lustre", LUSTRE_CLIENTS, "directory layouts (lfs getstripe) match the plan"),
     "conformance.lustre_quotas": (
         "lustre",
-        "kiln_lustre_clients",
+        LUSTRE_CLIENTS,
         "the default user, group and project quotas (lfs quota -U/-G/-P) match the plan",
     ),
-    "conformance.nccl_conf": ("", "kiln_compute", "/etc/nccl.conf holds the plan's NCCL environment"),
-    "conformance.rdma_ports": ("rdma", "kiln_compute", "every RDMA port is ACTIVE at the NIC's rate"),
-    "conformance.gpus": ("gpu", "kiln_compute", "the planned GPUs are present with persistence mode on"),
+    "conformance.nccl_conf": ("", COMPUTE, "/etc/nccl.conf holds the plan's NCCL environment"),
+    "conformance.rdma_ports": ("rdma", COMPUTE, "every RDMA port is ACTIVE at the NIC's rate"),
+    "conformance.gpus": ("gpu", COMPUTE, "the planned GPUs are present with persistence mode on"),
     "conformance.objectstore_services": (
         "objectstore",
-        "kiln_objectstore",
+        OBJECTSTORE,
         "SeaweedFS master, volume, filer and S3 run",
     ),
-    "conformance.objectstore_buckets": ("objectstore", "kiln_objectstore", "the plan's buckets exist"),
+    "conformance.objectstore_buckets": ("objectstore", OBJECTSTORE, "the plan's buckets exist"),
     "conformance.sysctls": ("", "all", "the kit's sysctls read back with their planned values"),
     "security.objectstore_exposure": (
         "objectstore",
-        "kiln_compute",
+        COMPUTE,
         "a compute host reaches the S3 gateway and not the SeaweedFS master, volume or filer ports",
     ),
 }
@@ -97,7 +98,7 @@ def build_targets(spec: ClusterSpec, sizing: Sizing) -> tuple[AcceptanceTarget, 
     pay = kb.factor("rdma_payload")
     ib_gate = kb.factor("ib_write_bw_gate")
     for pool in spec.compute.pools:
-        g = f"kiln_pool_{pool.name.replace('-', '_')}"
+        g = pool_group(pool.name)
         if pool.gpu is None or pool.compute_rails is None:
             continue  # a storage-only client pool: no GPU or rail checks (its storage checks are the clients')
         rail = nic_models[pool.compute_rails.nic]
@@ -203,7 +204,7 @@ def build_targets(spec: ClusterSpec, sizing: Sizing) -> tuple[AcceptanceTarget, 
             f"one storage NIC ({storage_nic.name}, {storage_nic.link_Gbps:g} Gb/s) × tcp_payload; iperf3 between host "
             "pairs on the storage network",
             "pair",
-            "kiln_compute",
+            COMPUTE,
         )
     )
     for op, single, agg in (
@@ -220,7 +221,7 @@ def build_targets(spec: ClusterSpec, sizing: Sizing) -> tuple[AcceptanceTarget, 
                 f"one client alone: min(its storage link × client_single {kb.factor('client_single'):g}, its storage "
                 f"NICs × LNet factors, the filesystem's {op} supply)",
                 "host",
-                "kiln_lustre_clients",
+                LUSTRE_CLIENTS,
                 ("lustre",),
             )
         )
@@ -234,7 +235,7 @@ def build_targets(spec: ClusterSpec, sizing: Sizing) -> tuple[AcceptanceTarget, 
                 agg,
                 f"all clients, file per process: the sizing model's aggregate {op} ({bn} is the bottleneck)",
                 "aggregate",
-                "kiln_lustre_clients",
+                LUSTRE_CLIENTS,
                 ("lustre",),
             )
         )
@@ -261,7 +262,7 @@ def build_targets(spec: ClusterSpec, sizing: Sizing) -> tuple[AcceptanceTarget, 
             pair_link * f_lnet,
             f"one client to one OSS over LNet (lst brw write 1M): {pair_how}",
             "pair",
-            "kiln_lustre_clients",
+            LUSTRE_CLIENTS,
             ("lustre",),
         )
     )
@@ -274,12 +275,12 @@ def build_targets(spec: ClusterSpec, sizing: Sizing) -> tuple[AcceptanceTarget, 
             sizing.metadata_create_ops,
             f"{spec.lustre.mds.nodes * spec.lustre.mds.mdts.per_node} MDTs × {kb.mdt_rates.source}",
             "aggregate",
-            "kiln_lustre_clients",
+            LUSTRE_CLIENTS,
             ("lustre",),
         )
     )
     get, put, how = objectstore_rates(spec)
-    group = "kiln_objectstore" if spec.objectstore.backend == "seaweedfs" else "kiln_compute"
+    group = OBJECTSTORE if spec.objectstore.backend == "seaweedfs" else COMPUTE
     out.append(
         _perf(
             spec,

@@ -7,6 +7,18 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Literal
 
+from kiln.plan.groups import (
+    COMPUTE,
+    LNET_ROUTERS,
+    LUSTRE_CLIENTS,
+    LUSTRE_MDS,
+    LUSTRE_MGS,
+    LUSTRE_SERVERS,
+    OBJECTSTORE,
+    lustre_group,
+    pool_group,
+    router_group,
+)
 from kiln.plan.model import Host, LnetNet, LnetRoute, LustreTarget, Nic, Role, TargetKind
 from kiln.spec import catalog
 from kiln.spec.checks import rail_devices, router_prefix
@@ -129,7 +141,7 @@ def build_hosts(spec: ClusterSpec) -> tuple[Host, ...]:
     for pool in spec.compute.pools:
         prefix = pool.hostname_prefix or pool.name
         width = max(3, len(str(pool.nodes)))
-        pool_groups = ("kiln_compute", f"kiln_pool_{pool.name.replace('-', '_')}", "kiln_lustre_clients")
+        pool_groups = (COMPUTE, pool_group(pool.name), LUSTRE_CLIENTS)
         for i in range(1, pool.nodes + 1):
             hosts.append(
                 Host(
@@ -150,25 +162,25 @@ def build_hosts(spec: ClusterSpec) -> tuple[Host, ...]:
             )
     pairs = lu.failover == "pairs"
     if lu.mgs.mode == "standalone":
-        hosts.append(_server("mgs01", "mgs", ("kiln_lustre_mgs", "kiln_lustre_servers"), spec, lu.mds.nics, mgmt, stor))
+        hosts.append(_server("mgs01", "mgs", (LUSTRE_MGS, LUSTRE_SERVERS), spec, lu.mds.nics, mgmt, stor))
     colocated = lu.mds.colocated_with_oss
     tiers = (("mds", lu.mds.nodes, lu.mds.nics), ("oss", lu.oss.nodes, lu.oss.nics))
     for role, count, nics in tiers[1:] if colocated else tiers:
         w = _width(count)
         for i in range(1, count + 1):
-            groups: tuple[str, ...] = (f"kiln_lustre_{role}", "kiln_lustre_servers")
+            groups: tuple[str, ...] = (lustre_group(role), LUSTRE_SERVERS)
             if colocated and i <= lu.mds.nodes:
                 # MDS and OSS share hosts (lustre.mds.colocated_with_oss): the first mds.nodes OSS run the MDTs too.
-                groups = ("kiln_lustre_mds", *groups)
+                groups = (LUSTRE_MDS, *groups)
             if (role == "mds" or colocated) and i == 1 and lu.mgs.mode == "combined":
-                groups = ("kiln_lustre_mgs", *groups)
+                groups = (LUSTRE_MGS, *groups)
             partner = None
             if pairs:
                 partner = f"{role}{(i + 1 if i % 2 else i - 1):0{w}d}"
             hosts.append(_server(f"{role}{i:0{w}d}", role, groups, spec, nics, mgmt, stor, partner))  # type: ignore[arg-type]
     for rg in lu.routers:
         w = _width(rg.count)
-        groups = ("kiln_lnet_routers", f"kiln_lnet_router_{rg.name.replace('-', '_')}")
+        groups = (LNET_ROUTERS, router_group(rg.name))
         for i in range(1, rg.count + 1):
             client_side = _nics(spec, None, rg.client_nics, stor, nets=[rg.client_net])
             server_side = _nics(spec, None, rg.server_nics, stor, nets=[rg.server_net], start=rg.client_nics.count)
@@ -186,7 +198,7 @@ def build_hosts(spec: ClusterSpec) -> tuple[Host, ...]:
     if os_.backend == "seaweedfs" and os_.nics is not None:
         w = _width(os_.nodes)
         for i in range(1, os_.nodes + 1):
-            hosts.append(_server(f"s3-{i:0{w}d}", "objectstore", ("kiln_objectstore",), spec, os_.nics, mgmt, stor))
+            hosts.append(_server(f"s3-{i:0{w}d}", "objectstore", (OBJECTSTORE,), spec, os_.nics, mgmt, stor))
     return tuple(hosts)
 
 
@@ -257,7 +269,7 @@ def build_target_map(
     fs = lu.fsname
     by_name = {h.name: h for h in hosts}
     out: list[LustreTarget] = []
-    mgs_host = next(h for h in hosts if "kiln_lustre_mgs" in h.groups)
+    mgs_host = next(h for h in hosts if LUSTRE_MGS in h.groups)
     mgs_service = _service(by_name, mgs_host)
     # The MGT is small: a mirrored pair of drives (zfs mirror vdev, or md raid1 on ldiskfs) unless the
     # spec names an existing device (an array LUN or zpool/dataset).
@@ -295,7 +307,7 @@ def build_target_map(
     kinds: tuple[tuple[TargetKind, str, TargetGroup], ...] = (("mdt", "mds", lu.mds.mdts), ("ost", "oss", lu.oss.osts))
     for kind, role, group in kinds:
         # By group, not role: with lustre.mds.colocated_with_oss an OSS host is an MDS too.
-        servers = [h for h in hosts if f"kiln_lustre_{role}" in h.groups]
+        servers = [h for h in hosts if lustre_group(role) in h.groups]
         for m, host in enumerate(servers):
             indexes = [m * group.per_node + t for t in range(group.per_node)]
             for idx in indexes:

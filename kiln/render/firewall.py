@@ -25,10 +25,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from kiln import knowledge
+from kiln.plan.groups import COMPUTE, LNET_ROUTERS, LUSTRE_CLIENTS, LUSTRE_SERVERS
 from kiln.plan.model import Host, Plan
 from kiln.spec.models import ClusterSpec
-
-COMPUTE_GROUP = "kiln_compute"
 
 
 def _rule(name: str, proto: str, ports: Sequence[int], sources: list[str], reason: str) -> dict[str, Any]:
@@ -59,13 +58,13 @@ def firewall_rules(plan: Plan, spec: ClusterSpec, h: Host) -> list[dict[str, Any
                                "model distribution: the filer's metadata subscription (gRPC), to the receivers of "
                                "dataflow.models entries with filer_access only"))
     lustre = {
-        *plan.groups.get("kiln_lustre_servers", ()),
-        *plan.groups.get("kiln_lustre_clients", ()),
-        *plan.groups.get("kiln_lnet_routers", ()),
+        *plan.groups.get(LUSTRE_SERVERS, ()),
+        *plan.groups.get(LUSTRE_CLIENTS, ()),
+        *plan.groups.get(LNET_ROUTERS, ()),
     }
     if any(n.lnd == "tcp" for n in plan.lnet) and h.name in lustre and _storage_addresses(h):
         rules.append(_rule("lnet", "tcp", [ports.host.lnet_acceptor.value], [storage], "LNet TCP (socklnd) acceptor"))
-    compute = plan.groups.get(COMPUTE_GROUP, ())
+    compute = plan.groups.get(COMPUTE, ())
     if h.name in compute and _storage_addresses(h):
         rules.append(_rule("iperf3", "tcp", [ports.acceptance.iperf3.value], [storage], "acceptance network.iperf3"))
     if h.name in compute:

@@ -16,6 +16,7 @@ import yaml
 from kiln import knowledge, yamlio
 from kiln.node.health import expectations
 from kiln.plan.dataflow import systemd_calendar
+from kiln.plan.groups import LUSTRE_CLIENTS, LUSTRE_SERVERS, pool_group
 from kiln.plan.model import Host, LustreTarget, Plan, Tunable
 from kiln.plan.tuning import is_namespaced_sysctl, roce_traffic_class
 from kiln.render.firewall import firewall_rules
@@ -309,7 +310,7 @@ def render_inventory(plan: Plan, spec: ClusterSpec) -> dict[str, str]:
                 "options": dict(fencing.options),
                 "password_env": "KILN_FENCE_PASSWORD",
             }
-    files["group_vars/kiln_lustre_servers.yml"] = _dump(servers, plan)
+    files[f"group_vars/{LUSTRE_SERVERS}.yml"] = _dump(servers, plan)
 
     clients: dict[str, Any] = {
         "lustre_layout_directories": [
@@ -336,10 +337,10 @@ def render_inventory(plan: Plan, spec: ClusterSpec) -> dict[str, str]:
             }
         ],
     }
-    files["group_vars/kiln_lustre_clients.yml"] = _dump(clients, plan)
+    files[f"group_vars/{LUSTRE_CLIENTS}.yml"] = _dump(clients, plan)
 
     for pool in spec.compute.pools:
-        group = f"kiln_pool_{pool.name.replace('-', '_')}"
+        group = pool_group(pool.name)
         nccl = next(n for n in plan.nccl if n.pool == pool.name)
         gpu = catalog.gpus(spec)[pool.gpu.model] if pool.gpu is not None else None
         pool_vars = {

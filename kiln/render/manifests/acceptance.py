@@ -16,6 +16,7 @@ from typing import Any, Literal
 from urllib.parse import urlparse
 
 from kiln.knowledge.kubernetes import kubernetes
+from kiln.plan.groups import LUSTRE_CLIENTS, pool_group
 from kiln.plan.model import AcceptanceTarget, Plan
 from kiln.plan.serialize import target_dict
 from kiln.render.manifests.context import (
@@ -64,10 +65,6 @@ def _target(plan: Plan, check: str, group: str | None = None) -> AcceptanceTarge
     return next((t for t in plan.targets if t.check == check and (group is None or t.group == group)), None)
 
 
-def _pool_group(pool: str) -> str:
-    return f"kiln_pool_{pool.replace('-', '_')}"
-
-
 def nccl_intra_name(pool: str) -> str:
     return f"kiln-nccl-intra-{dns_name(pool)}"
 
@@ -87,7 +84,7 @@ def acceptance_jobs(plan: Plan, spec: ClusterSpec) -> list[JobCheck]:
     """Every check the acceptance Jobs of this plan measure, in render order."""
     out: list[JobCheck] = []
     for pool in spec.compute.pools:
-        group = _pool_group(pool.name)
+        group = pool_group(pool.name)
         intra = _target(plan, "fabric.nccl_allreduce_intra", group)
         if intra is not None and pool.gpus_per_node > 1:
             name = nccl_intra_name(pool.name)
@@ -97,8 +94,8 @@ def acceptance_jobs(plan: Plan, spec: ClusterSpec) -> list[JobCheck]:
             name = nccl_inter_name(pool.name)
             # NOTE: MPI Operator v2beta1 runs the launcher as a batch Job named <MPIJob>-launcher.
             out.append(JobCheck(name, f"{name}-launcher", inter.check, inter.group, "nccl-tests"))
-    write = _target(plan, "storage.fio_lustre_write", "kiln_lustre_clients")
-    read = _target(plan, "storage.fio_lustre_read", "kiln_lustre_clients")
+    write = _target(plan, "storage.fio_lustre_write", LUSTRE_CLIENTS)
+    read = _target(plan, "storage.fio_lustre_read", LUSTRE_CLIENTS)
     if write is not None and read is not None:
         out.append(JobCheck(FIO_JOB, FIO_JOB, write.check, write.group, "fio-write"))
         out.append(JobCheck(FIO_JOB, FIO_JOB, read.check, read.group, "fio-read"))
@@ -279,7 +276,7 @@ def acceptance(c: Ctx) -> list[Obj]:
     checks = acceptance_jobs(c.plan, c.spec)
     fio = [jc for jc in checks if jc.tool.startswith("fio-")]
     for jc in checks:
-        pool = next((p for p in pools.values() if jc.group == _pool_group(p.name)), None)
+        pool = next((p for p in pools.values() if jc.group == pool_group(p.name)), None)
         if jc.check == "fabric.nccl_allreduce_intra" and pool is not None:
             objs.append(_nccl_intra(c, pool.name, pool.gpus_per_node, jc))
         elif jc.check == "fabric.nccl_allreduce_inter" and pool is not None:

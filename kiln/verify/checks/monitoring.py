@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from kiln import knowledge
+from kiln.plan.groups import COMPUTE
 from kiln.plan.model import AcceptanceTarget
 from kiln.plan.monitoring import FAULTS, HEALTH_CHECKS, fire_bound_s
 from kiln.plan.tuning import is_namespaced_sysctl
@@ -246,8 +247,8 @@ class Fault:
 def _victims(ctx: Context) -> list[str]:
     """Compute hosts first (a fault there disturbs no service), then the others; never the Prometheus host."""
     mon = set(ctx.plan.monitoring.hosts)
-    hosts = ctx.group_hosts("kiln_compute") + [h for h in ctx.group_hosts("all") if h not in ctx.group_hosts(
-        "kiln_compute")]
+    hosts = ctx.group_hosts(COMPUTE) + [h for h in ctx.group_hosts("all") if h not in ctx.group_hosts(
+        COMPUTE)]
     return [h for h in hosts if h not in mon]
 
 

@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 from kiln import knowledge
+from kiln.plan.groups import COMPUTE
 from kiln.plan.model import AcceptanceTarget
 from kiln.verify.checks.base import (
     Check,
@@ -61,7 +62,7 @@ class Warp(Check):
     def subjects(self, ctx: Context, target: AcceptanceTarget) -> list[Subject]:
         """warp runs on a client (the first selected compute host, or --launcher-host), not on a gateway."""
         stores = ctx.group_hosts(target.group)
-        clients = ctx.group_hosts("kiln_compute")
+        clients = ctx.group_hosts(COMPUTE)
         launcher = ctx.options.launcher_host or (clients[0] if clients else (stores[0] if stores else None))
         if launcher is None or launcher not in ctx.remotes:
             return []
