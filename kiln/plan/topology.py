@@ -21,8 +21,9 @@ from kiln.plan.groups import (
 )
 from kiln.plan.model import Host, LnetNet, LnetRoute, LustreTarget, Nic, Role, TargetKind
 from kiln.spec import catalog
-from kiln.spec.checks import rail_devices, router_prefix
+from kiln.spec.checks import rail_devices
 from kiln.spec.models import ClusterSpec, NicGroup, TargetGroup
+from kiln.spec.naming import objectstore_family, pool_family, router_family, server_family
 from kiln.spec.protection import default_drive_base, default_level, ext4_raid_options, zfs_vdevs
 
 
@@ -126,10 +127,6 @@ def _nics(
     return tuple(out)
 
 
-def _width(n: int) -> int:
-    return max(2, len(str(n)))
-
-
 def build_hosts(spec: ClusterSpec) -> tuple[Host, ...]:
     """Every host of the environment, in a stable order: compute pools, MGS, MDS, OSS, LNet routers, object store."""
     mgmt = _Allocator(ipaddress.ip_network(spec.networks.management))
@@ -138,14 +135,13 @@ def build_hosts(spec: ClusterSpec) -> tuple[Host, ...]:
     rails = _Allocator(ipaddress.ip_network(roce)) if roce else None
     hosts: list[Host] = []
     lu = spec.lustre
-    for pool in spec.compute.pools:
-        prefix = pool.hostname_prefix or pool.name
-        width = max(3, len(str(pool.nodes)))
+    for p, pool in enumerate(spec.compute.pools):
+        names = pool_family(p, pool)
         pool_groups = (COMPUTE, pool_group(pool.name), LUSTRE_CLIENTS)
         for i in range(1, pool.nodes + 1):
             hosts.append(
                 Host(
-                    name=f"{prefix}{i:0{width}d}",
+                    name=names.name(i),
                     role="compute",
                     pool=pool.name,
                     management_address=mgmt.take(),
@@ -162,11 +158,12 @@ def build_hosts(spec: ClusterSpec) -> tuple[Host, ...]:
             )
     pairs = lu.failover == "pairs"
     if lu.mgs.mode == "standalone":
-        hosts.append(_server("mgs01", "mgs", (LUSTRE_MGS, LUSTRE_SERVERS), spec, lu.mds.nics, mgmt, stor))
+        mgs = server_family("mgs", 1).name(1)
+        hosts.append(_server(mgs, "mgs", (LUSTRE_MGS, LUSTRE_SERVERS), spec, lu.mds.nics, mgmt, stor))
     colocated = lu.mds.colocated_with_oss
     tiers = (("mds", lu.mds.nodes, lu.mds.nics), ("oss", lu.oss.nodes, lu.oss.nics))
     for role, count, nics in tiers[1:] if colocated else tiers:
-        w = _width(count)
+        names = server_family(role, count)
         for i in range(1, count + 1):
             groups: tuple[str, ...] = (lustre_group(role), LUSTRE_SERVERS)
             if colocated and i <= lu.mds.nodes:
@@ -176,17 +173,17 @@ def build_hosts(spec: ClusterSpec) -> tuple[Host, ...]:
                 groups = (LUSTRE_MGS, *groups)
             partner = None
             if pairs:
-                partner = f"{role}{(i + 1 if i % 2 else i - 1):0{w}d}"
-            hosts.append(_server(f"{role}{i:0{w}d}", role, groups, spec, nics, mgmt, stor, partner))  # type: ignore[arg-type]
-    for rg in lu.routers:
-        w = _width(rg.count)
+                partner = names.name(i + 1 if i % 2 else i - 1)
+            hosts.append(_server(names.name(i), role, groups, spec, nics, mgmt, stor, partner))  # type: ignore[arg-type]
+    for r, rg in enumerate(lu.routers):
+        names = router_family(r, rg)
         groups = (LNET_ROUTERS, router_group(rg.name))
         for i in range(1, rg.count + 1):
             client_side = _nics(spec, None, rg.client_nics, stor, nets=[rg.client_net])
             server_side = _nics(spec, None, rg.server_nics, stor, nets=[rg.server_net], start=rg.client_nics.count)
             hosts.append(
                 Host(
-                    name=f"{router_prefix(rg)}{i:0{w}d}",
+                    name=names.name(i),
                     role="router",
                     pool=None,
                     management_address=mgmt.take(),
@@ -196,9 +193,8 @@ def build_hosts(spec: ClusterSpec) -> tuple[Host, ...]:
             )
     os_ = spec.objectstore
     if os_.backend == "seaweedfs" and os_.nics is not None:
-        w = _width(os_.nodes)
-        for i in range(1, os_.nodes + 1):
-            hosts.append(_server(f"s3-{i:0{w}d}", "objectstore", (OBJECTSTORE,), spec, os_.nics, mgmt, stor))
+        for name in objectstore_family(os_.nodes).names():
+            hosts.append(_server(name, "objectstore", (OBJECTSTORE,), spec, os_.nics, mgmt, stor))
     return tuple(hosts)
 
 
