@@ -67,8 +67,8 @@ def write_files(out: Path, files: dict[str, str]) -> None:
 
 
 def cmd_inventory(args: argparse.Namespace) -> int:
-    spec, plan = load(args.stack, args.stacks_dir)
-    files = render_inventory(plan, spec)
+    _, plan = load(args.stack, args.stacks_dir)
+    files = render_inventory(plan)
     out = Path(args.out) if args.out else Path("inventory") / plan.stack
     write_files(out, files)
     print(

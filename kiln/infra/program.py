@@ -112,7 +112,7 @@ def main() -> Program:
             "lustre_mgs": mgs_spec(plan),
             "lustre_mount": f"{mgs_spec(plan)}:/{plan.fsname} {plan.mount_point}",
         },
-        "inventory": render_inventory(plan, spec),
+        "inventory": render_inventory(plan),
         "plan": plan_summary(plan),
         "node_labels": node_labels(plan),
     }

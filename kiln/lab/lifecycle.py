@@ -269,7 +269,7 @@ class Lab:
         return self.state / "monitoring"
 
     def inventory(self) -> None:
-        files = render_inventory(self.plan, self.spec)
+        files = render_inventory(self.plan)
         for rel, text in files.items():
             _write_if_changed(self.inventory_dir / rel, text)
         self.say(

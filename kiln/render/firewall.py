@@ -27,7 +27,6 @@ from typing import Any
 from kiln import knowledge
 from kiln.plan.groups import COMPUTE, LNET_ROUTERS, LUSTRE_CLIENTS, LUSTRE_SERVERS
 from kiln.plan.model import Host, Plan
-from kiln.spec.models import ClusterSpec
 
 
 def _rule(name: str, proto: str, ports: Sequence[int], sources: list[str], reason: str) -> dict[str, Any]:
@@ -38,10 +37,10 @@ def _storage_addresses(h: Host) -> list[str]:
     return [n.address for n in h.nics if n.carries_storage and n.address]
 
 
-def firewall_rules(plan: Plan, spec: ClusterSpec, h: Host) -> list[dict[str, Any]]:
+def firewall_rules(plan: Plan, h: Host) -> list[dict[str, Any]]:
     """The `firewall` role's rules for host `h`, in a stable order."""
     ports = knowledge.load().ports  # kiln/knowledge/ports.yaml
-    mgmt, storage = spec.networks.management, spec.networks.storage
+    mgmt, storage = plan.networks.management, plan.networks.storage
     rules = [_rule("ssh", "tcp", [ports.host.ssh.value], [mgmt],
                    "Ansible and kiln verify from the management network")]
     os_ = plan.objectstore
@@ -74,11 +73,11 @@ def firewall_rules(plan: Plan, spec: ClusterSpec, h: Host) -> list[dict[str, Any
             rules.append(_rule("compute-peers", "tcp", [], peers, "MPI and NCCL bootstrap between compute hosts"))
         rules.append(_rule("perftest", "tcp", [ports.acceptance.perftest.value], [mgmt],
                            "acceptance fabric.ib_*_bw exchange"))
-    rules += _monitoring_rules(plan, spec, h)
+    rules += _monitoring_rules(plan, h)
     return rules
 
 
-def _monitoring_rules(plan: Plan, spec: ClusterSpec, h: Host) -> list[dict[str, Any]]:
+def _monitoring_rules(plan: Plan, h: Host) -> list[dict[str, Any]]:
     """Exporter ports of this host's planned scrape targets, from the Prometheus hosts (their management and
     storage addresses: SeaweedFS serves metrics on its storage address); on a Prometheus host, the Prometheus
     and Alertmanager ports from the management network (operators, Grafana)."""
@@ -93,5 +92,5 @@ def _monitoring_rules(plan: Plan, spec: ClusterSpec, h: Host) -> list[dict[str, 
         out.append(_rule("metrics", "tcp", list(ports), sources, "Prometheus scrapes the exporters"))
     if h.name in m.hosts:
         out.append(_rule("prometheus", "tcp", [metrics.prometheus.value, metrics.alertmanager.value],
-                         [spec.networks.management], "Prometheus and Alertmanager APIs from the management network"))
+                         [plan.networks.management], "Prometheus and Alertmanager APIs from the management network"))
     return out

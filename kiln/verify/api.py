@@ -54,7 +54,7 @@ def prepare(stack: str, out_dir: Path, options: Options | None = None, inventory
     if inventory_dir is not None:
         inventory = load_inventory(Path(inventory_dir))
     else:
-        files = render_inventory(plan, spec)
+        files = render_inventory(plan)
         inv_dir = out_dir / "inventory"
         for rel, text in files.items():
             p = inv_dir / rel

@@ -200,7 +200,7 @@ def test_lustre_volumes_carry_the_plan_nids_capacity_and_options(built: Any) -> 
     osts = sum(1 for t in plan.lustre_targets if t.kind == "ost")
     tb = osts * spec.lustre.oss.osts.devices_per_target * device_figures(spec.lustre.oss.osts.device).capacity_TB
     nids = ":".join(",".join(server) for server in plan.mgs_nids)
-    inv = load_inventory(render_inventory(plan, spec)["group_vars/kiln_lustre_clients.yml"])
+    inv = load_inventory(render_inventory(plan)["group_vars/kiln_lustre_clients.yml"])
     options = [o for o in inv["lustre_client_mounts"][0]["options"] if o not in ("defaults", "_netdev")]
     paths = {"/"} | {lay.path for lay in plan.layouts}
     for pv in pvs:

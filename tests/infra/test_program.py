@@ -202,7 +202,7 @@ def test_stack_outputs(run: Run) -> None:
     out = run.result.outputs
     assert out["endpoints"]["s3"] == s3_endpoint(plan, spec)
     assert out["endpoints"]["lustre_mgs"] == ":".join(",".join(s) for s in plan.mgs_nids)
-    assert out["inventory"] == render_inventory(plan, spec)
+    assert out["inventory"] == render_inventory(plan)
     assert out["plan"]["bottleneck"] == {"read": plan.sizing.read_bottleneck, "write": plan.sizing.write_bottleneck}
     assert out["plan"]["targets"] == [target_dict(t) for t in plan.targets]
     compute = [h.name for h in plan.hosts if h.role == "compute"]

@@ -35,7 +35,7 @@ def test_the_standalone_copies_match_the_table() -> None:
 
 def test_the_firewall_opens_the_ports_of_the_table() -> None:
     spec = load_stack("lab")
-    files = render_inventory(build_plan(spec, "lab"), spec)
+    files = render_inventory(build_plan(spec, "lab"))
     ports = knowledge.load().ports
     compute = next(h for h in build_plan(spec, "lab").hosts if h.role == "compute")
     rules = {r["name"]: r["ports"] for r in load_inventory(files[f"host_vars/{compute.name}.yml"])["firewall_rules"]}

@@ -21,7 +21,6 @@ from typing import Any
 
 from kiln.knowledge.kubernetes import kubernetes
 from kiln.node.health import TAINT_KEY, expectations
-from kiln.render.inventory import local_nvme_mount
 from kiln.render.manifests.context import MONITORING, Ctx, Obj, obj, pool_label, role_label
 
 NAME = "kiln-health"
@@ -48,7 +47,7 @@ def health_host_paths(c: Ctx) -> dict[str, list[dict[str, Any]]]:
 
 def _expect_data(c: Ctx, pools: list[str]) -> dict[str, str]:
     hosts = [h for h in c.plan.hosts if h.role == "compute" and h.pool in pools]
-    return {f"{h.name}.json": json.dumps(asdict(expectations(c.plan, h.name, local_nvme_mount(c.spec, h.pool))),
+    return {f"{h.name}.json": json.dumps(asdict(expectations(c.plan, h.name, c.plan.local_nvme_mount(h.pool))),
                                          sort_keys=True)
             for h in hosts}
 
