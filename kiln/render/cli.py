@@ -18,19 +18,19 @@ def cmd_render(args: argparse.Namespace) -> int:
     from kiln.cli import EXIT_FAIL, EXIT_OK, load, write_files  # kiln.cli loads this module; import at call time
 
     # SpecError → exit 2 in kiln.cli.main, before anything is written
-    spec, plan = load(args.stack, getattr(args, "stacks_dir", None))
+    _, plan = load(args.stack, getattr(args, "stacks_dir", None))
     try:
-        enforce(plan, spec)  # the policy pack, as `pulumi preview --policy-pack policy` runs it
+        enforce(plan)  # the policy pack, as `pulumi preview --policy-pack policy` runs it
     except PolicyViolation as exc:
         print(f"kiln render {plan.stack}: nothing written; {exc}", file=sys.stderr)
         return EXIT_FAIL
-    files = render_manifests(plan, spec)
+    files = render_manifests(plan)
     out = Path(args.out) if args.out else Path("rendered") / plan.stack
     write_files(out, files)
     print(f"wrote {len(files)} files to {out}/ ({', '.join(sorted(files))})")
     if args.policy_config:
         path = Path(args.policy_config)
-        write_files(path.parent, {path.name: json.dumps(policy_config(plan, spec), indent=2) + "\n"})
+        write_files(path.parent, {path.name: json.dumps(policy_config(plan), indent=2) + "\n"})
         print(f"wrote {path} (pulumi preview --policy-pack policy --policy-pack-config {path})")
     return EXIT_OK
 

@@ -20,7 +20,6 @@ from typing import Any
 
 from kiln import knowledge
 from kiln.plan.model import Plan
-from kiln.spec.models import ClusterSpec
 
 NAME_LABEL = "app.kubernetes.io/name"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set on every namespace by the API server (1.22+)
@@ -38,13 +37,13 @@ def _names(roles: tuple[str, ...]) -> dict[str, Any]:
                                   "values": [f"seaweedfs-{r}" for r in roles]}]}
 
 
-def network_policies(plan: Plan, spec: ClusterSpec, s3_clients: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+def network_policies(plan: Plan, s3_clients: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """The storage namespace's NetworkPolicies for a SeaweedFS deployed on Kubernetes (none otherwise);
     `s3_clients`: namespaces besides storage and training that reach the S3 gateway (model distribution)."""
     if plan.objectstore.backend != "seaweedfs":
         return []
-    storage = spec.kubernetes.storage_namespace
-    training = spec.kubernetes.training_namespace
+    storage = plan.kubernetes.storage_namespace
+    training = plan.kubernetes.training_namespace
     backend_ports = [{"protocol": "TCP", "port": p} for p in knowledge.load().ports.seaweedfs.backend()]
     backend = {
         "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",

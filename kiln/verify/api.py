@@ -87,6 +87,6 @@ def run_jobs_verify(stack: str, out_dir: Path, options: Options | None = None,
     spec = load_stack(stack, stacks_dir)
     plan = build_plan(spec, source=stack)
     out_dir.mkdir(parents=True, exist_ok=True)
-    run = verify_jobs(plan.stack, plan, spec, out_dir, options or Options(), from_dir)
+    run = verify_jobs(plan.stack, plan, out_dir, options or Options(), from_dir)
     write_report(run)
     return run

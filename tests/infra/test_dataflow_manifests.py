@@ -21,7 +21,7 @@ STACKS = ["dev", "lab", "prod-h100"]
 def _objects(stack: str) -> tuple[Any, Any, dict[str, list[dict[str, Any]]]]:
     spec = load_stack(stack)
     plan = build_plan(spec, stack)
-    comps = {c.kind: list(c.objects) for c in build_manifests(plan, spec)}
+    comps = {c.kind: list(c.objects) for c in build_manifests(plan)}
     return spec, plan, comps
 
 
@@ -59,7 +59,7 @@ def test_a_scheduled_link_is_a_cronjob_on_its_cron_schedule() -> None:
 
 def test_no_dataflow_section_renders_nothing() -> None:
     spec = load_stack("dev").model_copy(update={"dataflow": None})
-    comps = {c.kind: c.objects for c in build_manifests(build_plan(spec, "dev"), spec)}
+    comps = {c.kind: c.objects for c in build_manifests(build_plan(spec, "dev"))}
     assert comps[DATAFLOW] == ()
 
 
@@ -102,8 +102,8 @@ def test_the_spec_configmap_loads_to_the_same_dataflow_plan(stack: str, tmp_path
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_the_policy_checks_pass(stack: str) -> None:
-    spec, plan, _comps = _objects(stack)
-    assert violations(plan, spec) == []
+    _spec, plan, _comps = _objects(stack)
+    assert violations(plan) == []
 
 
 # ------------------------------------------------------------------------------------- metrics on Kubernetes
@@ -157,7 +157,7 @@ def test_stage_jobs_alone_still_get_the_metrics_endpoint() -> None:
     """No continuous link and no checkpoints: the Deployment only serves the stage Jobs' status files."""
     spec = load_stack("dev")
     spec = spec.model_copy(update={"dataflow": spec.dataflow.model_copy(update={"checkpoints": None})})
-    objs = next(c.objects for c in build_manifests(build_plan(spec, "dev"), spec) if c.kind == DATAFLOW)
+    objs = next(c.objects for c in build_manifests(build_plan(spec, "dev")) if c.kind == DATAFLOW)
     assert {o["kind"] for o in objs} >= {"Job", "Deployment", "Service", "ServiceMonitor"}
 
 

@@ -56,13 +56,13 @@ def test_render_writes_the_policy_config_outside_the_manifests(tmp_path: Path) -
     r = kiln("render", "dev", "--out", str(out), "--policy-config", str(cfg))
     assert r.returncode == 0, r.stderr
     spec = load_stack("dev")
-    assert json.loads(cfg.read_text()) == policy_config(build_plan(spec, "dev"), spec)
+    assert json.loads(cfg.read_text()) == policy_config(build_plan(spec, "dev"))
     assert not list(out.glob("*.json"))  # a GitOps directory holds manifests only
 
 
 def test_golden_dev_render() -> None:
     spec = load_stack("dev")
-    files = render_manifests(build_plan(spec, "dev"), spec)
+    files = render_manifests(build_plan(spec, "dev"))
     if os.environ.get("KILN_UPDATE_GOLDEN") == "1":
         GOLDEN.mkdir(parents=True, exist_ok=True)
         for stale in GOLDEN.glob("*.yaml"):

@@ -36,7 +36,6 @@ from kiln.render.manifests.context import (
 )
 from kiln.render.manifests.lustre import lustre_claim_name
 from kiln.render.manifests.nccl import nccl_configmap_name
-from kiln.spec.models import ClusterSpec
 from kiln.spec.types import dns_name
 
 CHECK_ANNOTATION = "kiln.io/check"
@@ -80,10 +79,10 @@ def warp_job_name(op: str) -> str:
     return f"kiln-s3-{op}"
 
 
-def acceptance_jobs(plan: Plan, spec: ClusterSpec) -> list[JobCheck]:
+def acceptance_jobs(plan: Plan) -> list[JobCheck]:
     """Every check the acceptance Jobs of this plan measure, in render order."""
     out: list[JobCheck] = []
-    for pool in spec.compute.pools:
+    for pool in plan.compute_pools:
         group = pool_group(pool.name)
         intra = _target(plan, "fabric.nccl_allreduce_intra", group)
         if intra is not None and pool.gpus_per_node > 1:
@@ -224,9 +223,9 @@ def _fio_claim(plan: Plan) -> str:
 def _fio_lustre(c: Ctx, checks: list[JobCheck]) -> Obj:
     """Single-client Lustre write then read (fio); each pass's JSON is printed between FIO_BEGIN/FIO_END lines."""
     a = kubernetes().acceptance
-    pool = c.spec.compute.pools[0]
+    pool = c.plan.compute_pools[0]
     jobs = a.fio_numjobs.value
-    size = max(a.fio_min_size_GiB.value, c.spec.acceptance.fio_size_factor * pool.ram_GiB / jobs)
+    size = max(a.fio_min_size_GiB.value, c.plan.acceptance.fio_size_factor * pool.ram_GiB / jobs)
     common = (f"--directory=/data/kiln-acceptance/$HOSTNAME --numjobs={jobs} --size={int(size)}G "
               f"--bs={a.fio_block_size.value} --ioengine=libaio --direct=0 --output-format=json "
               "--filename_format='kiln.$jobnum'")  # NOTE: the read pass reads the files the write pass wrote
@@ -254,7 +253,7 @@ def warp_bucket(plan: Plan) -> str:
 def _warp(c: Ctx, op: str, jc: JobCheck) -> Obj:
     """S3 PUT or GET throughput (warp --json); the image has no shell, the log is warp's own output."""
     a = kubernetes().acceptance
-    endpoint = urlparse(s3_endpoint(c.plan, c.spec))
+    endpoint = urlparse(s3_endpoint(c.plan))
     tls = endpoint.scheme == "https"
     host = endpoint.netloc if endpoint.port else f"{endpoint.hostname}:{443 if tls else 80}"
     args = [op, f"--bucket={warp_bucket(c.plan)}", f"--duration={a.warp_duration.value}", "--autoterm", "--json",
@@ -272,8 +271,8 @@ def _warp(c: Ctx, op: str, jc: JobCheck) -> Obj:
 
 def acceptance(c: Ctx) -> list[Obj]:
     objs = [_targets_configmap(c)]
-    pools = {p.name: p for p in c.spec.compute.pools}
-    checks = acceptance_jobs(c.plan, c.spec)
+    pools = {p.name: p for p in c.plan.compute_pools}
+    checks = acceptance_jobs(c.plan)
     fio = [jc for jc in checks if jc.tool.startswith("fio-")]
     for jc in checks:
         pool = next((p for p in pools.values() if jc.group == pool_group(p.name)), None)

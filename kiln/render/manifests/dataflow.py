@@ -58,9 +58,6 @@ MONITORING_API = "monitoring.coreos.com/v1"
 #: Pods of kube-prometheus-stack's Prometheus carry app.kubernetes.io/name=prometheus (set by the Prometheus
 #: Operator on the StatefulSet it creates, with app.kubernetes.io/managed-by=prometheus-operator).
 PROMETHEUS_POD = {"app.kubernetes.io/name": "prometheus"}
-# Spec fields left out of the ConfigMap: names that look like credentials to the policy checks, and that the pods
-# take from the S3 Secret instead (KILN_S3_ACCESS_KEY).
-_LEFT_OUT = {"objectstore": {"access_key_id", "credentials_secret"}}
 
 
 def metrics_port() -> int:
@@ -71,8 +68,7 @@ def metrics_port() -> int:
 
 def spec_document(c: Ctx) -> str:
     """The stack's spec as a stack file the mover loads (`kiln data ... /etc/kiln/Pulumi.<stack>.yaml`)."""
-    data = c.spec.model_dump(mode="json", exclude_unset=True, exclude=_LEFT_OUT)
-    return yaml.safe_dump({"config": {CONFIG_KEY: data}}, sort_keys=False, width=120)
+    return yaml.safe_dump({"config": {CONFIG_KEY: c.plan.kubernetes.mover_spec}}, sort_keys=False, width=120)
 
 
 def _spec_file(c: Ctx) -> str:
@@ -195,7 +191,7 @@ def model_entries(c: Ctx) -> list[tuple[int, ModelFlowPlan]]:
 
 def models_namespace(c: Ctx) -> str | None:
     """The model distribution's namespace, when the stack renders any (None otherwise)."""
-    return c.spec.kubernetes.models_namespace if model_entries(c) else None
+    return c.plan.kubernetes.models_namespace if model_entries(c) else None
 
 
 def models_host_paths(c: Ctx) -> dict[str, list[dict[str, Any]]]:

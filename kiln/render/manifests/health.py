@@ -42,7 +42,7 @@ def health_host_paths(c: Ctx) -> dict[str, list[dict[str, Any]]]:
     """The policy pack's hostPathNamespaces entry: the health namespace → the host paths its pods read."""
     if not gpu_pools(c):
         return {}
-    return {c.spec.kubernetes.health_namespace: [{"path": p, "readOnly": True} for p in HOST_PATHS]}
+    return {c.plan.kubernetes.health_namespace: [{"path": p, "readOnly": True} for p in HOST_PATHS]}
 
 
 def _expect_data(c: Ctx, pools: list[str]) -> dict[str, str]:
@@ -108,7 +108,7 @@ def node_health(c: Ctx) -> list[Obj]:
     pools = gpu_pools(c)
     if not pools:
         return []
-    ns = c.spec.kubernetes.health_namespace
+    ns = c.plan.kubernetes.health_namespace
     sa = {"kind": "ServiceAccount", "name": NAME, "namespace": ns}
     return [
         obj("v1", "Namespace", c.meta(MONITORING, ns, labels={"pod-security.kubernetes.io/enforce": "privileged"})),
