@@ -89,7 +89,7 @@ def main() -> int:
     data = Path(tempfile.mkdtemp(prefix="kiln-verify-test-fio-harness.", dir=a.dir))
     spec = load_stack("lab")
     plan = build_plan(spec, source="lab")
-    inv = inventory_from_files(render_inventory(plan, spec), "fio harness")
+    inv = inventory_from_files(render_inventory(plan), "fio harness")
     opts = Options(fio_jobs=a.jobs, fio_runtime_s=a.runtime, fio_iodepth=a.iodepth, fio_size_per_job=a.size,
                    local_nvme_path=IN_CONTAINER, workdir="/tmp/kiln-verify")
     out: dict[str, object] = {"command": " ".join(sys.argv), "machine": platform.node(),

@@ -39,8 +39,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_inventory(args: argparse.Namespace) -> int:
-    spec, plan = load(args.stack, args.stacks_dir)
-    files = render_inventory(plan, spec)
+    _, plan = load(args.stack, args.stacks_dir)
+    files = render_inventory(plan)
     out = Path(args.out) if args.out else Path("inventory") / plan.stack
     write_files(out, files)
     result(

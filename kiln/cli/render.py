@@ -20,19 +20,19 @@ log = logging.getLogger(__name__)
 
 def cmd_render(args: argparse.Namespace) -> int:
     # SpecError → EXIT_SPEC in kiln.cli.main, before anything is written
-    spec, plan = load(args.stack, args.stacks_dir)
+    _, plan = load(args.stack, args.stacks_dir)
     try:
-        enforce(plan, spec)  # the policy pack, as `pulumi preview --policy-pack policy` runs it
+        enforce(plan)  # the policy pack, as `pulumi preview --policy-pack policy` runs it
     except PolicyViolation as exc:
         log.error("render %s: nothing written; %s", plan.stack, exc)
         return EXIT_FAIL
-    files = render_manifests(plan, spec)
+    files = render_manifests(plan)
     out = Path(args.out) if args.out else Path("rendered") / plan.stack
     write_files(out, files)
     result(f"wrote {len(files)} files to {out}/ ({', '.join(sorted(files))})")
     if args.policy_config:
         path = Path(args.policy_config)
-        write_files(path.parent, {path.name: json.dumps(policy_config(plan, spec), indent=2) + "\n"})
+        write_files(path.parent, {path.name: json.dumps(policy_config(plan), indent=2) + "\n"})
         result(f"wrote {path} (pulumi preview --policy-pack policy --policy-pack-config {path})")
     return EXIT_OK
 

@@ -41,19 +41,18 @@ from kiln.render.manifests import (
     node_labels,
     s3_endpoint,
 )
-from kiln.spec import ClusterSpec, SpecError, validate
+from kiln.spec import SpecError, validate
 
 CONFIG_NAMESPACE = "kiln"
 CLUSTER_KEY = "cluster"
 
 
-def load(config: pulumi.Config | None = None) -> tuple[ClusterSpec, Plan]:
-    """The stack's spec and plan; a bad spec stops the program with the field path and the fix."""
+def load(config: pulumi.Config | None = None) -> Plan:
+    """The stack's plan (from its validated spec); a bad spec stops the program with the field path and the fix."""
     cfg = config or pulumi.Config(CONFIG_NAMESPACE)
     source = f"stack {pulumi.get_stack()} ({CONFIG_NAMESPACE}:{CLUSTER_KEY})"
     try:
-        spec = validate(cfg.require_object(CLUSTER_KEY), source)
-        return spec, build_plan(spec, source=source)
+        return build_plan(validate(cfg.require_object(CLUSTER_KEY), source), source=source)
     except SpecError as exc:
         raise pulumi.RunError(exc.render()) from None
 
@@ -84,10 +83,10 @@ class Program:
 
 def main() -> Program:
     """Build the stack: components from the plan, stack outputs exported (and returned, for tests)."""
-    spec, plan = load()
+    plan = load()
     ns, key = credentials_config_key(plan)
     secret_key = pulumi.Config(ns).require_secret(key)
-    comps = {c.kind: c.objects for c in build_manifests(plan, spec)}
+    comps = {c.kind: c.objects for c in build_manifests(plan)}
     name = plan.stack
 
     gpu = GpuNodeStack(f"{name}-gpu", comps[GPU_NODE_STACK])
@@ -107,12 +106,12 @@ def main() -> Program:
 
     outputs: dict[str, Any] = {
         "endpoints": {
-            "s3": s3_endpoint(plan, spec),
+            "s3": s3_endpoint(plan),
             "s3_hosts": plan.objectstore.endpoint,
             "lustre_mgs": mgs_spec(plan),
             "lustre_mount": f"{mgs_spec(plan)}:/{plan.fsname} {plan.mount_point}",
         },
-        "inventory": render_inventory(plan, spec),
+        "inventory": render_inventory(plan),
         "plan": plan_summary(plan),
         "node_labels": node_labels(plan),
     }

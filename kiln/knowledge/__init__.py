@@ -1,5 +1,5 @@
-"""The kit's knowledge base: hardware catalog, efficiency factors, workload figures, tuning rules and
-object-store figures as data.
+"""The kit's knowledge base: hardware catalog, efficiency factors, workload figures, tuning rules,
+object-store figures and network ports as data.
 
 Every figure is read from the YAML files beside this module, where each value sits next to its source
 (and, where the data explains a choice, its reason). Each file is validated into typed, frozen pydantic
@@ -252,19 +252,85 @@ class TuningFile(_File):
 
 class SeaweedFs(Entry):
     version: Sourced[str]
-    s3_port: Sourced[int]
     default_volume_size_limit_MB: Sourced[int]
     min_volume_size_limit_MB: Sourced[int]
     volume_growth_per_collection: Sourced[int]
     extra_collections: Sourced[int]
-    master_port: Sourced[int]
-    volume_port: Sourced[int]
-    filer_port: Sourced[int]
-    grpc_offset: Sourced[int]
 
 
 class ObjectStoreFile(_File):
     seaweedfs: SeaweedFs
+
+
+class HostPorts(Entry):
+    ssh: Sourced[int]
+    lnet_acceptor: Sourced[int]
+
+
+class AcceptancePorts(Entry):
+    iperf3: Sourced[int]
+    perftest: Sourced[int]
+
+
+class MetricsPorts(Entry):
+    """The port of each scrape job (kiln.plan.monitoring's job names, `_` for `-`)."""
+
+    prometheus: Sourced[int]
+    alertmanager: Sourced[int]
+    node: Sourced[int]
+    dcgm: Sourced[int]
+    lustre: Sourced[int]
+    seaweedfs_master: Sourced[int]
+    seaweedfs_volume: Sourced[int]
+    seaweedfs_filer: Sourced[int]
+    seaweedfs_s3: Sourced[int]
+
+    def by_job(self) -> dict[str, int]:
+        """Scrape job name → port, in file order (seaweedfs_master is job seaweedfs-master)."""
+        return {name.replace("_", "-"): entry.value for name, entry in self}
+
+
+class SeaweedFsPorts(Entry):
+    """SeaweedFS's HTTP ports (each server also serves gRPC on its HTTP port + grpc_offset) and S3 gateway."""
+
+    master: Sourced[int]
+    volume: Sourced[int]
+    filer: Sourced[int]
+    s3: Sourced[int]
+    grpc_offset: Sourced[int]
+
+    def http(self) -> dict[str, int]:
+        """The backend servers' HTTP ports by server: master, volume, filer."""
+        return {"master": self.master.value, "volume": self.volume.value, "filer": self.filer.value}
+
+    def backend(self) -> list[int]:
+        """HTTP and gRPC ports of master, volume and filer, in that order: what only SeaweedFS itself may reach."""
+        return [p for http in self.http().values() for p in (http, http + self.grpc_offset.value)]
+
+    @property
+    def filer_grpc(self) -> int:
+        """The filer's gRPC port (what `weed filer.meta.tail -filer=host:port.grpcPort` dials)."""
+        return self.filer.value + self.grpc_offset.value
+
+
+class ClusterPorts(Entry):
+    datamover_metrics: Sourced[int]
+    dns: Sourced[int]
+
+
+class PortsFile(_File):
+    """Every port the kit listens on, opens or dials (ports.yaml)."""
+
+    host: HostPorts
+    acceptance: AcceptancePorts
+    metrics: MetricsPorts
+    seaweedfs: SeaweedFsPorts
+    kubernetes: ClusterPorts
+
+    def entries(self) -> list[Sourced[int]]:
+        """Every entry of the file, section by section."""
+        sections: list[Entry] = [self.host, self.acceptance, self.metrics, self.seaweedfs, self.kubernetes]
+        return [entry for section in sections for _, entry in section]
 
 
 M = TypeVar("M", bound=BaseModel)
@@ -317,6 +383,7 @@ class Knowledge(Entry):
     tuning: TuningFile
     objectstore: ObjectStoreFile
     protection: ProtectionFile
+    ports: PortsFile
 
     # Shortcuts for the figures most code asks for.
     @property
@@ -369,6 +436,7 @@ def load() -> Knowledge:
         tuning=_read("tuning.yaml", TuningFile),
         objectstore=_read("objectstore.yaml", ObjectStoreFile),
         protection=_read("protection.yaml", ProtectionFile),
+        ports=_read("ports.yaml", PortsFile),
     )
 
 
@@ -379,4 +447,5 @@ FILES: dict[str, type[BaseModel]] = {
     "tuning.yaml": TuningFile,
     "objectstore.yaml": ObjectStoreFile,
     "protection.yaml": ProtectionFile,
+    "ports.yaml": PortsFile,
 }

@@ -31,9 +31,10 @@ import yaml
 from kiln.lab import podman
 from kiln.plan import build_plan
 from kiln.plan.model import Plan
+from kiln.plan.settings import build_inventory
 from kiln.render.inventory import container_name, render_inventory
 from kiln.render.monitoring import render_monitoring
-from kiln.spec import ClusterSpec, load_stack
+from kiln.spec import load_stack
 from kiln.spec.loader import STACKS_ENV, stack_path
 
 CHECKOUT_ENV = "KILN_CHECKOUT"
@@ -97,7 +98,6 @@ def checkout_root() -> Path:
 @dataclass
 class Lab:
     stack: str
-    spec: ClusterSpec
     plan: Plan
     state: Path
     out: object = field(default=sys.stdout)
@@ -112,7 +112,7 @@ class Lab:
         if stacks_dir is None and not os.environ.get(STACKS_ENV):
             stacks_dir = root / "stacks"
         spec = load_stack(stack, stacks_dir)
-        inv = spec.inventory
+        inv = build_inventory(spec)  # before planning: a stack the lab cannot reach stops here
         if inv.connection != "ssh" or inv.address_by != "management_ip" or inv.ansible_user not in (None, "root"):
             raise LabError(
                 "load",
@@ -121,9 +121,9 @@ class Lab:
                 "management addresses: set inventory.connection: ssh, inventory.address_by: management_ip and "
                 "inventory.ansible_user: root",
             )
-        state = root / ".kiln" / spec.name
+        plan = build_plan(spec, stack)
         where = Path(stacks_dir) if stacks_dir is not None else None
-        return cls(stack, spec, build_plan(spec, stack), state, root=root, stacks_dir=where)
+        return cls(stack, plan, root / ".kiln" / plan.stack, root=root, stacks_dir=where)
 
     # -- helpers -------------------------------------------------------------------------------
     def say(self, step: str, text: str) -> None:
@@ -159,7 +159,7 @@ class Lab:
             key.unlink(missing_ok=True)
             key.with_suffix(".pub").unlink(missing_ok=True)
             proc = subprocess.run(
-                ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"kiln-lab-{self.spec.name}", "-f", str(key)],
+                ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"kiln-lab-{self.plan.stack}", "-f", str(key)],
                 capture_output=True,
                 text=True,
                 check=False,
@@ -174,7 +174,7 @@ class Lab:
         lines = [f"{addr} {hostkey}\n" for addr, hostkey in sorted(known.items())]
         _write_if_changed(self.ssh_dir / "known_hosts", "".join(lines))
         config = (
-            f"# Written by kiln lab for stack {self.spec.name}: how Ansible and kiln verify reach the lab hosts.\n"
+            f"# Written by kiln lab for stack {self.plan.stack}: how Ansible and kiln verify reach the lab hosts.\n"
             f"Host {' '.join(sorted(known))}\n"
             "    User root\n"
             f"    IdentityFile {key}\n"
@@ -188,7 +188,7 @@ class Lab:
         _write_if_changed(self.ssh_config, config)
 
     def net_names(self) -> tuple[str, str]:
-        return f"kiln-{self.spec.name}-mgmt", f"kiln-{self.spec.name}-storage"
+        return f"kiln-{self.plan.stack}-mgmt", f"kiln-{self.plan.stack}-storage"
 
     def _script(self, step: str, *args: str) -> None:
         log = self.state / "logs" / f"{step}.log"
@@ -225,33 +225,33 @@ class Lab:
         mgmt, storage = self.net_names()
         public_key = self.ssh_key().with_suffix(".pub").read_text()
         known: dict[str, str] = {}
-        for name, subnet in ((mgmt, self.spec.networks.management), (storage, self.spec.networks.storage)):
-            made = podman.ensure_network(name, subnet, self.spec.name)
+        for name, subnet in ((mgmt, self.plan.networks.management), (storage, self.plan.networks.storage)):
+            made = podman.ensure_network(name, subnet, self.plan.stack)
             self.say("hosts", f"network {name} {subnet}: {'created' if made else 'exists'}")
         for h in self.plan.hosts:
             storage_ips = [n.address for n in h.nics if n.carries_storage and n.address]
             nets = [(mgmt, h.management_address)] + [(storage, ip) for ip in storage_ips[:1]]
             vols: list[tuple[str, str]] = []
-            pool = next((p for p in self.spec.compute.pools if p.name == h.pool), None)
-            if pool is not None and pool.local_nvme is not None and pool.local_nvme.count:
-                vol = f"kiln-{self.spec.name}-{h.name}-nvme"
-                podman.ensure_volume(vol, self.spec.name)
-                vols.append((vol, pool.local_nvme.mount_point))
-            spec = podman.HostSpec(
-                container=container_name(self.spec.name, h.name),
+            nvme = self.plan.local_nvme_mount(h.pool)
+            if nvme is not None:
+                vol = f"kiln-{self.plan.stack}-{h.name}-nvme"
+                podman.ensure_volume(vol, self.plan.stack)
+                vols.append((vol, nvme))
+            host_spec = podman.HostSpec(
+                container=container_name(self.plan.stack, h.name),
                 hostname=h.name,
                 image=IMAGE,
                 networks=tuple(nets),
                 volumes=tuple(vols),
-                labels={podman.LABEL: self.spec.name, "io.kiln.role": h.role},
+                labels={podman.LABEL: self.plan.stack, "io.kiln.role": h.role},
                 hosts=tuple((o.name, o.management_address) for o in self.plan.hosts if o.name != h.name),
                 tmpfs=self.fault_tmpfs(),
             )
             try:
-                done = podman.ensure_container(spec)
-                state = podman.wait_for_systemd(spec.container)
-                podman.authorize_key(spec.container, public_key)
-                known[h.management_address] = podman.ssh_host_key(spec.container)
+                done = podman.ensure_container(host_spec)
+                state = podman.wait_for_systemd(host_spec.container)
+                podman.authorize_key(host_spec.container, public_key)
+                known[h.management_address] = podman.ssh_host_key(host_spec.container)
             except podman.PodmanError as exc:
                 raise LabError("hosts", str(exc), host=h.name) from None
             self.say("hosts", f"{h.name} ({h.role}) {h.management_address}: {done}, systemd {state}, sshd up")
@@ -269,7 +269,7 @@ class Lab:
         return self.state / "monitoring"
 
     def inventory(self) -> None:
-        files = render_inventory(self.plan, self.spec)
+        files = render_inventory(self.plan)
         for rel, text in files.items():
             _write_if_changed(self.inventory_dir / rel, text)
         self.say(
@@ -452,25 +452,25 @@ class Lab:
                   "seconds": times}
         _write_if_changed(self.state / "timings.json", json.dumps(record, indent=2) + "\n")
         steps = ", ".join(f"{k} {v:.0f} s" for k, v in times.items() if k != "total")
-        self.say("verify", f"done in {_minutes(times['total'])} ({steps}); .kiln/{self.spec.name}/timings.json")
+        self.say("verify", f"done in {_minutes(times['total'])} ({steps}); .kiln/{self.plan.stack}/timings.json")
         return rc
 
     def down(self) -> None:
-        names = [c.name for c in podman.containers(self.spec.name)]
+        names = [c.name for c in podman.containers(self.plan.stack)]
         podman.remove("container", names)
         self.say("down", f"removed {len(names)} containers")
-        vols = podman.volumes(self.spec.name)
+        vols = podman.volumes(self.plan.stack)
         podman.remove("volume", vols)
-        nets = podman.networks(self.spec.name)
+        nets = podman.networks(self.plan.stack)
         podman.remove("network", nets)
-        self.say("down", f"removed {len(vols)} volumes, {len(nets)} networks (state kept in .kiln/{self.spec.name}/)")
+        self.say("down", f"removed {len(vols)} volumes, {len(nets)} networks (state kept in .kiln/{self.plan.stack}/)")
 
     def status(self) -> dict[str, list[str]]:
-        cs = podman.containers(self.spec.name)
+        cs = podman.containers(self.plan.stack)
         return {
             "containers": [f"{c.name} {c.state}" for c in cs],
-            "networks": podman.networks(self.spec.name),
-            "volumes": podman.volumes(self.spec.name),
+            "networks": podman.networks(self.plan.stack),
+            "volumes": podman.volumes(self.plan.stack),
         }
 
 

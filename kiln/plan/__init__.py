@@ -25,6 +25,14 @@ from kiln.plan.model import PLAN_SCHEMA, AcceptanceTarget, LustreTarget, Plan, S
 from kiln.plan.monitoring import build_monitoring, monitoring_targets
 from kiln.plan.objectstore import build_objectstore
 from kiln.plan.quotas import build_quota_defaults
+from kiln.plan.settings import (
+    build_compute_pools,
+    build_inventory,
+    build_kubernetes,
+    build_lustre,
+    build_networks,
+    build_rdma,
+)
 from kiln.plan.sizing import build_sizing
 from kiln.plan.targets import build_targets
 from kiln.plan.topology import build_groups, build_hosts, build_routes, build_target_map, lnet_nets
@@ -160,4 +168,10 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
         warnings=warnings,
         dataflow=dataflow,
         quota_defaults=quota_defaults,
+        networks=build_networks(spec),
+        inventory=build_inventory(spec),
+        rdma=build_rdma(spec),
+        lustre=build_lustre(spec, lustre_targets),
+        compute_pools=build_compute_pools(spec),
+        kubernetes=build_kubernetes(spec),
     )

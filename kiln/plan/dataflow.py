@@ -14,6 +14,7 @@ import posixpath
 
 from kiln import knowledge
 from kiln.lustre.lustre_common import parse_size
+from kiln.plan.groups import pool_group
 from kiln.plan.model import (
     AcceptanceTarget,
     CheckpointFlowPlan,
@@ -250,7 +251,7 @@ def build_dataflow(
         *(() if ck is None else (_checkpoint_why(ck),)),
     )
     plan = DataflowPlan(
-        engine=ENGINE, mover_hosts=movers, mover_group=f"kiln_pool_{pools[0].replace('-', '_')}",
+        engine=ENGINE, mover_hosts=movers, mover_group=pool_group(pools[0]),
         host_GBps=host_GBps, stream_GBps=stream, concurrency=concurrency, part_size_MiB=part,
         multipart_cutoff_MiB=part, poll_s=df.movers.poll_s, lake_get_GBps=get, lake_put_GBps=put, stage_GBps=stage,
         stage_bottleneck=stage_bn, dataset_bytes=ds_bytes, stage_in_s=ds_bytes / (stage * 1e9),
@@ -420,7 +421,7 @@ def model_targets(plan: DataflowPlan) -> list[AcceptanceTarget]:
             fail=FLOORS["model_distribution"] if m.fanout == "relay" else float(m.receivers),
             why=f"{m.receivers} receivers of pool {m.pool} ({m.fanout}): the lake serves "
             f"{m.lake_bytes_factor:g}× the model's bytes",
-            scope="aggregate", higher_is_better=False, group=f"kiln_pool_{m.pool.replace('-', '_')}",
+            scope="aggregate", higher_is_better=False, group=pool_group(m.pool),
             requires=("objectstore",),
         )
         for m in plan.models

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from kiln.spec.errors import SpecIssue
 from kiln.spec.models import Acceptance
@@ -384,6 +384,85 @@ class DataflowPlan:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class NetworksPlan:
+    """The environment's subnets (spec `networks`): host interfaces, firewall sources, the lab's networks."""
+
+    management: str  # CIDR
+    storage: str  # CIDR: storage NICs, LNet NIDs, the object store
+    roce_rails: str | None  # CIDR of the RoCE compute rails' addresses; None without RoCE rails
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InventoryPlan:
+    """How Ansible reaches the hosts (spec `inventory`)."""
+
+    connection: Literal["ssh", "podman"]
+    address_by: Literal["management_ip", "hostname"]
+    ansible_user: str | None  # None: Ansible's default user
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RdmaPlan:
+    """Link settings the rdma role applies to storage and rail interfaces."""
+
+    mtu: int  # fabric.mtu: RoCE (Ethernet) interfaces
+    ipoib_mtu: int  # InfiniBand: IPoIB interfaces, the fabric MTU less the IPoIB header
+    roce_dscp: int  # DSCP of RoCE traffic (fabric.roce_dscp)
+    roce_tos: int  # its IP traffic-class byte: the DSCP in the upper six bits, ECT(0) in the ECN bits
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FencingPlan:
+    """How Pacemaker powers off a failed server of a failover pair (spec lustre.ha.fencing); no secret."""
+
+    agent: str
+    address: str | None  # BMC address; {host} stands for the server name
+    username: str | None
+    options: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LustrePlan:
+    """Lustre settings the servers, their HA and the node health checks apply as the spec gives them."""
+
+    backend: Literal["ldiskfs", "zfs"]
+    failover: Literal["none", "pairs"]
+    fencing: FencingPlan | None  # failover pairs: None only where the spec names none
+    scheduler: Literal["slurm", "kubernetes", "none"]  # who drains a node the health check takes out
+    ost_capacity_TB: float  # raw: the target map's OSTs × drives per OST × drive capacity
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ComputePoolPlan:
+    """One compute pool as its nodes' group, GPU and NCCL settings, acceptance Jobs and lab volumes need it."""
+
+    name: str
+    nodes: int
+    gpus_per_node: int  # 0: a storage-only client pool
+    gpu_model: str | None
+    gpu_nvswitch: bool
+    ram_GiB: int
+    topology_file: str | None  # NCCL topology XML on the node
+    local_nvme_mount: str | None  # where the local NVMe scratch is mounted; None without one
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KubernetesPlan:
+    """Namespaces and cluster settings of the Kubernetes side (spec `kubernetes`)."""
+
+    gpu_node_label: str
+    system_namespace: str
+    storage_namespace: str
+    training_namespace: str
+    health_namespace: str
+    models_namespace: str
+    storage_class: str  # "": the cluster's default StorageClass
+    # The stack's spec as JSON data (fields as the stack file sets them), less the fields that look like
+    # credentials: the stack file the in-cluster data mover loads.
+    mover_spec: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Plan:
     schema: str
     stack: str
@@ -411,6 +490,14 @@ class Plan:
     warnings: tuple[SpecIssue, ...] = field(default=())  # issues of severity warning
     dataflow: DataflowPlan | None = None  # lake <-> fast tier data flow (kiln.plan.dataflow)
     quota_defaults: tuple[QuotaDefault, ...] = ()  # lfs setquota -U/-G/-P (lustre.quotas.defaults)
+    # What the adapters (inventory, firewall, manifests, lab, verify) take as the spec gives it: their only input
+    # is the plan (kiln/plan/settings.py builds these).
+    networks: NetworksPlan
+    inventory: InventoryPlan
+    rdma: RdmaPlan
+    lustre: LustrePlan
+    compute_pools: tuple[ComputePoolPlan, ...]
+    kubernetes: KubernetesPlan
 
     def host(self, name: str) -> Host:
         for h in self.hosts:
@@ -424,6 +511,16 @@ class Plan:
         side = {"compute": "clients", "mgs": "servers", "mds": "servers", "oss": "servers"}.get(host.role)
         own = {nid.split("@", 1)[1] for nid in host.nids}
         return tuple(r for r in self.lnet_routes if r.side == side and r.via in own and r.net not in own)
+
+    def compute_pool(self, name: str) -> ComputePoolPlan:
+        for p in self.compute_pools:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    def local_nvme_mount(self, pool: str | None) -> str | None:
+        """Where a compute pool's local NVMe scratch is mounted; None for a pool without one (or no pool)."""
+        return next((p.local_nvme_mount for p in self.compute_pools if p.name == pool), None)
 
     def tunable(self, tid: str) -> Tunable:
         for t in self.tunables:

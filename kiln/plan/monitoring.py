@@ -21,30 +21,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from kiln import knowledge
+from kiln.plan.groups import COMPUTE, LUSTRE_MDS, LUSTRE_MGS
 from kiln.plan.model import AcceptanceTarget, Host, LustreTarget, ObjectStorePlan, Tunable
 from kiln.plan.tuning import is_namespaced_sysctl
 from kiln.spec.errors import SpecIssue, suggest
 from kiln.spec.models import ClusterSpec, Monitoring
 
 Severity = Literal["critical", "warning"]
-
-#: Default ports. node_exporter: Debian's prometheus-node-exporter listens on :9100 (its default
-#: --web.listen-address). dcgm-exporter: :9400 (its default --address). Prometheus :9090 and
-#: Alertmanager :9093 are their defaults. The Lustre exporter uses 9169, the port registered for a
-#: Lustre exporter on the Prometheus wiki's "Default port allocations" page. SeaweedFS serves metrics
-#: only where -metricsPort is given (weed/command/{master,volume,filer,s3}.go, default 0 = off):
-#: the ports below are the kit's choice [kit].
-PORTS: dict[str, int] = {
-    "prometheus": 9090,
-    "alertmanager": 9093,
-    "node": 9100,
-    "dcgm": 9400,
-    "lustre": 9169,
-    "seaweedfs-master": 9327,
-    "seaweedfs-volume": 9325,
-    "seaweedfs-filer": 9326,
-    "seaweedfs-s3": 9328,
-}
 
 RUNBOOK = "docs/runbooks/monitoring.md"
 
@@ -216,7 +200,7 @@ def default_hosts(hosts: tuple[Host, ...]) -> tuple[str, ...]:
     for h in hosts:
         if h.role == "objectstore":
             return (h.name,)
-    for group in ("kiln_lustre_mds", "kiln_lustre_mgs"):
+    for group in (LUSTRE_MDS, LUSTRE_MGS):
         for h in hosts:
             if group in h.groups:
                 return (h.name,)
@@ -225,6 +209,7 @@ def default_hosts(hosts: tuple[Host, ...]) -> tuple[str, ...]:
 
 def _scrape_targets(hosts: tuple[Host, ...], monitors: tuple[str, ...], os_: ObjectStorePlan) -> list[ScrapeTarget]:
     out: list[ScrapeTarget] = []
+    ports = knowledge.load().ports.metrics.by_job()  # kiln/knowledge/ports.yaml
 
     def add(job: str, h: Host) -> None:
         labels = {"host": h.name, "role": h.role}
@@ -235,7 +220,7 @@ def _scrape_targets(hosts: tuple[Host, ...], monitors: tuple[str, ...], os_: Obj
             # SeaweedFS 3.39 serves -metricsPort on its -ip.bind address (weed/command/volume.go and the
             # others: StartMetricsServer(*v.bindIp, ...)); roles/objectstore binds the first storage address
             address = next((n.address for n in h.nics if n.role == "storage" and n.address), address)
-        out.append(ScrapeTarget(job=job, host=h.name, address=f"{address}:{PORTS[job]}", labels=labels))
+        out.append(ScrapeTarget(job=job, host=h.name, address=f"{address}:{ports[job]}", labels=labels))
 
     by_name = {h.name: h for h in hosts}
     for name in monitors:
@@ -865,7 +850,7 @@ def monitoring_targets(m: MonitoringPlan) -> list[AcceptanceTarget]:
     for check, why in HEALTH_CHECKS.items():
         out.append(AcceptanceTarget(
             check=check, metric="faults", unit="count", expected=0, warn=0, fail=0, why=f"kiln-health: {why}",
-            scope="host", higher_is_better=False, group="kiln_compute",
+            scope="host", higher_is_better=False, group=COMPUTE,
         ))
     return out
 

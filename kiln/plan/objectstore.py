@@ -67,7 +67,7 @@ def build_objectstore(spec: ClusterSpec, hosts: tuple[Host, ...]) -> tuple[Objec
                 "add nodes or disks, or lower capacity_TB",
             )
         )
-    port = seaweedfs().s3_port.value
+    port = knowledge.load().ports.seaweedfs.s3.value
     # The gateway listens on the storage network; the endpoint names that address, not a host name
     # that may resolve to the management network.
     storage = next((n.address for n in servers[0].nics if n.role == "storage" and n.address), names[0])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kiln import knowledge
+from kiln.plan.groups import COMPUTE, LUSTRE_CLIENTS, OBJECTSTORE, pool_group
 from kiln.plan.model import AcceptanceTarget, Scope, Sizing
 from kiln.plan.sizing import lnet_factor, objectstore_rates, routed_only, router_link
 from kiln.spec import catalog
@@ -10,36 +11,36 @@ from kiln.spec.models import ClusterSpec, ComputePool
 
 # Conformance checks compare state with the plan; their metric is the number of mismatches.
 CONFORMANCE = {
-    "conformance.lnet": ("lustre", "kiln_lustre_clients", "LNet networks and NIDs on every host match the plan"),
+    "conformance.lnet": ("lustre", LUSTRE_CLIENTS, "LNet networks and NIDs on every host match the plan"),
     "conformance.lustre_tunables": (
         "lustre",
-        "kiln_lustre_clients",
+        LUSTRE_CLIENTS,
         "every planned Lustre tunable reads back with its value",
     ),
     "conformance.lustre_mounts": (
         "lustre",
-        "kiln_lustre_clients",
+        LUSTRE_CLIENTS,
         "the filesystem is mounted with the planned options",
     ),
-    "conformance.lustre_layouts": ("lustre", "kiln_lustre_clients", "directory layouts (lfs getstripe) match the plan"),
+    "conformance.lustre_layouts": ("lustre", LUSTRE_CLIENTS, "directory layouts (lfs getstripe) match the plan"),
     "conformance.lustre_quotas": (
         "lustre",
-        "kiln_lustre_clients",
+        LUSTRE_CLIENTS,
         "the default user, group and project quotas (lfs quota -U/-G/-P) match the plan",
     ),
-    "conformance.nccl_conf": ("", "kiln_compute", "/etc/nccl.conf holds the plan's NCCL environment"),
-    "conformance.rdma_ports": ("rdma", "kiln_compute", "every RDMA port is ACTIVE at the NIC's rate"),
-    "conformance.gpus": ("gpu", "kiln_compute", "the planned GPUs are present with persistence mode on"),
+    "conformance.nccl_conf": ("", COMPUTE, "/etc/nccl.conf holds the plan's NCCL environment"),
+    "conformance.rdma_ports": ("rdma", COMPUTE, "every RDMA port is ACTIVE at the NIC's rate"),
+    "conformance.gpus": ("gpu", COMPUTE, "the planned GPUs are present with persistence mode on"),
     "conformance.objectstore_services": (
         "objectstore",
-        "kiln_objectstore",
+        OBJECTSTORE,
         "SeaweedFS master, volume, filer and S3 run",
     ),
-    "conformance.objectstore_buckets": ("objectstore", "kiln_objectstore", "the plan's buckets exist"),
+    "conformance.objectstore_buckets": ("objectstore", OBJECTSTORE, "the plan's buckets exist"),
     "conformance.sysctls": ("", "all", "the kit's sysctls read back with their planned values"),
     "security.objectstore_exposure": (
         "objectstore",
-        "kiln_compute",
+        COMPUTE,
         "a compute host reaches the S3 gateway and not the SeaweedFS master, volume or filer ports",
     ),
 }
@@ -182,7 +183,7 @@ def pool_targets(spec: ClusterSpec) -> list[AcceptanceTarget]:
     for pool in spec.compute.pools:
         if pool.gpu is None or pool.compute_rails is None:
             continue
-        group = f"kiln_pool_{pool.name.replace('-', '_')}"
+        group = pool_group(pool.name)
         out += fabric_targets(spec, pool, group) + gpu_targets(spec, pool, group)
         out += local_nvme_targets(spec, pool, group)
     return out
@@ -196,7 +197,7 @@ def network_targets(spec: ClusterSpec) -> list[AcceptanceTarget]:
         expected=storage_nic.link_Gbps * knowledge.load().factor("tcp_payload"),
         why=f"one storage NIC ({storage_nic.name}, {storage_nic.link_Gbps:g} Gb/s) × tcp_payload; iperf3 between host "
         "pairs on the storage network",
-        scope="pair", group="kiln_compute",
+        scope="pair", group=COMPUTE,
     )]
 
 
@@ -214,12 +215,12 @@ def lustre_bandwidth_targets(spec: ClusterSpec, sizing: Sizing) -> list[Acceptan
                 spec, check=f"storage.fio_lustre_{op}", metric="bw", unit="GB/s", expected=single,
                 why=f"one client alone: min(its storage link × client_single {f_single:g}, its storage "
                 f"NICs × LNet factors, the filesystem's {op} supply)",
-                scope="host", group="kiln_lustre_clients", requires=("lustre",),
+                scope="host", group=LUSTRE_CLIENTS, requires=("lustre",),
             ),
             _perf(
                 spec, check=f"storage.ior_easy_{op}", metric="bw", unit="GB/s", expected=agg,
                 why=f"all clients, file per process: the sizing model's aggregate {op} ({bn} is the bottleneck)",
-                scope="aggregate", group="kiln_lustre_clients", requires=("lustre",),
+                scope="aggregate", group=LUSTRE_CLIENTS, requires=("lustre",),
             ),
         ]
     return out
@@ -245,7 +246,7 @@ def lnet_selftest_target(spec: ClusterSpec) -> AcceptanceTarget:
     return _perf(
         spec, check="storage.lnet_selftest", metric="bw", unit="GB/s", expected=pair_link * f_lnet,
         why=f"one client to one OSS over LNet (lst brw write 1M): {pair_how}",
-        scope="pair", group="kiln_lustre_clients", requires=("lustre",),
+        scope="pair", group=LUSTRE_CLIENTS, requires=("lustre",),
     )
 
 
@@ -255,7 +256,7 @@ def lustre_targets(spec: ClusterSpec, sizing: Sizing) -> list[AcceptanceTarget]:
     mdtest = _perf(
         spec, check="storage.mdtest_create", metric="creates", unit="ops/s", expected=sizing.metadata_create_ops,
         why=f"{spec.lustre.mds.nodes * spec.lustre.mds.mdts.per_node} MDTs × {mdt_source}",
-        scope="aggregate", group="kiln_lustre_clients", requires=("lustre",),
+        scope="aggregate", group=LUSTRE_CLIENTS, requires=("lustre",),
     )
     return [*lustre_bandwidth_targets(spec, sizing), lnet_selftest_target(spec), mdtest]
 
@@ -263,7 +264,7 @@ def lustre_targets(spec: ClusterSpec, sizing: Sizing) -> list[AcceptanceTarget]:
 def objectstore_targets(spec: ClusterSpec) -> list[AcceptanceTarget]:
     """S3 GET and PUT with many streams, at the object store's planned rates."""
     get, put, how = objectstore_rates(spec)
-    group = "kiln_objectstore" if spec.objectstore.backend == "seaweedfs" else "kiln_compute"
+    group = OBJECTSTORE if spec.objectstore.backend == "seaweedfs" else COMPUTE
     return [
         _perf(
             spec, check=f"objectstore.s3_{op}", metric="throughput", unit="GB/s", expected=rate,

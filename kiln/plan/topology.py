@@ -7,10 +7,23 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Literal
 
+from kiln.plan.groups import (
+    COMPUTE,
+    LNET_ROUTERS,
+    LUSTRE_CLIENTS,
+    LUSTRE_MDS,
+    LUSTRE_MGS,
+    LUSTRE_SERVERS,
+    OBJECTSTORE,
+    lustre_group,
+    pool_group,
+    router_group,
+)
 from kiln.plan.model import Host, LnetNet, LnetRoute, LustreTarget, Nic, Role, TargetKind
 from kiln.spec import catalog
-from kiln.spec.checks import rail_devices, router_prefix
+from kiln.spec.checks import rail_devices
 from kiln.spec.models import ClusterSpec, NicGroup, TargetGroup
+from kiln.spec.naming import objectstore_family, pool_family, router_family, server_family
 from kiln.spec.protection import default_drive_base, default_level, ext4_raid_options, zfs_vdevs
 
 
@@ -116,10 +129,6 @@ def _nics(
     return tuple(out)
 
 
-def _width(n: int) -> int:
-    return max(2, len(str(n)))
-
-
 def build_hosts(spec: ClusterSpec) -> tuple[Host, ...]:
     """Every host of the environment, in a stable order: compute pools, MGS, MDS, OSS, LNet routers, object store."""
     mgmt = _Allocator(ipaddress.ip_network(spec.networks.management))
@@ -128,14 +137,13 @@ def build_hosts(spec: ClusterSpec) -> tuple[Host, ...]:
     rails = _Allocator(ipaddress.ip_network(roce)) if roce else None
     hosts: list[Host] = []
     lu = spec.lustre
-    for pool in spec.compute.pools:
-        prefix = pool.hostname_prefix or pool.name
-        width = max(3, len(str(pool.nodes)))
-        pool_groups = ("kiln_compute", f"kiln_pool_{pool.name.replace('-', '_')}", "kiln_lustre_clients")
+    for p, pool in enumerate(spec.compute.pools):
+        names = pool_family(p, pool)
+        pool_groups = (COMPUTE, pool_group(pool.name), LUSTRE_CLIENTS)
         for i in range(1, pool.nodes + 1):
             hosts.append(
                 Host(
-                    name=f"{prefix}{i:0{width}d}",
+                    name=names.name(i),
                     role="compute",
                     pool=pool.name,
                     management_address=mgmt.take(),
@@ -153,33 +161,34 @@ def build_hosts(spec: ClusterSpec) -> tuple[Host, ...]:
             )
     pairs = lu.failover == "pairs"
     if lu.mgs.mode == "standalone":
-        hosts.append(_server(name="mgs01", role="mgs", groups=("kiln_lustre_mgs", "kiln_lustre_servers"), spec=spec,
-                             nics=lu.mds.nics, mgmt=mgmt, stor=stor))
+        mgs = server_family("mgs", 1).name(1)
+        hosts.append(_server(name=mgs, role="mgs", groups=(LUSTRE_MGS, LUSTRE_SERVERS), spec=spec, nics=lu.mds.nics,
+                             mgmt=mgmt, stor=stor))
     colocated = lu.mds.colocated_with_oss
     tiers = (("mds", lu.mds.nodes, lu.mds.nics), ("oss", lu.oss.nodes, lu.oss.nics))
     for role, count, nics in tiers[1:] if colocated else tiers:
-        w = _width(count)
+        names = server_family(role, count)
         for i in range(1, count + 1):
-            groups: tuple[str, ...] = (f"kiln_lustre_{role}", "kiln_lustre_servers")
+            groups: tuple[str, ...] = (lustre_group(role), LUSTRE_SERVERS)
             if colocated and i <= lu.mds.nodes:
                 # MDS and OSS share hosts (lustre.mds.colocated_with_oss): the first mds.nodes OSS run the MDTs too.
-                groups = ("kiln_lustre_mds", *groups)
+                groups = (LUSTRE_MDS, *groups)
             if (role == "mds" or colocated) and i == 1 and lu.mgs.mode == "combined":
-                groups = ("kiln_lustre_mgs", *groups)
+                groups = (LUSTRE_MGS, *groups)
             partner = None
             if pairs:
-                partner = f"{role}{(i + 1 if i % 2 else i - 1):0{w}d}"
-            hosts.append(_server(name=f"{role}{i:0{w}d}", role=role,  # type: ignore[arg-type]
+                partner = names.name(i + 1 if i % 2 else i - 1)
+            hosts.append(_server(name=names.name(i), role=role,  # type: ignore[arg-type]
                                  groups=groups, spec=spec, nics=nics, mgmt=mgmt, stor=stor, partner=partner))
-    for rg in lu.routers:
-        w = _width(rg.count)
-        groups = ("kiln_lnet_routers", f"kiln_lnet_router_{rg.name.replace('-', '_')}")
+    for r, rg in enumerate(lu.routers):
+        names = router_family(r, rg)
+        groups = (LNET_ROUTERS, router_group(rg.name))
         for i in range(1, rg.count + 1):
             client_side = _nics(spec, None, rg.client_nics, stor, nets=[rg.client_net])
             server_side = _nics(spec, None, rg.server_nics, stor, nets=[rg.server_net], start=rg.client_nics.count)
             hosts.append(
                 Host(
-                    name=f"{router_prefix(rg)}{i:0{w}d}",
+                    name=names.name(i),
                     role="router",
                     pool=None,
                     management_address=mgmt.take(),
@@ -189,10 +198,9 @@ def build_hosts(spec: ClusterSpec) -> tuple[Host, ...]:
             )
     os_ = spec.objectstore
     if os_.backend == "seaweedfs" and os_.nics is not None:
-        w = _width(os_.nodes)
-        for i in range(1, os_.nodes + 1):
-            hosts.append(_server(name=f"s3-{i:0{w}d}", role="objectstore", groups=("kiln_objectstore",), spec=spec,
-                                 nics=os_.nics, mgmt=mgmt, stor=stor))
+        for name in objectstore_family(os_.nodes).names():
+            hosts.append(_server(name=name, role="objectstore", groups=(OBJECTSTORE,), spec=spec, nics=os_.nics,
+                                 mgmt=mgmt, stor=stor))
     return tuple(hosts)
 
 
@@ -263,7 +271,7 @@ def build_target_map(
     fs = lu.fsname
     by_name = {h.name: h for h in hosts}
     out: list[LustreTarget] = []
-    mgs_host = next(h for h in hosts if "kiln_lustre_mgs" in h.groups)
+    mgs_host = next(h for h in hosts if LUSTRE_MGS in h.groups)
     mgs_service = _service(by_name, mgs_host)
     # The MGT is small: a mirrored pair of drives (zfs mirror vdev, or md raid1 on ldiskfs) unless the
     # spec names an existing device (an array LUN or zpool/dataset).
@@ -301,7 +309,7 @@ def build_target_map(
     kinds: tuple[tuple[TargetKind, str, TargetGroup], ...] = (("mdt", "mds", lu.mds.mdts), ("ost", "oss", lu.oss.osts))
     for kind, role, group in kinds:
         # By group, not role: with lustre.mds.colocated_with_oss an OSS host is an MDS too.
-        servers = [h for h in hosts if f"kiln_lustre_{role}" in h.groups]
+        servers = [h for h in hosts if lustre_group(role) in h.groups]
         for m, host in enumerate(servers):
             indexes = [m * group.per_node + t for t in range(group.per_node)]
             for idx in indexes:

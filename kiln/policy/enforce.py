@@ -8,7 +8,6 @@ from typing import Any
 
 from kiln.plan.model import Plan
 from kiln.policy.checks import CHECKS
-from kiln.spec.models import ClusterSpec
 
 
 class PolicyViolation(Exception):
@@ -25,13 +24,13 @@ def type_token(obj: dict[str, Any]) -> str:
     return f"kubernetes:{api}:{obj['kind']}"
 
 
-def violations(plan: Plan, spec: ClusterSpec) -> list[str]:
+def violations(plan: Plan) -> list[str]:
     """Every policy violation of the stack's rendered objects, as 'file: Kind namespace/name: [policy] why'."""
     from kiln.render.manifests import build_manifests, policy_config
 
-    config = policy_config(plan, spec)
+    config = policy_config(plan)
     out: list[str] = []
-    for comp in build_manifests(plan, spec):
+    for comp in build_manifests(plan):
         for obj in comp.objects:
             meta = obj.get("metadata", {})
             where = f"{comp.kind.file}: {obj['kind']} {meta.get('namespace', '-')}/{meta.get('name')}"
@@ -40,8 +39,8 @@ def violations(plan: Plan, spec: ClusterSpec) -> list[str]:
     return out
 
 
-def enforce(plan: Plan, spec: ClusterSpec) -> None:
+def enforce(plan: Plan) -> None:
     """PolicyViolation when any rendered object breaks a policy."""
-    found = violations(plan, spec)
+    found = violations(plan)
     if found:
         raise PolicyViolation(found)

@@ -1,6 +1,7 @@
 """Plan → the `firewall` role's rules per host (host_vars firewall_rules): which ports, from which networks.
 
-The role opens nothing by itself; every port comes from here, derived from the plan:
+The role opens nothing by itself; every rule comes from here, derived from the plan, with the port numbers of
+kiln/knowledge/ports.yaml:
 
 - every host: SSH (22) from the management network (Ansible, `kiln verify`);
 - object-store hosts (SeaweedFS deployed by kiln): the S3 port from the storage and management networks
@@ -20,88 +21,67 @@ The role opens nothing by itself; every port comes from here, derived from the p
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+from kiln import knowledge
+from kiln.plan.groups import COMPUTE, LNET_ROUTERS, LUSTRE_CLIENTS, LUSTRE_SERVERS
 from kiln.plan.model import Host, Plan
-from kiln.spec.models import ClusterSpec
-
-SSH_PORT = 22
-LNET_ACCEPTOR_PORT = 988  # lnet module parameter accept_port default (lustre-release lnet/lnet/acceptor.c)
-COMPUTE_GROUP = "kiln_compute"
 
 
-def _rule(name: str, proto: str, ports: list[int | str], sources: list[str], reason: str) -> dict[str, Any]:
-    return {"name": name, "proto": proto, "ports": ports, "sources": sources, "reason": reason}
+def _rule(name: str, proto: str, ports: Sequence[int], sources: list[str], reason: str) -> dict[str, Any]:
+    return {"name": name, "proto": proto, "ports": list(ports), "sources": sources, "reason": reason}
 
 
 def _storage_addresses(h: Host) -> list[str]:
     return [n.address for n in h.nics if n.carries_storage and n.address]
 
 
-def _seaweedfs_ports() -> list[int]:
-    """HTTP and gRPC ports of master, volume and filer (kiln/knowledge/objectstore.yaml seaweedfs, the defaults
-    roles/objectstore also uses)."""
-    from kiln.render.networkpolicy import BACKEND_ROLES, seaweedfs_ports
-
-    ports, grpc = seaweedfs_ports()
-    return [p for role in BACKEND_ROLES for p in (ports[role], ports[role] + grpc)]
-
-
-def filer_grpc_port() -> int:
-    """The SeaweedFS filer's gRPC port: its HTTP port + the gRPC offset (what `weed filer.meta.tail -filer=host:port`
-    dials)."""
-    from kiln.render.networkpolicy import seaweedfs_ports
-
-    ports, grpc = seaweedfs_ports()
-    return ports["filer"] + grpc
-
-
-def firewall_rules(plan: Plan, spec: ClusterSpec, h: Host) -> list[dict[str, Any]]:
+def firewall_rules(plan: Plan, h: Host) -> list[dict[str, Any]]:
     """The `firewall` role's rules for host `h`, in a stable order."""
-    from kiln.verify.checks.base import Options  # the acceptance tools' default ports
-
-    opts = Options()
-    mgmt, storage = spec.networks.management, spec.networks.storage
-    rules = [_rule("ssh", "tcp", [SSH_PORT], [mgmt], "Ansible and kiln verify from the management network")]
+    ports = knowledge.load().ports  # kiln/knowledge/ports.yaml
+    mgmt, storage = plan.networks.management, plan.networks.storage
+    rules = [_rule("ssh", "tcp", [ports.host.ssh.value], [mgmt],
+                   "Ansible and kiln verify from the management network")]
     os_ = plan.objectstore
     if os_.backend == "seaweedfs" and h.name in os_.hosts:
         rules.append(_rule("s3", "tcp", [os_.s3_port], [storage, mgmt], "S3 gateway for clients"))
         peers = sorted({f"{a}/32" for name in os_.hosts for a in _storage_addresses(plan.host(name))})
         if peers:
-            rules.append(_rule("seaweedfs", "tcp", list(_seaweedfs_ports()), peers,
+            rules.append(_rule("seaweedfs", "tcp", ports.seaweedfs.backend(), peers,
                                "SeaweedFS master, volume and filer (HTTP and gRPC): object-store hosts only"))
         subscribers = plan.dataflow.filer_subscribers if plan.dataflow else ()
         sources = sorted({f"{a}/32" for name in subscribers for a in _storage_addresses(plan.host(name))})
         if sources:
-            rules.append(_rule("seaweedfs-filer-subscribe", "tcp", [filer_grpc_port()], sources,
+            rules.append(_rule("seaweedfs-filer-subscribe", "tcp", [ports.seaweedfs.filer_grpc], sources,
                                "model distribution: the filer's metadata subscription (gRPC), to the receivers of "
                                "dataflow.models entries with filer_access only"))
     lustre = {
-        *plan.groups.get("kiln_lustre_servers", ()),
-        *plan.groups.get("kiln_lustre_clients", ()),
-        *plan.groups.get("kiln_lnet_routers", ()),
+        *plan.groups.get(LUSTRE_SERVERS, ()),
+        *plan.groups.get(LUSTRE_CLIENTS, ()),
+        *plan.groups.get(LNET_ROUTERS, ()),
     }
     if any(n.lnd == "tcp" for n in plan.lnet) and h.name in lustre and _storage_addresses(h):
-        rules.append(_rule("lnet", "tcp", [LNET_ACCEPTOR_PORT], [storage], "LNet TCP (socklnd) acceptor"))
-    compute = plan.groups.get(COMPUTE_GROUP, ())
+        rules.append(_rule("lnet", "tcp", [ports.host.lnet_acceptor.value], [storage], "LNet TCP (socklnd) acceptor"))
+    compute = plan.groups.get(COMPUTE, ())
     if h.name in compute and _storage_addresses(h):
-        rules.append(_rule("iperf3", "tcp", [opts.iperf3_port], [storage], "acceptance network.iperf3"))
+        rules.append(_rule("iperf3", "tcp", [ports.acceptance.iperf3.value], [storage], "acceptance network.iperf3"))
     if h.name in compute:
         peers = sorted({f"{plan.host(p).management_address}/32" for p in compute if p != h.name}
                        | {f"{a}/32" for p in compute if p != h.name for a in _storage_addresses(plan.host(p))})
         if peers:
             rules.append(_rule("compute-peers", "tcp", [], peers, "MPI and NCCL bootstrap between compute hosts"))
-        rules.append(_rule("perftest", "tcp", [opts.perftest_port], [mgmt], "acceptance fabric.ib_*_bw exchange"))
-    rules += _monitoring_rules(plan, spec, h)
+        rules.append(_rule("perftest", "tcp", [ports.acceptance.perftest.value], [mgmt],
+                           "acceptance fabric.ib_*_bw exchange"))
+    rules += _monitoring_rules(plan, h)
     return rules
 
 
-def _monitoring_rules(plan: Plan, spec: ClusterSpec, h: Host) -> list[dict[str, Any]]:
+def _monitoring_rules(plan: Plan, h: Host) -> list[dict[str, Any]]:
     """Exporter ports of this host's planned scrape targets, from the Prometheus hosts (their management and
     storage addresses: SeaweedFS serves metrics on its storage address); on a Prometheus host, the Prometheus
     and Alertmanager ports from the management network (operators, Grafana)."""
-    from kiln.plan.monitoring import PORTS
-
+    metrics = knowledge.load().ports.metrics
     m = plan.monitoring
     out = []
     ports = sorted({int(t.address.rsplit(":", 1)[1]) for t in m.scrape_targets
@@ -111,6 +91,6 @@ def _monitoring_rules(plan: Plan, spec: ClusterSpec, h: Host) -> list[dict[str, 
     if ports and sources:
         out.append(_rule("metrics", "tcp", list(ports), sources, "Prometheus scrapes the exporters"))
     if h.name in m.hosts:
-        out.append(_rule("prometheus", "tcp", [PORTS["prometheus"], PORTS["alertmanager"]],
-                         [spec.networks.management], "Prometheus and Alertmanager APIs from the management network"))
+        out.append(_rule("prometheus", "tcp", [metrics.prometheus.value, metrics.alertmanager.value],
+                         [plan.networks.management], "Prometheus and Alertmanager APIs from the management network"))
     return out

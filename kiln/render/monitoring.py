@@ -13,12 +13,12 @@ from typing import Any
 
 import yaml
 
+from kiln import knowledge
 from kiln.plan.model import Plan
 from kiln.plan.monitoring import (
     CASE_KINDS,
     EXPORT_LAG,
     GOOD_SAMPLES,
-    PORTS,
     AlertRule,
     MonitoringPlan,
     PromtoolCase,
@@ -45,6 +45,7 @@ def prometheus_config(plan: Plan) -> dict[str, Any]:
     for t in m.scrape_targets:
         jobs.setdefault(t.job, []).append({"targets": [t.address], "labels": dict(t.labels)})
     addr = {h.name: h.management_address for h in plan.hosts}
+    alertmanager = knowledge.load().ports.metrics.alertmanager.value
     return {
         "global": {
             "scrape_interval": f"{m.scrape_interval_s}s",
@@ -54,7 +55,7 @@ def prometheus_config(plan: Plan) -> dict[str, Any]:
         "rule_files": [RULES_FILE],
         "alerting": {
             "alertmanagers": [
-                {"static_configs": [{"targets": [f"{addr[h]}:{PORTS['alertmanager']}" for h in m.hosts]}]}
+                {"static_configs": [{"targets": [f"{addr[h]}:{alertmanager}" for h in m.hosts]}]}
             ]
         },
         "scrape_configs": [{"job_name": job, "static_configs": cfgs} for job, cfgs in jobs.items()],

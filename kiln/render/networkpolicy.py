@@ -20,18 +20,10 @@ from typing import Any
 
 from kiln import knowledge
 from kiln.plan.model import Plan
-from kiln.spec.models import ClusterSpec
 
 NAME_LABEL = "app.kubernetes.io/name"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set on every namespace by the API server (1.22+)
 BACKEND_ROLES = ("master", "volume", "filer")
-
-
-def seaweedfs_ports() -> tuple[dict[str, int], int]:
-    """SeaweedFS HTTP ports by role and the gRPC offset (kiln/knowledge/objectstore.yaml)."""
-    sw = knowledge.load().seaweedfs
-    ports = {"master": sw.master_port.value, "volume": sw.volume_port.value, "filer": sw.filer_port.value}
-    return ports, sw.grpc_offset.value
 
 
 def _meta(plan: Plan, name: str, namespace: str) -> dict[str, Any]:
@@ -45,16 +37,14 @@ def _names(roles: tuple[str, ...]) -> dict[str, Any]:
                                   "values": [f"seaweedfs-{r}" for r in roles]}]}
 
 
-def network_policies(plan: Plan, spec: ClusterSpec, s3_clients: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+def network_policies(plan: Plan, s3_clients: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """The storage namespace's NetworkPolicies for a SeaweedFS deployed on Kubernetes (none otherwise);
     `s3_clients`: namespaces besides storage and training that reach the S3 gateway (model distribution)."""
     if plan.objectstore.backend != "seaweedfs":
         return []
-    ports, grpc_offset = seaweedfs_ports()
-    storage = spec.kubernetes.storage_namespace
-    training = spec.kubernetes.training_namespace
-    backend_ports = [{"protocol": "TCP", "port": p} for role in BACKEND_ROLES
-                     for p in (ports[role], ports[role] + grpc_offset)]
+    storage = plan.kubernetes.storage_namespace
+    training = plan.kubernetes.training_namespace
+    backend_ports = [{"protocol": "TCP", "port": p} for p in knowledge.load().ports.seaweedfs.backend()]
     backend = {
         "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
         "metadata": _meta(plan, "seaweedfs-backend", storage),

@@ -10,7 +10,8 @@ from kiln.knowledge import NicModel
 from kiln.spec import catalog
 from kiln.spec.checks_dataflow import check_dataflow
 from kiln.spec.errors import SpecIssue, suggest
-from kiln.spec.models import ClusterSpec, ComputePool, Device, LnetRouterGroup, NicGroup
+from kiln.spec.models import ClusterSpec, ComputePool, Device, NicGroup
+from kiln.spec.naming import host_families, pool_prefix
 from kiln.spec.protection import default_drive_base, default_level, level_problem
 from kiln.spec.types import dns_name
 
@@ -140,7 +141,7 @@ def _compute(spec: ClusterSpec) -> Iterator[SpecIssue]:
     seen: dict[str, int] = {}
     for i, pool in enumerate(spec.compute.pools):
         p = f"compute.pools[{i}]"
-        prefix = pool.hostname_prefix or pool.name
+        prefix = pool_prefix(pool)
         if prefix in seen:
             yield SpecIssue(
                 f"{p}.hostname_prefix",
@@ -343,11 +344,6 @@ def _directories(spec: ClusterSpec) -> Iterator[SpecIssue]:
             )
         if d.stripe_count == 0:
             yield SpecIssue(f"{p}.stripe_count", 0, "a stripe count of 0 means 'default'", "drop it, or use ≥ 1 or -1")
-
-
-def router_prefix(group: LnetRouterGroup) -> str:
-    """Host-name prefix of a router group: its hostname_prefix, default <name>-."""
-    return group.hostname_prefix or f"{group.name}-"
 
 
 def _routers(spec: ClusterSpec) -> Iterator[SpecIssue]:
@@ -655,25 +651,9 @@ def _duplicates(spec: ClusterSpec) -> Iterator[SpecIssue]:
 
 
 def _host_names(spec: ClusterSpec) -> Iterator[SpecIssue]:
-    """Generated host names (<prefix><zero-padded number>, kiln.plan.topology) must not collide across pools and
+    """Generated host names (<prefix><zero-padded number>, kiln.spec.naming) must not collide across pools and
     servers: e.g. a pool prefixed `oss` with 100 nodes and 100 OSS servers would both name a host oss100."""
-    lu = spec.lustre
-    # (path, prefix, digits, count); the digit widths are the ones kiln.plan.topology.build_hosts uses.
-    families: list[tuple[str, str, int, int]] = [
-        (f"compute.pools[{i}].hostname_prefix", p.hostname_prefix or p.name, max(3, len(str(p.nodes))), p.nodes)
-        for i, p in enumerate(spec.compute.pools)
-    ]
-    if lu.mgs.mode == "standalone":
-        families.append(("lustre.mgs.mode", "mgs", 2, 1))
-    if not lu.mds.colocated_with_oss:  # colocated MDTs live on OSS hosts: no mds<NN> names
-        families.append(("lustre.mds.nodes", "mds", max(2, len(str(lu.mds.nodes))), lu.mds.nodes))
-    families.append(("lustre.oss.nodes", "oss", max(2, len(str(lu.oss.nodes))), lu.oss.nodes))
-    if spec.objectstore.backend == "seaweedfs":
-        n = spec.objectstore.nodes
-        families.append(("objectstore.nodes", "s3-", max(2, len(str(n))), n))
-    for i, rg in enumerate(lu.routers):
-        width = max(2, len(str(rg.count)))
-        families.append((f"lustre.routers[{i}].hostname_prefix", router_prefix(rg), width, rg.count))
+    families = [(f.path, f.prefix, f.width, f.count) for f in host_families(spec)]
     for a, (path_a, pa, wa, na) in enumerate(families):
         for b, (path_b, pb, wb, nb) in enumerate(families):
             if a == b or (pa == pb and a > b) or not pb.startswith(pa):

@@ -54,7 +54,7 @@ def prepare(stack: str, out_dir: Path, options: Options | None = None, inventory
     if inventory_dir is not None:
         inventory = load_inventory(Path(inventory_dir))
     else:
-        files = render_inventory(plan, spec)
+        files = render_inventory(plan)
         inv_dir = out_dir / "inventory"
         for rel, text in files.items():
             p = inv_dir / rel
@@ -93,8 +93,6 @@ def run_jobs_verify(stack: str, out_dir: Path, options: Options | None = None,
     spec = load_stack(stack, stacks_dir)
     plan = build_plan(spec, source=stack)
     out_dir.mkdir(parents=True, exist_ok=True)
-    run = verify_jobs(
-        stack=plan.stack, plan=plan, spec=spec, out_dir=out_dir, options=options or Options(), from_dir=from_dir
-    )
+    run = verify_jobs(stack=plan.stack, plan=plan, out_dir=out_dir, options=options or Options(), from_dir=from_dir)
     write_report(run)
     return run

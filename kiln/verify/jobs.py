@@ -16,7 +16,6 @@ from pathlib import Path
 from kiln.plan.model import AcceptanceTarget, Plan
 from kiln.render.manifests import JobCheck, acceptance_jobs
 from kiln.render.manifests.acceptance import FIO_BEGIN, FIO_END
-from kiln.spec.models import ClusterSpec
 from kiln.verify.checks.base import Options, Subject
 from kiln.verify.judge import Verdict, judge
 from kiln.verify.parsers import ParseError, parse_fio, parse_nccl_tests, parse_warp
@@ -55,11 +54,11 @@ def _target(plan: Plan, jc: JobCheck) -> AcceptanceTarget:
     return next(t for t in plan.targets if t.check == jc.check and t.group == jc.group)
 
 
-def judge_logs(plan: Plan, spec: ClusterSpec, logs: dict[str, str], cv_limit: float,
+def judge_logs(plan: Plan, logs: dict[str, str], cv_limit: float,
                missing: str = "no saved log") -> list[Result]:
     """One result per check of the plan's acceptance Jobs; `logs` maps the log Job's name to its log."""
     out: list[Result] = []
-    for jc in acceptance_jobs(plan, spec):
+    for jc in acceptance_jobs(plan):
         target = _target(plan, jc)
         subject = Subject(f"job/{jc.log_job}", ())
         log = logs.get(jc.log_job)
@@ -106,19 +105,19 @@ def logs_from_kubectl(namespace: str, names: list[str], timeout_s: int = 120) ->
     return out, "kubectl logs returned nothing"
 
 
-def verify_jobs(stack: str, plan: Plan, spec: ClusterSpec, out_dir: Path, options: Options,
+def verify_jobs(stack: str, plan: Plan, out_dir: Path, options: Options,
                 from_dir: Path | None) -> VerifyRun:
     """Judge the acceptance Jobs' logs (saved in `from_dir`, else read with kubectl) into a VerifyRun."""
     started = time.time()
-    names = sorted({jc.log_job for jc in acceptance_jobs(plan, spec)})
+    names = sorted({jc.log_job for jc in acceptance_jobs(plan)})
     if from_dir is not None:
         logs, missing, source = logs_from_dir(from_dir, names), "no saved log", f"Job logs in {from_dir}"
     else:
-        ns = spec.kubernetes.training_namespace
+        ns = plan.kubernetes.training_namespace
         logs, missing = logs_from_kubectl(ns, names)
         source = f"kubectl logs -n {ns}"
     acceptance = plan.acceptance
-    results = judge_logs(plan, spec, logs, acceptance.cv_limit, missing)
+    results = judge_logs(plan, logs, acceptance.cv_limit, missing)
     raw = out_dir / "raw"
     for name, text in logs.items():
         raw.mkdir(parents=True, exist_ok=True)

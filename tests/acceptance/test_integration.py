@@ -66,7 +66,7 @@ def verify_run(tmp_path_factory: pytest.TempPathFactory) -> Any:
     stack_file = write_stack(tmp)
     spec = load_stack(str(stack_file))
     plan = build_plan(spec, source=str(stack_file))
-    inv = inventory_from_files(render_inventory(plan, spec), "test")
+    inv = inventory_from_files(render_inventory(plan), "test")
     hosts = [TestHost(h, container_name(STACK, h), plan.host(h).management_address, inv.storage_addresses(h)[0])
              for h in HOSTS]
     # what roles/common leaves in a container: the namespaced sysctls (host-global ones belong to the host)

@@ -11,7 +11,7 @@ import pytest
 from kiln.plan import build_plan
 from kiln.policy.enforce import violations
 from kiln.render.manifests import DATAFLOW, GPU_NODE_STACK, LUSTRE_CLIENT, OBJECT_STORE, S3_SECRET_NAME, build_manifests
-from kiln.render.manifests.dataflow import METRICS_PORT, RELAY_SUBDIR, SPEC_CONFIGMAP
+from kiln.render.manifests.dataflow import RELAY_SUBDIR, SPEC_CONFIGMAP, metrics_port
 from kiln.render.manifests.monitoring import HOST_RELABEL
 from kiln.spec import load_stack
 
@@ -21,7 +21,7 @@ STACKS = ["dev", "lab", "prod-h100"]
 def _objects(stack: str) -> tuple[Any, Any, dict[str, list[dict[str, Any]]]]:
     spec = load_stack(stack)
     plan = build_plan(spec, stack)
-    comps = {c.kind: list(c.objects) for c in build_manifests(plan, spec)}
+    comps = {c.kind: list(c.objects) for c in build_manifests(plan)}
     return spec, plan, comps
 
 
@@ -59,7 +59,7 @@ def test_a_scheduled_link_is_a_cronjob_on_its_cron_schedule() -> None:
 
 def test_no_dataflow_section_renders_nothing() -> None:
     spec = load_stack("dev").model_copy(update={"dataflow": None})
-    comps = {c.kind: c.objects for c in build_manifests(build_plan(spec, "dev"), spec)}
+    comps = {c.kind: c.objects for c in build_manifests(build_plan(spec, "dev"))}
     assert comps[DATAFLOW] == ()
 
 
@@ -102,8 +102,8 @@ def test_the_spec_configmap_loads_to_the_same_dataflow_plan(stack: str, tmp_path
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_the_policy_checks_pass(stack: str) -> None:
-    spec, plan, _comps = _objects(stack)
-    assert violations(plan, spec) == []
+    _spec, plan, _comps = _objects(stack)
+    assert violations(plan) == []
 
 
 # ------------------------------------------------------------------------------------- metrics on Kubernetes
@@ -121,8 +121,8 @@ def test_the_mover_deployment_serves_metrics_that_a_servicemonitor_scrapes(stack
     dep = _one(objs, "Deployment", "kiln-datamover")
     ctr = dep["spec"]["template"]["spec"]["containers"][0]
     args = ctr["args"]
-    assert args[0] == "run" and args[args.index("--metrics-port") + 1] == str(METRICS_PORT)
-    assert ctr["ports"] == [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}]
+    assert args[0] == "run" and args[args.index("--metrics-port") + 1] == str(metrics_port())
+    assert ctr["ports"] == [{"name": "metrics", "containerPort": metrics_port(), "protocol": "TCP"}]
     pod_labels = dep["spec"]["template"]["metadata"]["labels"]
     svc = _one(objs, "Service", "kiln-datamover")
     assert svc["metadata"]["namespace"] == spec.kubernetes.training_namespace
@@ -147,7 +147,7 @@ def test_only_prometheus_reaches_the_mover_pod(stack: str) -> None:
     assert pol["spec"]["podSelector"]["matchLabels"].items() <= dep["spec"]["template"]["metadata"]["labels"].items()
     assert pol["spec"]["policyTypes"] == ["Ingress"]
     (rule,) = pol["spec"]["ingress"]
-    assert rule["ports"] == [{"protocol": "TCP", "port": METRICS_PORT}]
+    assert rule["ports"] == [{"protocol": "TCP", "port": metrics_port()}]
     (peer,) = rule["from"]
     assert peer["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": spec.kubernetes.system_namespace}
     assert peer["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "prometheus"}
@@ -157,7 +157,7 @@ def test_stage_jobs_alone_still_get_the_metrics_endpoint() -> None:
     """No continuous link and no checkpoints: the Deployment only serves the stage Jobs' status files."""
     spec = load_stack("dev")
     spec = spec.model_copy(update={"dataflow": spec.dataflow.model_copy(update={"checkpoints": None})})
-    objs = next(c.objects for c in build_manifests(build_plan(spec, "dev"), spec) if c.kind == DATAFLOW)
+    objs = next(c.objects for c in build_manifests(build_plan(spec, "dev")) if c.kind == DATAFLOW)
     assert {o["kind"] for o in objs} >= {"Job", "Deployment", "Service", "ServiceMonitor"}
 
 

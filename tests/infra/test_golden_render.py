@@ -21,7 +21,7 @@ REFRESH = "KILN_UPDATE_GOLDEN=1 .venv/bin/pytest tests/infra -k golden"
 
 def test_golden_dev_render() -> None:
     spec = load_stack("dev")
-    files = render_manifests(build_plan(spec, "dev"), spec)
+    files = render_manifests(build_plan(spec, "dev"))
     if os.environ.get("KILN_UPDATE_GOLDEN") == "1":
         GOLDEN.mkdir(parents=True, exist_ok=True)
         for stale in GOLDEN.glob("*.yaml"):

@@ -50,7 +50,7 @@ def _load(stack: str) -> tuple[ClusterSpec, Plan]:
 @pytest.fixture(scope="module", params=STACKS)
 def built(request: pytest.FixtureRequest) -> tuple[ClusterSpec, Plan, dict[str, tuple[Obj, ...]]]:
     spec, plan = _load(request.param)
-    return spec, plan, {c.kind.module: c.objects for c in build_manifests(plan, spec)}
+    return spec, plan, {c.kind.module: c.objects for c in build_manifests(plan)}
 
 
 def _all(objs: dict[str, tuple[Obj, ...]]) -> list[Obj]:
@@ -59,7 +59,7 @@ def _all(objs: dict[str, tuple[Obj, ...]]) -> list[Obj]:
 
 def _models(spec: ClusterSpec, plan: Plan) -> int:
     """1 where the stack distributes models in their own namespace (Lustre claim and S3 Secret there too)."""
-    return int(models_namespace(Ctx(plan, spec)) is not None)
+    return int(models_namespace(Ctx(plan)) is not None)
 
 
 def _kind(objs: dict[str, tuple[Obj, ...]], kind: str) -> list[Obj]:
@@ -67,14 +67,14 @@ def _kind(objs: dict[str, tuple[Obj, ...]], kind: str) -> list[Obj]:
 
 
 def test_seven_components_in_order_with_type_tokens() -> None:
-    spec, plan = _load("dev")
-    comps = build_manifests(plan, spec)
+    _spec, plan = _load("dev")
+    comps = build_manifests(plan)
     assert [c.kind.token for c in comps] == ["kiln:gpu:GpuNodeStack", "kiln:nccl:NcclConfig",
                                              "kiln:lustre:LustreClient", "kiln:objectstore:ObjectStore",
                                              "kiln:monitoring:Monitoring", "kiln:acceptance:Acceptance",
                                              "kiln:dataflow:DataMover"]
     assert [c.kind for c in comps] == list(COMPONENT_KINDS)
-    assert sorted(render_manifests(plan, spec)) == sorted(k.file for k in COMPONENT_KINDS)
+    assert sorted(render_manifests(plan)) == sorted(k.file for k in COMPONENT_KINDS)
 
 
 def test_builtin_manifests_validate_against_the_stack_kubernetes_schemas(built: Any) -> None:
@@ -200,7 +200,7 @@ def test_lustre_volumes_carry_the_plan_nids_capacity_and_options(built: Any) -> 
     osts = sum(1 for t in plan.lustre_targets if t.kind == "ost")
     tb = osts * spec.lustre.oss.osts.devices_per_target * device_figures(spec.lustre.oss.osts.device).capacity_TB
     nids = ":".join(",".join(server) for server in plan.mgs_nids)
-    inv = load_inventory(render_inventory(plan, spec)["group_vars/kiln_lustre_clients.yml"])
+    inv = load_inventory(render_inventory(plan)["group_vars/kiln_lustre_clients.yml"])
     options = [o for o in inv["lustre_client_mounts"][0]["options"] if o not in ("defaults", "_netdev")]
     paths = {"/"} | {lay.path for lay in plan.layouts}
     for pv in pvs:
@@ -311,7 +311,7 @@ def test_acceptance_runs_the_plan_targets(built: Any) -> None:
     assert [ref for o in objs["acceptance"] for ref in _configmap_key_refs(o)] == []
     assert "awk" not in yaml.safe_dump(list(objs["acceptance"]))
     names = {o["metadata"]["name"] for o in objs["acceptance"] if o["kind"] in ("Job", "MPIJob")}
-    assert names == {jc.job for jc in acceptance_jobs(plan, spec)}
+    assert names == {jc.job for jc in acceptance_jobs(plan)}
     mpijobs = _kind(objs, "MPIJob")
     for pool in spec.compute.pools:
         group = f"kiln_pool_{pool.name}"
@@ -351,9 +351,9 @@ def _configmap_key_refs(value: Any) -> list[str]:
 
 
 def test_rendered_yaml_round_trips_to_the_builder_objects() -> None:
-    spec, plan = _load("prod-h100")
-    files = render_manifests(plan, spec)
-    for comp in build_manifests(plan, spec):
+    _spec, plan = _load("prod-h100")
+    files = render_manifests(plan)
+    for comp in build_manifests(plan):
         text = files[comp.kind.file]
         assert text.startswith(f"# {comp.kind.type_name} ({comp.kind.token}) of stack prod-h100")
         assert list(yaml.safe_load_all(text)) == list(comp.objects)

@@ -16,7 +16,7 @@ from kiln.spec import load_stack
 def _objects(stack: str) -> tuple[object, list[dict]]:  # type: ignore[type-arg]
     spec = load_stack(stack)
     plan = build_plan(spec, stack)
-    comp = next(c for c in build_manifests(plan, spec) if c.kind == MONITORING)
+    comp = next(c for c in build_manifests(plan) if c.kind == MONITORING)
     return plan, list(comp.objects)
 
 

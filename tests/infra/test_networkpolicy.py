@@ -9,7 +9,7 @@ import pytest
 
 from kiln.plan import build_plan
 from kiln.render.manifests import build_manifests
-from kiln.render.manifests.dataflow import METRICS_PORT
+from kiln.render.manifests.dataflow import metrics_port
 from kiln.render.networkpolicy import network_policies
 from kiln.spec import load_stack
 
@@ -54,7 +54,7 @@ def lab() -> tuple[Any, Any, list[dict[str, Any]]]:
     spec = load_stack("lab")
     plan = build_plan(spec, "lab")
     # every NetworkPolicy the stack renders (ObjectStore's and DataMover's), as a cluster would hold them
-    return plan, spec, [o for c in build_manifests(plan, spec) for o in c.objects if o["kind"] == "NetworkPolicy"]
+    return plan, spec, [o for c in build_manifests(plan) for o in c.objects if o["kind"] == "NetworkPolicy"]
 
 
 def test_training_pods_reach_only_the_s3_gateway(lab: Any) -> None:
@@ -82,9 +82,9 @@ def test_seaweedfs_servers_still_reach_each_other(lab: Any) -> None:
 
 def test_policies_are_part_of_the_object_store_component(lab: Any) -> None:
     plan, spec, pols = lab
-    comp = next(c for c in build_manifests(plan, spec) if c.kind.file == "object-store.yaml")
+    comp = next(c for c in build_manifests(plan) if c.kind.file == "object-store.yaml")
     mine = [o for o in comp.objects if o["kind"] == "NetworkPolicy"]
-    assert mine == network_policies(plan, spec, (spec.kubernetes.models_namespace,))
+    assert mine == network_policies(plan, (spec.kubernetes.models_namespace,))
     assert {p["metadata"]["name"] for p in mine} == {"seaweedfs-backend", "seaweedfs-s3-gateway"}
     assert {p["metadata"]["name"] for p in pols} - {p["metadata"]["name"] for p in mine} == {
         "kiln-datamover-metrics", "kiln-models", "seaweedfs-filer-models"}  # component DataMover's
@@ -110,7 +110,7 @@ def test_only_prometheus_reaches_the_mover_metrics_port(lab: Any) -> None:
     tr, system = spec.kubernetes.training_namespace, spec.kubernetes.system_namespace
     mover = {"app.kubernetes.io/name": "kiln-datamover"}
     prometheus = {"app.kubernetes.io/name": "prometheus"}
-    assert allowed(pols, system, prometheus, tr, mover, METRICS_PORT)
-    assert not allowed(pols, tr, {"app": "trainer"}, tr, mover, METRICS_PORT)
-    assert not allowed(pols, system, {"app.kubernetes.io/name": "grafana"}, tr, mover, METRICS_PORT)
+    assert allowed(pols, system, prometheus, tr, mover, metrics_port())
+    assert not allowed(pols, tr, {"app": "trainer"}, tr, mover, metrics_port())
+    assert not allowed(pols, system, {"app.kubernetes.io/name": "grafana"}, tr, mover, metrics_port())
     assert not allowed(pols, system, prometheus, tr, mover, 8080)

@@ -127,9 +127,9 @@ def _type_token(obj: dict[str, Any]) -> str:
 def test_every_rendered_object_passes_the_policies(stack: str) -> None:
     spec = load_stack(stack)
     plan = build_plan(spec, stack)
-    config = policy_config(plan, spec)
+    config = policy_config(plan)
     assert set(config) == set(P.CHECKS)
-    for comp in build_manifests(plan, spec):
+    for comp in build_manifests(plan):
         for obj in comp.objects:
             for name, check in P.CHECKS.items():
                 assert check(_type_token(obj), obj, config[name]) == [], (stack, obj["metadata"]["name"])
@@ -139,7 +139,7 @@ def test_every_program_resource_passes_the_policies(runs: dict[str, Run]) -> Non
     """As the policy pack sees them in `pulumi preview`: the recorded inputs (secrets unwrapped)."""
     for stack, run in runs.items():
         spec = load_stack(stack)
-        config = policy_config(build_plan(spec, stack), spec)
+        config = policy_config(build_plan(spec, stack))
         for rec in run.records:
             props = _unwrap(rec.inputs)
             for name, check in P.CHECKS.items():
@@ -149,8 +149,8 @@ def test_every_program_resource_passes_the_policies(runs: dict[str, Run]) -> Non
 def test_the_policies_catch_a_leaked_secret_and_a_railless_gpu_pod() -> None:
     spec = load_stack("dev")
     plan = build_plan(spec, "dev")
-    config = policy_config(plan, spec)
-    objs = {o["metadata"]["name"]: o for c in build_manifests(plan, spec) for o in c.objects}
+    config = policy_config(plan)
+    objs = {o["metadata"]["name"]: o for c in build_manifests(plan) for o in c.objects}
     leaked = copy.deepcopy(objs["kiln-s3-endpoint"])
     leaked["data"]["AWS_SECRET_ACCESS_KEY"] = SECRET
     assert P.check_configmap_secrets(CM, leaked, config["kiln-no-secrets-in-configmaps"])
@@ -231,8 +231,8 @@ def _health_ds() -> tuple[dict[str, Any], dict[str, Any]]:
     """The dev stack's rendered kiln-health DaemonSet and its kiln-pod-security config."""
     spec = load_stack("dev")
     plan = build_plan(spec, "dev")
-    objs = {(o["kind"], o["metadata"]["name"]): o for c in build_manifests(plan, spec) for o in c.objects}
-    return copy.deepcopy(objs[("DaemonSet", "kiln-health")]), policy_config(plan, spec)["kiln-pod-security"]
+    objs = {(o["kind"], o["metadata"]["name"]): o for c in build_manifests(plan) for o in c.objects}
+    return copy.deepcopy(objs[("DaemonSet", "kiln-health")]), policy_config(plan)["kiln-pod-security"]
 
 
 def test_the_health_namespace_allows_exactly_read_only_proc_and_sys() -> None:
@@ -275,8 +275,8 @@ def test_render_runs_the_policy_pack_and_writes_nothing_on_violations(
 
     real = manifests.build_manifests
 
-    def with_bad_pod(plan: Any, spec: Any) -> Any:
-        comps = list(real(plan, spec))
+    def with_bad_pod(plan: Any) -> Any:
+        comps = list(real(plan))
         bad = job("training")
         bad.update(apiVersion="batch/v1", kind="Job")
         _pod(bad)["hostNetwork"] = True
@@ -303,9 +303,9 @@ DS = "kubernetes:apps/v1:DaemonSet"
 def _models_daemonset() -> tuple[dict[str, Any], dict[str, Any], str]:
     spec = load_stack("prod-h100")
     plan = build_plan(spec, "prod-h100")
-    (ds,) = [o for c in build_manifests(plan, spec) for o in c.objects
+    (ds,) = [o for c in build_manifests(plan) for o in c.objects
              if o["kind"] == "DaemonSet" and o["metadata"]["namespace"] == spec.kubernetes.models_namespace]
-    return ds, policy_config(plan, spec)["kiln-pod-security"], spec.kubernetes.models_namespace
+    return ds, policy_config(plan)["kiln-pod-security"], spec.kubernetes.models_namespace
 
 
 def test_the_models_namespace_may_mount_exactly_the_planned_receiver_directory() -> None:

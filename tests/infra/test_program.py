@@ -44,7 +44,7 @@ def _type_token(obj: dict[str, Any]) -> str:
 def _expected(stack: str) -> tuple[Any, dict[str, tuple[dict[str, Any], ...]]]:
     spec = validate(stack_data(stack), stack)
     plan = build_plan(spec, stack)
-    return (spec, plan), {c.kind.module: c.objects for c in build_manifests(plan, spec)}
+    return (spec, plan), {c.kind.module: c.objects for c in build_manifests(plan)}
 
 
 def _norm(value: Any) -> Any:
@@ -125,9 +125,9 @@ def test_one_rdma_resource_per_rail(run: Run) -> None:
 
 
 def test_persistent_volumes_carry_plan_capacity_and_nids(run: Run) -> None:
-    (spec, plan), objs = _expected(run.stack)
+    (_, plan), objs = _expected(run.stack)
     pvs = [r for r in run.records if r.type == "kubernetes:core/v1:PersistentVolume"]
-    models = models_namespace(Ctx(plan, spec)) is not None  # the root again, for the models namespace
+    models = models_namespace(Ctx(plan)) is not None  # the root again, for the models namespace
     assert len(pvs) == len(plan.layouts) + 1 + models
     want = {o["metadata"]["name"]: o["spec"]["capacity"]["storage"] for o in (*objs["lustre"], *objs["dataflow"])
             if o["kind"] == "PersistentVolume"}
@@ -142,8 +142,8 @@ def test_persistent_volumes_carry_plan_capacity_and_nids(run: Run) -> None:
 def test_secrets_are_secret_and_never_plaintext(run: Run) -> None:
     secrets = [r for r in run.records if r.type == "kubernetes:core/v1:Secret"]
     seaweedfs = run.result is not None and run.result.plan.objectstore.backend == "seaweedfs"
-    (spec, plan), _ = _expected(run.stack)
-    assert len(secrets) == 2 + (models_namespace(Ctx(plan, spec)) is not None) + 2 * seaweedfs
+    (_, plan), _ = _expected(run.stack)
+    assert len(secrets) == 2 + (models_namespace(Ctx(plan)) is not None) + 2 * seaweedfs
     for rec in secrets:
         assert rpc.is_rpc_secret(rec.inputs["stringData"]), rec.name
         data = rpc.unwrap_rpc_secret(rec.inputs["stringData"])
@@ -169,9 +169,9 @@ def test_secrets_are_secret_and_never_plaintext(run: Run) -> None:
 def test_dependencies_order_the_stack(run: Run) -> None:
     gpu = run.component("kiln:gpu:GpuNodeStack")
     namespaces = {r.urn for r in run.by_parent(gpu.urn) if r.type == "kubernetes:core/v1:Namespace"}
-    (spec, plan), _ = _expected(run.stack)
+    (_, plan), _ = _expected(run.stack)
     # system, storage, training, and the models namespace where the stack distributes models by filer events
-    assert len(namespaces) == 3 + (models_namespace(Ctx(plan, spec)) is not None)
+    assert len(namespaces) == 3 + (models_namespace(Ctx(plan)) is not None)
     for rec in run.records:
         if rec.custom and rec.type != "kubernetes:core/v1:Namespace":
             assert namespaces <= set(rec.dependencies), rec.name
@@ -197,12 +197,12 @@ def test_dependencies_order_the_stack(run: Run) -> None:
 
 
 def test_stack_outputs(run: Run) -> None:
-    (spec, plan), _ = _expected(run.stack)
+    (_, plan), _ = _expected(run.stack)
     assert run.result is not None
     out = run.result.outputs
-    assert out["endpoints"]["s3"] == s3_endpoint(plan, spec)
+    assert out["endpoints"]["s3"] == s3_endpoint(plan)
     assert out["endpoints"]["lustre_mgs"] == ":".join(",".join(s) for s in plan.mgs_nids)
-    assert out["inventory"] == render_inventory(plan, spec)
+    assert out["inventory"] == render_inventory(plan)
     assert out["plan"]["bottleneck"] == {"read": plan.sizing.read_bottleneck, "write": plan.sizing.write_bottleneck}
     assert out["plan"]["targets"] == [target_dict(t) for t in plan.targets]
     compute = [h.name for h in plan.hosts if h.role == "compute"]

@@ -61,7 +61,7 @@ def test_pulumi_preview_with_the_policy_pack(tmp_path: Path, stack: str) -> None
     assert "kiln-cli-test-secret" not in (proj / "stacks" / f"Pulumi.{stack}.yaml").read_text()
     spec = load_stack(stack)
     cfg = tmp_path / "policy-config.json"
-    cfg.write_text(json.dumps(policy_config(build_plan(spec, stack), spec)))
+    cfg.write_text(json.dumps(policy_config(build_plan(spec, stack))))
     r = _pulumi(proj, env, "preview", "--stack", stack, "--policy-pack", str(proj / "policy"),
                 "--policy-pack-config", str(cfg))
     assert r.returncode == 0, r.stdout + r.stderr

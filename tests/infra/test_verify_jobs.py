@@ -34,14 +34,13 @@ def job_dir(tmp_path: Path) -> Path:
 
 
 def _dev():  # type: ignore[no-untyped-def]
-    spec = load_stack("dev")
-    return spec, build_plan(spec, "dev")
+    return build_plan(load_stack("dev"), "dev")
 
 
 def test_the_fio_job_log_is_judged_against_the_plan_targets(job_dir: Path) -> None:
-    spec, plan = _dev()
-    names = [jc.log_job for jc in acceptance_jobs(plan, spec)]
-    results = {r.check: r for r in judge_logs(plan, spec, logs_from_dir(job_dir, names), cv_limit=0.1)}
+    plan = _dev()
+    names = [jc.log_job for jc in acceptance_jobs(plan)]
+    results = {r.check: r for r in judge_logs(plan, logs_from_dir(job_dir, names), cv_limit=0.1)}
     log = FIO_LOG.read_text()
     for op in ("write", "read"):
         r = results[f"storage.fio_lustre_{op}"]
@@ -52,9 +51,9 @@ def test_the_fio_job_log_is_judged_against_the_plan_targets(job_dir: Path) -> No
 
 
 def test_nccl_and_warp_logs_use_the_same_figures_as_the_host_checks(job_dir: Path) -> None:
-    spec, plan = _dev()
-    names = [jc.log_job for jc in acceptance_jobs(plan, spec)]
-    results = {r.check: r for r in judge_logs(plan, spec, logs_from_dir(job_dir, names), cv_limit=0.1)}
+    plan = _dev()
+    names = [jc.log_job for jc in acceptance_jobs(plan)]
+    results = {r.check: r for r in judge_logs(plan, logs_from_dir(job_dir, names), cv_limit=0.1)}
     intra = results["fabric.nccl_allreduce_intra"]
     assert intra.samples == [parse_nccl_tests(NCCL_LOG.read_text()).busbw_GBps]
     assert intra.verdict is verdict_for(intra.target, intra.samples[0])
@@ -65,9 +64,9 @@ def test_nccl_and_warp_logs_use_the_same_figures_as_the_host_checks(job_dir: Pat
 
 
 def test_a_broken_log_is_an_error_not_a_pass(tmp_path: Path) -> None:
-    spec, plan = _dev()
+    plan = _dev()
     (tmp_path / "kiln-fio-lustre.log").write_text("kiln: begin fio-write\nfio: pid=12, err=28/file:io_u.c\n")
-    results = judge_logs(plan, spec, logs_from_dir(tmp_path, ["kiln-fio-lustre"]), cv_limit=0.1)
+    results = judge_logs(plan, logs_from_dir(tmp_path, ["kiln-fio-lustre"]), cv_limit=0.1)
     fio = [r for r in results if r.check.startswith("storage.fio_lustre")]
     assert {r.verdict for r in fio} == {Verdict.ERROR}
     with pytest.raises(ParseError):
@@ -78,8 +77,8 @@ def test_kubernetes_without_kubectl_is_not_applicable(monkeypatch: pytest.Monkey
     monkeypatch.setenv("PATH", "/nonexistent")
     logs, reason = logs_from_kubectl("kiln-training", ["kiln-fio-lustre"])
     assert logs == {} and "kubectl is not installed" in reason
-    spec, plan = _dev()
-    results = judge_logs(plan, spec, logs, 0.1, reason)
+    plan = _dev()
+    results = judge_logs(plan, logs, 0.1, reason)
     assert results and all(r.verdict is Verdict.NOT_APPLICABLE for r in results)
     assert all("not applicable on this host: kubectl is not installed" in r.message for r in results)
 
@@ -88,7 +87,7 @@ def test_from_jobs_writes_the_usual_report(job_dir: Path, tmp_path: Path) -> Non
     out = tmp_path / "report"
     run = run_jobs_verify("dev", out, from_dir=job_dir)
     report = json.loads((out / "report.json").read_text())
-    assert len(report["results"]) == len(run.results) == len(acceptance_jobs(run.plan, load_stack("dev")))
+    assert len(report["results"]) == len(run.results) == len(acceptance_jobs(run.plan))
     assert (out / "raw" / "kiln-fio-lustre.log").read_text() == FIO_LOG.read_text()
     with pytest.raises(FileNotFoundError):
         run_jobs_verify("dev", out, from_dir=tmp_path / "missing")
@@ -97,8 +96,8 @@ def test_from_jobs_writes_the_usual_report(job_dir: Path, tmp_path: Path) -> Non
 @pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed")
 def test_the_rendered_fio_job_script_runs_and_its_log_is_judged(tmp_path: Path) -> None:
     """The fio Job's own script, shrunk (4 MiB per job, 1 MiB blocks) and pointed at a local directory."""
-    spec, plan = _dev()
-    job = next(o for c in build_manifests(plan, spec) for o in c.objects if o["metadata"]["name"] == "kiln-fio-lustre")
+    plan = _dev()
+    job = next(o for c in build_manifests(plan) for o in c.objects if o["metadata"]["name"] == "kiln-fio-lustre")
     script = job["spec"]["template"]["spec"]["containers"][0]["args"][0]
     script = re.sub(r"--size=\d+G", "--size=4M", script).replace("--bs=16M", "--bs=1M")
     script = script.replace("/data/", f"{tmp_path}/").replace("/tmp/fio-", f"{tmp_path}/fio-")
@@ -107,7 +106,7 @@ def test_the_rendered_fio_job_script_runs_and_its_log_is_judged(tmp_path: Path) 
     assert proc.returncode == 0, proc.stderr
     (tmp_path / "logs").mkdir()
     (tmp_path / "logs" / "kiln-fio-lustre.log").write_text(proc.stdout + proc.stderr)
-    results = judge_logs(plan, spec, logs_from_dir(tmp_path / "logs", ["kiln-fio-lustre"]), cv_limit=0.1)
+    results = judge_logs(plan, logs_from_dir(tmp_path / "logs", ["kiln-fio-lustre"]), cv_limit=0.1)
     fio = {r.check: r for r in results if r.check.startswith("storage.fio_lustre")}
     assert set(fio) == {"storage.fio_lustre_write", "storage.fio_lustre_read"}
     for r in fio.values():

@@ -36,7 +36,7 @@ def test_mdts_go_on_oss_hosts_and_no_mds_host_is_generated(stack: Any) -> None:
     assert "kiln_lustre_mgs" in servers["oss01"].groups  # combined MGS on the first MDS, an OSS host
     for t in mdts:  # failover partners are MDS hosts too
         assert t.failover_host is not None and "kiln_lustre_mds" in servers[t.failover_host].groups
-    hv = load_inventory(render_inventory(plan, spec)["host_vars/oss02.yml"])
+    hv = load_inventory(render_inventory(plan)["host_vars/oss02.yml"])
     kinds = sorted({t["name"].split("-")[1][:3] for t in hv["lustre_server_targets"]})
     assert kinds == ["MDT", "OST"]
     assert hv["kiln_failover_partner"] == "oss01"

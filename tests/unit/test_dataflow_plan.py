@@ -276,7 +276,7 @@ def test_inventory_gives_the_datamover_role_its_contract(stack: Any) -> None:
     )
     spec = validate(data, "test")
     plan = build_plan(spec, "test")
-    files = render_inventory(plan, spec)
+    files = render_inventory(plan)
     all_vars = yaml.load(files["group_vars/all/kiln.yml"], Loader=_UnsafeLoader)
     assert all_vars["datamover_hosts"] == list(plan.dataflow.mover_hosts)
     links = {x["name"]: x for x in all_vars["datamover_links"]}
@@ -303,7 +303,7 @@ def test_no_dataflow_section_no_datamover_variables(stack: Any) -> None:
     data = stack("lab")
     del data["dataflow"]
     spec = validate(data, "test")
-    files = render_inventory(build_plan(spec, "test"), spec)
+    files = render_inventory(build_plan(spec, "test"))
     assert "datamover_hosts" not in yaml.load(files["group_vars/all/kiln.yml"], Loader=_UnsafeLoader)
 
 

@@ -128,7 +128,7 @@ def test_inventory_gives_the_partner_standby_units_and_pacemaker_resources() -> 
     from kiln.yamlio import load_inventory
 
     spec = load_stack("prod-h100")
-    files = render_inventory(build_plan(spec), spec)
+    files = render_inventory(build_plan(spec))
     oss01 = load_inventory(files["host_vars/oss01.yml"])
     oss02 = load_inventory(files["host_vars/oss02.yml"])
     standby = {t["name"] for t in oss01["lustre_server_standby_targets"]}

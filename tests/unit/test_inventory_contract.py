@@ -17,7 +17,7 @@ DOC = (Path(__file__).resolve().parents[2] / "docs" / "inventory-contract.md").r
 @pytest.mark.parametrize("name", ["lab", "dev", "prod-h100"])
 def test_rendered_variables_are_documented(name: str) -> None:
     spec = load_stack(name)
-    files = render_inventory(build_plan(spec), spec)
+    files = render_inventory(build_plan(spec))
     for rel, text in files.items():
         if rel == "hosts.yml":
             continue

@@ -20,7 +20,7 @@ def test_every_knowledge_file_loads_into_its_model() -> None:
     assert kb.nics["cx7-ndr400"].link_GBps == 50.0
     assert kb.pcie.rates[5] == 63.0
     assert kb.tuning.lustre["client.osc.max_dirty_mb"].integer("kernel_default_MiB") == 2000
-    assert kb.seaweedfs.s3_port.value == 8333
+    assert kb.ports.seaweedfs.s3.value == 8333
 
 
 def test_every_sourced_entry_names_a_source() -> None:
@@ -29,6 +29,7 @@ def test_every_sourced_entry_names_a_source() -> None:
     entries += [*kb.read_profiles.values(), *kb.tuning.lustre.values(), *kb.tuning.lnet.values()]
     entries += [*kb.tuning.nccl.values(), *kb.tuning.host.sysctls.values(), *kb.tuning.host.others().values()]
     entries += [v for _, v in kb.tuning.layouts] + [v for _, v in kb.tuning.protocol] + [v for _, v in kb.seaweedfs]
+    entries += kb.ports.entries()
     assert len(entries) > 60
     for e in entries:
         assert e.source.strip(), e
@@ -42,7 +43,9 @@ def test_every_sourced_entry_names_a_source() -> None:
         ("efficiency.yaml", "factors", "tcp_payload", "reason"),
         ("workload.yaml", "read_profiles", "llm-text", "source"),
         ("tuning.yaml", "lustre", "client.osc.max_dirty_mb", "source"),
-        ("objectstore.yaml", "seaweedfs", "s3_port", "source"),
+        ("objectstore.yaml", "seaweedfs", "version", "source"),
+        ("ports.yaml", "seaweedfs", "s3", "source"),
+        ("ports.yaml", "acceptance", "iperf3", "reason"),
     ],
 )
 def test_an_entry_without_its_source_or_reason_is_refused(name: str, section: str, key: str, field: str) -> None:

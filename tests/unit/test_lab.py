@@ -25,7 +25,7 @@ def lab_copy(tmp_path: Path, **inventory: object) -> str:
 
 def test_the_lab_stack_is_reached_over_ssh_as_root() -> None:
     lab = Lab.load("lab")
-    assert (lab.spec.inventory.connection, lab.spec.inventory.address_by) == ("ssh", "management_ip")
+    assert (lab.plan.inventory.connection, lab.plan.inventory.address_by) == ("ssh", "management_ip")
 
 
 @pytest.mark.parametrize(

@@ -72,7 +72,7 @@ def test_routes_point_each_side_at_the_routers_nids_on_its_own_network() -> None
 
 
 def test_inventory_carries_routes_routing_and_the_router_group() -> None:
-    files = render_inventory(plan_of(routed()), validate(routed()))
+    files = render_inventory(plan_of(routed()))
     client = load_inventory(files["host_vars/gpu001.yml"])
     assert [r["net"] for r in client["lnet_routes"]] == ["o2ib1", "o2ib1"]
     assert "lnet_routing" not in client
@@ -82,7 +82,7 @@ def test_inventory_carries_routes_routing_and_the_router_group() -> None:
     hosts = yaml.safe_load(files["hosts.yml"])["all"]["children"]
     assert set(hosts["kiln_lnet_routers"]["hosts"]) == {"rtr-01", "rtr-02"}
     # A spec without routers writes no route variables.
-    plain = render_inventory(plan_of(stack_data("dev")), validate(stack_data("dev")))
+    plain = render_inventory(plan_of(stack_data("dev")))
     assert "lnet_routes" not in load_inventory(plain["host_vars/gpu001.yml"])
 
 
@@ -224,5 +224,5 @@ def test_routers_on_a_tcp_fabric_open_the_lnet_acceptor() -> None:
     router = plan.host("rtr-01")
     assert [nid.split("@")[1] for nid in router.nids] == ["tcp0", "tcp1"]
     assert [n.interface for n in router.nics] == ["eth1", "eth2"]
-    rules = {r["name"]: r for r in firewall_rules(plan, spec, router)}
+    rules = {r["name"]: r for r in firewall_rules(plan, router)}
     assert rules["lnet"]["ports"] == [988]

@@ -278,7 +278,7 @@ def test_roce_rails_get_addresses_and_the_inventory_applies_them(stack: Any) -> 
     gpu = plan.hosts[0]
     rails = [n for n in gpu.nics if n.role == "compute"]
     assert rails and all(n.address and n.address.startswith("10.30.") for n in rails)
-    files = render_inventory(plan, spec)
+    files = render_inventory(plan)
     hv = load_inventory(files[f"host_vars/{gpu.name}.yml"])
     by = {i["name"]: i for i in hv["rdma_roce_interfaces"]}
     assert by[rails[0].interface]["address"] == f"{rails[0].address}/16"

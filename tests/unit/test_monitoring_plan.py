@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from kiln import knowledge
 from kiln.cli.common import load
 from kiln.plan import build_plan
-from kiln.plan.monitoring import FAULTS, MOUNT_POINTS_EXCLUDE, OK_HOST, PORTS, sysctl_metric
+from kiln.plan.monitoring import FAULTS, MOUNT_POINTS_EXCLUDE, OK_HOST, sysctl_metric
 from kiln.spec.errors import SpecError
 from kiln.spec.models import ClusterSpec
 
@@ -48,7 +49,7 @@ def test_scrape_targets_follow_the_plan() -> None:
             address = next(n.address for n in h.nics if n.role == "storage")
         else:
             address = h.management_address
-        assert t.address == f"{address}:{PORTS[t.job]}"
+        assert t.address == f"{address}:{knowledge.load().ports.metrics.by_job()[t.job]}"
         assert t.labels["host"] == t.host and t.labels["role"] == plan.host(t.host).role
     assert jobs["node"] == {h.name for h in plan.hosts}
     assert jobs["lustre"] == {"gpu001", "gpu002", "mds01", "oss01", "oss02"}

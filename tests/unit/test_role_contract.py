@@ -47,7 +47,7 @@ UNDECLARED = {
 def render(stack: str) -> dict[str, str]:
     """Relative path → text of the stack's rendered inventory (the one call of the renderer in this module)."""
     spec = load_stack(stack)
-    return render_inventory(build_plan(spec), spec)
+    return render_inventory(build_plan(spec))
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ def test_a_shared_port_is_one_port_for_lnet_and_nccl(stack: Any) -> None:
     assert len(host.nics) == 8  # the eight rails, no extra storage port
     hca = next(t.value for t in plan.tunables if t.param == "NCCL_IB_HCA" and t.pool == "h100")
     assert {"mlx5_0", "mlx5_1"} <= set(str(hca).lstrip("=").split(","))
-    files = render_inventory(plan, spec)
+    files = render_inventory(plan)
     hv = load_inventory(files[f"host_vars/{host.name}.yml"])
     assert [i["interface"] for i in hv["lnet_interfaces"]] == ["ib0", "ib1"]
     assert {d["device"]: d["role"] for d in hv["rdma_expected_devices"]}["mlx5_0"] == "shared"

@@ -51,9 +51,9 @@ def test_a_storage_only_pool_plans_as_lustre_clients(stack: Any) -> None:
 def test_the_pool_renders_without_gpu_work(stack: Any) -> None:
     spec = validate(_with_clients(stack("prod-h100")), "test")
     plan = build_plan(spec, "test")
-    group = load_inventory(render_inventory(plan, spec)["group_vars/kiln_pool_bench.yml"])
+    group = load_inventory(render_inventory(plan)["group_vars/kiln_pool_bench.yml"])
     assert group["gpu_expected_count"] == 0 and group["gpu_peermem"] is False  # the gpu role skips the hosts
-    manifests = "\n".join(render_manifests(plan, spec).values())
+    manifests = "\n".join(render_manifests(plan).values())
     assert "nccl-intra-bench" not in manifests and "nccl-inter-bench" not in manifests
 
 

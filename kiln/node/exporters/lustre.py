@@ -1,5 +1,5 @@
 """kiln's Lustre exporter: target state, space and inodes, RPC and bulk rates, job stats and LNet, for
-Prometheus (port 9169 by default; kiln.plan.monitoring.PORTS).
+Prometheus (port 9169 by default: kiln/knowledge/ports.yaml metrics.lustre; the role copies this file on its own).
 
 Reads what a Lustre 2.15 server or client publishes; the formats are those of lustre-release v2_15_8:
 

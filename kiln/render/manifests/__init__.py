@@ -57,7 +57,6 @@ from kiln.render.manifests.context import (
     mgs_spec,
     node_labels,
     object_role,
-    ost_capacity_TB,
     pool_label,
     pool_rails,
     quantity_GB,
@@ -88,7 +87,6 @@ from kiln.render.manifests.objectstore import (
 )
 from kiln.render.manifests.output import dump_objects, render_files
 from kiln.render.manifests.policy import policy_config
-from kiln.spec.models import ClusterSpec
 from kiln.spec.types import dns_name
 
 # Component kind → builder, in apply order.
@@ -103,15 +101,15 @@ BUILDERS: dict[ComponentKind, Callable[[Ctx], list[Obj]]] = {
 }
 
 
-def build_manifests(plan: Plan, spec: ClusterSpec) -> tuple[Component, ...]:
+def build_manifests(plan: Plan) -> tuple[Component, ...]:
     """Every component's Kubernetes objects, in apply order within each component."""
-    c = Ctx(plan, spec)
+    c = Ctx(plan)
     return tuple(Component(kind, tuple(BUILDERS[kind](c))) for kind in COMPONENT_KINDS)
 
 
-def render_manifests(plan: Plan, spec: ClusterSpec) -> dict[str, str]:
+def render_manifests(plan: Plan) -> dict[str, str]:
     """File name → multi-document YAML, one file per component (for GitOps: Flux, Argo CD, kubectl)."""
-    return render_files(plan, build_manifests(plan, spec))
+    return render_files(plan, build_manifests(plan))
 
 
 __all__ = [
@@ -161,7 +159,6 @@ __all__ = [
     "network_operator_values",
     "node_labels",
     "object_role",
-    "ost_capacity_TB",
     "policy_config",
     "pool_label",
     "pool_rails",

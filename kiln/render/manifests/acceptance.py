@@ -16,6 +16,7 @@ from typing import Any, Literal
 from urllib.parse import urlparse
 
 from kiln.knowledge.kubernetes import kubernetes
+from kiln.plan.groups import LUSTRE_CLIENTS, pool_group
 from kiln.plan.model import AcceptanceTarget, Plan
 from kiln.plan.serialize import target_dict
 from kiln.render.manifests.context import (
@@ -35,7 +36,6 @@ from kiln.render.manifests.context import (
 )
 from kiln.render.manifests.lustre import lustre_claim_name
 from kiln.render.manifests.nccl import nccl_configmap_name
-from kiln.spec.models import ClusterSpec
 from kiln.spec.types import dns_name
 
 CHECK_ANNOTATION = "kiln.io/check"
@@ -64,10 +64,6 @@ def _target(plan: Plan, check: str, group: str | None = None) -> AcceptanceTarge
     return next((t for t in plan.targets if t.check == check and (group is None or t.group == group)), None)
 
 
-def _pool_group(pool: str) -> str:
-    return f"kiln_pool_{pool.replace('-', '_')}"
-
-
 def nccl_intra_name(pool: str) -> str:
     return f"kiln-nccl-intra-{dns_name(pool)}"
 
@@ -83,11 +79,11 @@ def warp_job_name(op: str) -> str:
     return f"kiln-s3-{op}"
 
 
-def acceptance_jobs(plan: Plan, spec: ClusterSpec) -> list[JobCheck]:
+def acceptance_jobs(plan: Plan) -> list[JobCheck]:
     """Every check the acceptance Jobs of this plan measure, in render order."""
     out: list[JobCheck] = []
-    for pool in spec.compute.pools:
-        group = _pool_group(pool.name)
+    for pool in plan.compute_pools:
+        group = pool_group(pool.name)
         intra = _target(plan, "fabric.nccl_allreduce_intra", group)
         if intra is not None and pool.gpus_per_node > 1:
             name = nccl_intra_name(pool.name)
@@ -97,8 +93,8 @@ def acceptance_jobs(plan: Plan, spec: ClusterSpec) -> list[JobCheck]:
             name = nccl_inter_name(pool.name)
             # NOTE: MPI Operator v2beta1 runs the launcher as a batch Job named <MPIJob>-launcher.
             out.append(JobCheck(name, f"{name}-launcher", inter.check, inter.group, "nccl-tests"))
-    write = _target(plan, "storage.fio_lustre_write", "kiln_lustre_clients")
-    read = _target(plan, "storage.fio_lustre_read", "kiln_lustre_clients")
+    write = _target(plan, "storage.fio_lustre_write", LUSTRE_CLIENTS)
+    read = _target(plan, "storage.fio_lustre_read", LUSTRE_CLIENTS)
     if write is not None and read is not None:
         out.append(JobCheck(FIO_JOB, FIO_JOB, write.check, write.group, "fio-write"))
         out.append(JobCheck(FIO_JOB, FIO_JOB, read.check, read.group, "fio-read"))
@@ -227,9 +223,9 @@ def _fio_claim(plan: Plan) -> str:
 def _fio_lustre(c: Ctx, checks: list[JobCheck]) -> Obj:
     """Single-client Lustre write then read (fio); each pass's JSON is printed between FIO_BEGIN/FIO_END lines."""
     a = kubernetes().acceptance
-    pool = c.spec.compute.pools[0]
+    pool = c.plan.compute_pools[0]
     jobs = a.fio_numjobs.value
-    size = max(a.fio_min_size_GiB.value, c.spec.acceptance.fio_size_factor * pool.ram_GiB / jobs)
+    size = max(a.fio_min_size_GiB.value, c.plan.acceptance.fio_size_factor * pool.ram_GiB / jobs)
     common = (f"--directory=/data/kiln-acceptance/$HOSTNAME --numjobs={jobs} --size={int(size)}G "
               f"--bs={a.fio_block_size.value} --ioengine=libaio --direct=0 --output-format=json "
               "--filename_format='kiln.$jobnum'")  # NOTE: the read pass reads the files the write pass wrote
@@ -257,7 +253,7 @@ def warp_bucket(plan: Plan) -> str:
 def _warp(c: Ctx, op: str, jc: JobCheck) -> Obj:
     """S3 PUT or GET throughput (warp --json); the image has no shell, the log is warp's own output."""
     a = kubernetes().acceptance
-    endpoint = urlparse(s3_endpoint(c.plan, c.spec))
+    endpoint = urlparse(s3_endpoint(c.plan))
     tls = endpoint.scheme == "https"
     host = endpoint.netloc if endpoint.port else f"{endpoint.hostname}:{443 if tls else 80}"
     args = [op, f"--bucket={warp_bucket(c.plan)}", f"--duration={a.warp_duration.value}", "--autoterm", "--json",
@@ -275,11 +271,11 @@ def _warp(c: Ctx, op: str, jc: JobCheck) -> Obj:
 
 def acceptance(c: Ctx) -> list[Obj]:
     objs = [_targets_configmap(c)]
-    pools = {p.name: p for p in c.spec.compute.pools}
-    checks = acceptance_jobs(c.plan, c.spec)
+    pools = {p.name: p for p in c.plan.compute_pools}
+    checks = acceptance_jobs(c.plan)
     fio = [jc for jc in checks if jc.tool.startswith("fio-")]
     for jc in checks:
-        pool = next((p for p in pools.values() if jc.group == _pool_group(p.name)), None)
+        pool = next((p for p in pools.values() if jc.group == pool_group(p.name)), None)
         if jc.check == "fabric.nccl_allreduce_intra" and pool is not None:
             objs.append(_nccl_intra(c, pool.name, pool.gpus_per_node, jc))
         elif jc.check == "fabric.nccl_allreduce_inter" and pool is not None:

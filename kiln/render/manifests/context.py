@@ -1,7 +1,7 @@
 """Shared pieces of every component module: component kinds, the build context, object and plan helpers.
 
-Every object is a plain dict (apiVersion, kind, metadata, ...); `Ctx` carries the plan and spec and
-stamps the kit's labels on each object's metadata.
+Every object is a plain dict (apiVersion, kind, metadata, ...); `Ctx` carries the plan (the builders' only
+input) and stamps the kit's labels on each object's metadata.
 """
 
 from __future__ import annotations
@@ -11,9 +11,7 @@ from typing import Any
 
 from kiln.knowledge.kubernetes import kubernetes
 from kiln.plan.model import Host, Plan
-from kiln.plan.sizing import device_figures
 from kiln.render.inventory import lustre_client_mount_options
-from kiln.spec.models import ClusterSpec
 
 Obj = dict[str, Any]
 
@@ -61,19 +59,18 @@ class Component:
 @dataclass(frozen=True, slots=True)
 class Ctx:
     plan: Plan
-    spec: ClusterSpec
 
     @property
     def system(self) -> str:
-        return self.spec.kubernetes.system_namespace
+        return self.plan.kubernetes.system_namespace
 
     @property
     def storage(self) -> str:
-        return self.spec.kubernetes.storage_namespace
+        return self.plan.kubernetes.storage_namespace
 
     @property
     def training(self) -> str:
-        return self.spec.kubernetes.training_namespace
+        return self.plan.kubernetes.training_namespace
 
     def labels(self, component: ComponentKind, extra: dict[str, str] | None = None) -> dict[str, str]:
         base = {"app.kubernetes.io/part-of": "kiln", "kiln.io/stack": self.plan.stack,
@@ -164,17 +161,17 @@ def pool_rails(plan: Plan, pool: str) -> list[tuple[int, str, str | None]]:
     return [(i, n.interface, n.device) for i, n in enumerate(nics)]
 
 
-def rails_per_pool(plan: Plan, spec: ClusterSpec) -> dict[str, int]:
+def rails_per_pool(plan: Plan) -> dict[str, int]:
     """Compute rails with an RDMA resource, per pool (0 on tcp fabrics)."""
     if not rdma_enabled(plan):
-        return {p.name: 0 for p in spec.compute.pools}
-    return {p.name: len(pool_rails(plan, p.name)) for p in spec.compute.pools}
+        return {p.name: 0 for p in plan.compute_pools}
+    return {p.name: len(pool_rails(plan, p.name)) for p in plan.compute_pools}
 
 
-def rail_interfaces(plan: Plan, spec: ClusterSpec) -> dict[int, list[str]]:
+def rail_interfaces(plan: Plan) -> dict[int, list[str]]:
     """Rail index → interface names across pools (a pool may name its rails differently)."""
     out: dict[int, list[str]] = {}
-    for pool in spec.compute.pools:
+    for pool in plan.compute_pools:
         for i, iface, _ in pool_rails(plan, pool.name):
             if iface not in out.setdefault(i, []):
                 out[i].append(iface)
@@ -196,13 +193,6 @@ def mgs_spec(plan: Plan) -> str:
     return ":".join(",".join(server) for server in plan.mgs_nids)
 
 
-def ost_capacity_TB(plan: Plan, spec: ClusterSpec) -> float:
-    """Raw OST capacity: OSTs in the plan's target map × drives per OST × drive capacity."""
-    osts = sum(1 for t in plan.lustre_targets if t.kind == "ost")
-    group = spec.lustre.oss.osts
-    return osts * group.devices_per_target * device_figures(group.device).capacity_TB
-
-
 def quantity_GB(tb: float) -> str:
     """A Kubernetes quantity in decimal gigabytes (1 TB = 1000G), never below 1G."""
     return f"{max(1, round(tb * 1000))}G"
@@ -219,11 +209,11 @@ def client_mount_options(plan: Plan) -> list[str]:
     return [o for o in options if o not in fstab_only]
 
 
-def s3_endpoint(plan: Plan, spec: ClusterSpec) -> str:
+def s3_endpoint(plan: Plan) -> str:
     """Where pods reach S3: the in-cluster SeaweedFS service, or the external endpoint."""
     os_ = plan.objectstore
     if os_.backend == "seaweedfs":
-        return f"http://seaweedfs-s3.{spec.kubernetes.storage_namespace}.svc:{os_.s3_port}"
+        return f"http://seaweedfs-s3.{plan.kubernetes.storage_namespace}.svc:{os_.s3_port}"
     return os_.endpoint
 
 

@@ -31,6 +31,7 @@ from typing import Any
 
 import yaml
 
+from kiln import knowledge
 from kiln.knowledge.kubernetes import kubernetes
 from kiln.plan.model import ModelFlowPlan
 from kiln.render.manifests.context import (
@@ -43,7 +44,7 @@ from kiln.render.manifests.context import (
     pool_label,
 )
 from kiln.render.manifests.lustre import lustre_claim_name, lustre_root_volume
-from kiln.render.networkpolicy import NAME_LABEL, NAMESPACE_NAME_LABEL, seaweedfs_ports
+from kiln.render.networkpolicy import NAME_LABEL, NAMESPACE_NAME_LABEL
 from kiln.spec.loader import CONFIG_KEY
 from kiln.spec.types import dns_name
 
@@ -53,21 +54,21 @@ STATE_SUBDIR = ".kiln-datamover"  # under the mount point: the mover's manifests
 RELAY_SUBDIR = ".kiln-models-relay"  # under the mount point: the models relay (the datamover role's default)
 MOVER = "kiln-datamover"
 MODELS = "kiln-models"
-#: The mover's metrics port (`kiln data run --metrics-port`); kiln's choice, the Service and ServiceMonitor follow.
-METRICS_PORT = 9478
 MONITORING_API = "monitoring.coreos.com/v1"
 #: Pods of kube-prometheus-stack's Prometheus carry app.kubernetes.io/name=prometheus (set by the Prometheus
 #: Operator on the StatefulSet it creates, with app.kubernetes.io/managed-by=prometheus-operator).
 PROMETHEUS_POD = {"app.kubernetes.io/name": "prometheus"}
-# Spec fields left out of the ConfigMap: names that look like credentials to the policy checks, and that the pods
-# take from the S3 Secret instead (KILN_S3_ACCESS_KEY).
-_LEFT_OUT = {"objectstore": {"access_key_id", "credentials_secret"}}
+
+
+def metrics_port() -> int:
+    """The mover's metrics port (`kiln data run --metrics-port`, kiln/knowledge/ports.yaml); the Service,
+    ServiceMonitor and NetworkPolicy follow."""
+    return knowledge.load().ports.kubernetes.datamover_metrics.value
 
 
 def spec_document(c: Ctx) -> str:
     """The stack's spec as a stack file the mover loads (`kiln data ... /etc/kiln/Pulumi.<stack>.yaml`)."""
-    data = c.spec.model_dump(mode="json", exclude_unset=True, exclude=_LEFT_OUT)
-    return yaml.safe_dump({"config": {CONFIG_KEY: data}}, sort_keys=False, width=120)
+    return yaml.safe_dump({"config": {CONFIG_KEY: c.plan.kubernetes.mover_spec}}, sort_keys=False, width=120)
 
 
 def _spec_file(c: Ctx) -> str:
@@ -143,8 +144,8 @@ def dataflow(c: Ctx) -> list[Obj]:
                 "backoffLimit": 6, "template": _pod(c, name, _stage_args(c, link.name), "OnFailure")}))
     # Always: besides continuous links and checkpoint write-back it serves every status file on Lustre (the
     # stage Jobs' and the model pods') to Prometheus; with neither it only serves.
-    pod = _pod(c, MOVER, ["run", _spec_file(c), "--metrics-port", str(METRICS_PORT)], "Always",
-               ports=[{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}])
+    pod = _pod(c, MOVER, ["run", _spec_file(c), "--metrics-port", str(metrics_port())], "Always",
+               ports=[{"name": "metrics", "containerPort": metrics_port(), "protocol": "TCP"}])
     objs.append(obj("apps/v1", "Deployment", c.meta(DATAFLOW, MOVER, ns), spec={
         # One replica: two `kiln data run` loops on one state directory would race on its manifests.
         "replicas": 1, "strategy": {"type": "Recreate"},
@@ -160,7 +161,7 @@ def mover_metrics(c: Ctx) -> list[Obj]:
     bare-metal textfile's series get it from node_exporter's target, so the rules and dashboards match both."""
     ns = c.training
     sel = {"app.kubernetes.io/name": MOVER}
-    port = {"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics", "protocol": "TCP"}
+    port = {"name": "metrics", "port": metrics_port(), "targetPort": "metrics", "protocol": "TCP"}
     every = f"{c.plan.monitoring.scrape_interval_s}s"
     host = {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "host", "action": "replace"}
     return [
@@ -172,7 +173,7 @@ def mover_metrics(c: Ctx) -> list[Obj]:
             "podSelector": {"matchLabels": sel}, "policyTypes": ["Ingress"],
             "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: c.system}},
                                    "podSelector": {"matchLabels": PROMETHEUS_POD}}],
-                         "ports": [{"protocol": "TCP", "port": METRICS_PORT}]}]}),
+                         "ports": [{"protocol": "TCP", "port": metrics_port()}]}]}),
     ]
 
 
@@ -190,7 +191,7 @@ def model_entries(c: Ctx) -> list[tuple[int, ModelFlowPlan]]:
 
 def models_namespace(c: Ctx) -> str | None:
     """The model distribution's namespace, when the stack renders any (None otherwise)."""
-    return c.spec.kubernetes.models_namespace if model_entries(c) else None
+    return c.plan.kubernetes.models_namespace if model_entries(c) else None
 
 
 def models_host_paths(c: Ctx) -> dict[str, list[dict[str, Any]]]:
@@ -206,8 +207,8 @@ def models_host_paths(c: Ctx) -> dict[str, list[dict[str, Any]]]:
 def filer_address(c: Ctx) -> str:
     """The in-cluster filer as `host:port.grpcPort` (weed's ServerAddress form with an explicit gRPC port,
     weed/pb/server_address.go ToGrpcAddress): filer.meta.tail connects to the gRPC port only."""
-    ports, grpc_offset = seaweedfs_ports()
-    return f"seaweedfs-filer.{c.storage}.svc:{ports['filer']}.{ports['filer'] + grpc_offset}"
+    sw = knowledge.load().ports.seaweedfs
+    return f"seaweedfs-filer.{c.storage}.svc:{sw.filer.value}.{sw.filer_grpc}"
 
 
 def _model_daemonset(c: Ctx, ns: str, index: int, m: ModelFlowPlan) -> Obj:
@@ -232,8 +233,8 @@ def _model_daemonset(c: Ctx, ns: str, index: int, m: ModelFlowPlan) -> Obj:
 def _models_network_policies(c: Ctx, ns: str) -> list[Obj]:
     """The model pods accept no connection and reach only the filer's gRPC port, the S3 gateway and DNS; the
     filer admits them on its gRPC port (its other policy, seaweedfs-backend, admits only SeaweedFS's own pods)."""
-    ports, grpc_offset = seaweedfs_ports()
-    grpc = ports["filer"] + grpc_offset
+    ports = knowledge.load().ports
+    grpc, dns = ports.seaweedfs.filer_grpc, ports.kubernetes.dns.value
     pods = {"matchLabels": {"app.kubernetes.io/name": MODELS}}
     in_storage = {"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: c.storage}}}
     net = "networking.k8s.io/v1"
@@ -247,7 +248,7 @@ def _models_network_policies(c: Ctx, ns: str) -> list[Obj]:
                  "ports": [{"protocol": "TCP", "port": c.plan.objectstore.s3_port}]},
                 {"to": [{"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: "kube-system"}},
                          "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
-                 "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]},
+                 "ports": [{"protocol": "UDP", "port": dns}, {"protocol": "TCP", "port": dns}]},
             ]}),
         obj(net, "NetworkPolicy", c.meta(DATAFLOW, "seaweedfs-filer-models", c.storage), spec={
             "podSelector": {"matchLabels": {NAME_LABEL: "seaweedfs-filer"}}, "policyTypes": ["Ingress"],

@@ -21,7 +21,6 @@ from typing import Any
 
 from kiln.knowledge.kubernetes import kubernetes
 from kiln.node.health import TAINT_KEY, expectations
-from kiln.render.inventory import local_nvme_mount
 from kiln.render.manifests.context import MONITORING, Ctx, Obj, obj, pool_label, role_label
 
 NAME = "kiln-health"
@@ -43,12 +42,12 @@ def health_host_paths(c: Ctx) -> dict[str, list[dict[str, Any]]]:
     """The policy pack's hostPathNamespaces entry: the health namespace → the host paths its pods read."""
     if not gpu_pools(c):
         return {}
-    return {c.spec.kubernetes.health_namespace: [{"path": p, "readOnly": True} for p in HOST_PATHS]}
+    return {c.plan.kubernetes.health_namespace: [{"path": p, "readOnly": True} for p in HOST_PATHS]}
 
 
 def _expect_data(c: Ctx, pools: list[str]) -> dict[str, str]:
     hosts = [h for h in c.plan.hosts if h.role == "compute" and h.pool in pools]
-    return {f"{h.name}.json": json.dumps(asdict(expectations(c.plan, h.name, local_nvme_mount(c.spec, h.pool))),
+    return {f"{h.name}.json": json.dumps(asdict(expectations(c.plan, h.name, c.plan.local_nvme_mount(h.pool))),
                                          sort_keys=True)
             for h in hosts}
 
@@ -109,7 +108,7 @@ def node_health(c: Ctx) -> list[Obj]:
     pools = gpu_pools(c)
     if not pools:
         return []
-    ns = c.spec.kubernetes.health_namespace
+    ns = c.plan.kubernetes.health_namespace
     sa = {"kind": "ServiceAccount", "name": NAME, "namespace": ns}
     return [
         obj("v1", "Namespace", c.meta(MONITORING, ns, labels={"pod-security.kubernetes.io/enforce": "privileged"})),

@@ -19,7 +19,6 @@ from kiln.render.manifests.context import (
     storage_interfaces,
 )
 from kiln.render.manifests.helm import helm_release
-from kiln.spec.models import ClusterSpec
 from kiln.spec.types import dns_name
 
 
@@ -31,12 +30,12 @@ def network_operator_values() -> Obj:
     }
 
 
-def rdma_device_plugin_config(plan: Plan, spec: ClusterSpec) -> Obj:
+def rdma_device_plugin_config(plan: Plan) -> Obj:
     """rdmaSharedDevicePlugin config: one shared-device resource per compute rail, selected by ifName."""
     hca_max = kubernetes().network_operator.rdma_hca_max.value
     return {"configList": [
         {"resourceName": rail_resource_name(i), "rdmaHcaMax": hca_max, "selectors": {"ifNames": ifaces}}
-        for i, ifaces in sorted(rail_interfaces(plan, spec).items())
+        for i, ifaces in sorted(rail_interfaces(plan).items())
     ]}
 
 
@@ -51,8 +50,8 @@ def _nic_cluster_policy(c: Ctx) -> Obj:
     if c.plan.fabric == "infiniband":
         secondary["ipoib"] = _image(imgs.ipoib)
     secondary["ipamPlugin"] = _image(imgs.whereabouts)
-    spec: Obj = {"nodeAffinity": affinity_exists(c.spec.kubernetes.gpu_node_label)["nodeAffinity"]}
-    config = rdma_device_plugin_config(c.plan, c.spec)
+    spec: Obj = {"nodeAffinity": affinity_exists(c.plan.kubernetes.gpu_node_label)["nodeAffinity"]}
+    config = rdma_device_plugin_config(c.plan)
     if config["configList"]:
         spec["rdmaSharedDevicePlugin"] = {**_image(imgs.rdma_shared_device_plugin),
                                           "config": json.dumps(config, indent=2)}
@@ -63,7 +62,7 @@ def _nic_cluster_policy(c: Ctx) -> Obj:
 
 def _storage_ipam(c: Ctx) -> Obj:
     """Whereabouts range on the storage subnet, above every address the plan gave a host."""
-    net = ipaddress.ip_network(c.spec.networks.storage)
+    net = ipaddress.ip_network(c.plan.networks.storage)
     used = [int(ipaddress.ip_address(n.address)) for h in c.plan.hosts for n in h.nics if n.address]
     start = max(used) + 1 if used else int(net[2])
     end = int(net[-2])
@@ -95,7 +94,7 @@ def _networks(c: Ctx) -> list[Obj]:
     ipam = _storage_ipam(c)
     for iface in storage_interfaces(c.plan):
         out.append(_nad(c, f"kiln-storage-{dns_name(iface)}", iface, ipam))
-    for i, ifaces in sorted(rail_interfaces(c.plan, c.spec).items()):
+    for i, ifaces in sorted(rail_interfaces(c.plan).items()):
         out.append(_nad(c, rail_network_name(i), ifaces[0], None))
     return out
 

@@ -135,7 +135,7 @@ def _jwt_secret(c: Ctx) -> Obj:
 
 def _s3_endpoint_configmap(c: Ctx, namespace: str) -> Obj:
     os_ = c.plan.objectstore
-    data = {"S3_ENDPOINT": s3_endpoint(c.plan, c.spec), "S3_BACKEND": os_.backend,
+    data = {"S3_ENDPOINT": s3_endpoint(c.plan), "S3_BACKEND": os_.backend,
             "S3_BUCKETS": " ".join(b.name for b in os_.buckets)}
     return obj("v1", "ConfigMap", c.meta(OBJECT_STORE, S3_ENDPOINT_CONFIGMAP, namespace), data=data)
 
@@ -155,8 +155,8 @@ def seaweedfs_values(c: Ctx) -> Obj:
 
     def pvc(size: str) -> Obj:
         out: Obj = {"type": "persistentVolumeClaim", "size": size}
-        if c.spec.kubernetes.storage_class:
-            out["storageClass"] = c.spec.kubernetes.storage_class
+        if c.plan.kubernetes.storage_class:
+            out["storageClass"] = c.plan.kubernetes.storage_class
         return out
 
     data_dir = {"name": sw.data_dir.value, **pvc(quantity_GB(os_.raw_capacity_TB / nodes)), "maxVolumes": 0}
@@ -211,5 +211,5 @@ def object_store(c: Ctx) -> list[Obj]:
         objs.append(helm_release(c, OBJECT_STORE, "seaweedfs", seaweedfs_values(c), namespace=c.storage))
     objs.append(_bucket_job(c))
     # Only the S3 gateway is reachable from training namespaces (docs/security.md).
-    objs.extend(network_policies(c.plan, c.spec, (models,) if models else ()))
+    objs.extend(network_policies(c.plan, (models,) if models else ()))
     return objs

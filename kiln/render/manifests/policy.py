@@ -8,13 +8,12 @@ from kiln.plan.model import Plan
 from kiln.render.manifests.context import GPU_RESOURCE, Ctx, pool_label, rail_resource_format, rails_per_pool
 from kiln.render.manifests.dataflow import models_host_paths
 from kiln.render.manifests.health import health_host_paths
-from kiln.spec.models import ClusterSpec
 
 
-def policy_config(plan: Plan, spec: ClusterSpec) -> dict[str, Any]:
+def policy_config(plan: Plan) -> dict[str, Any]:
     """Configuration of the kiln policy pack (policy/) for this stack: namespaces, rails per pool."""
-    k8s = spec.kubernetes
-    c = Ctx(plan, spec)
+    k8s = plan.kubernetes
+    c = Ctx(plan)
     return {
         "kiln-privileged-namespaces": {"allowedNamespaces": [k8s.storage_namespace, k8s.system_namespace]},
         "kiln-pod-security": {"allowedNamespaces": [k8s.storage_namespace, k8s.system_namespace],
@@ -23,6 +22,6 @@ def policy_config(plan: Plan, spec: ClusterSpec) -> dict[str, Any]:
                               "hostPathNamespaces": {**health_host_paths(c), **models_host_paths(c)}},
         "kiln-gpu-pods-request-rails": {"poolLabel": pool_label(), "gpuResource": GPU_RESOURCE,
                                         "railResourceFormat": rail_resource_format(),
-                                        "railsPerPool": rails_per_pool(plan, spec)},
+                                        "railsPerPool": rails_per_pool(plan)},
         "kiln-no-secrets-in-configmaps": {},
     }

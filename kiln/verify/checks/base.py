@@ -57,12 +57,10 @@ class Options:
     # network
     iperf3_seconds: int = 10
     iperf3_streams: int = 4
-    iperf3_port: int = 5201
     # fabric
     perftest_seconds: int = 5
     perftest_size: int = 1 << 20
     perftest_qps: int = 4
-    perftest_port: int = 18515
     all_reduce_perf: str = "all_reduce_perf"
     nccl_max_bytes: str = "8G"
     # GPU

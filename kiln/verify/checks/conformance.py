@@ -17,6 +17,7 @@ from kiln.lustre.lustre_layout import (
     parse_getstripe,
 )
 from kiln.lustre.lustre_quota import QUOTA_TYPES, parse_default_quota, quota_drift, quota_from_spec
+from kiln.plan.groups import LUSTRE_CLIENTS, LUSTRE_MDS, LUSTRE_MGS, LUSTRE_OSS, LUSTRE_SERVERS
 from kiln.plan.model import AcceptanceTarget, Layout, Tunable
 from kiln.plan.tuning import is_namespaced_sysctl
 from kiln.verify.checks.base import Check as _Check
@@ -357,7 +358,7 @@ class Lnet(Conformance):
 
 def lustre_hosts(ctx: Context, target: AcceptanceTarget) -> list[str]:
     hosts = ctx.group_hosts(target.group)
-    return hosts + [h for h in ctx.group_hosts("kiln_lustre_servers") if h not in hosts]
+    return hosts + [h for h in ctx.group_hosts(LUSTRE_SERVERS) if h not in hosts]
 
 
 def tunables_for(ctx: Context, host: str) -> list[Tunable]:
@@ -370,10 +371,10 @@ def tunables_for(ctx: Context, host: str) -> list[Tunable]:
     for t in ctx.plan.tunables:
         if t.apply == "mount":  # mount options: conformance.lustre_mounts
             continue
-        if (t.side == "client" and "kiln_lustre_clients" in member and (t.pool is None or (ph and ph.pool == t.pool))) \
-                or (t.side == "oss" and "kiln_lustre_oss" in member) \
-                or (t.side == "mds" and "kiln_lustre_mds" in member) \
-                or (t.side == "mgs" and "kiln_lustre_mgs" in member) \
+        if (t.side == "client" and LUSTRE_CLIENTS in member and (t.pool is None or (ph and ph.pool == t.pool))) \
+                or (t.side == "oss" and LUSTRE_OSS in member) \
+                or (t.side == "mds" and LUSTRE_MDS in member) \
+                or (t.side == "mgs" and LUSTRE_MGS in member) \
                 or t.side == "lnet":
             out.append(t)
     return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+from kiln import knowledge
 from kiln.plan.model import AcceptanceTarget
 from kiln.verify.checks.base import (
     Check,
@@ -73,7 +74,7 @@ class Perftest(Check):
             need_tool(ctx, h, tool, "install perftest (linux-rdma/perftest); roles/bench_tools does")
         gid = _pool_env(ctx, client).get("NCCL_IB_GID_INDEX")
         common = (f"-F --report_gbits -q {o.perftest_qps} -s {o.perftest_size} -D {o.perftest_seconds} "
-                  f"-p {o.perftest_port}" + (f" -x {gid}" if gid else ""))
+                  f"-p {knowledge.load().ports.acceptance.perftest.value}" + (f" -x {gid}" if gid else ""))
         log = ctx.workdir(f"{tool}-server.log")
         pidfile = ctx.workdir(f"{tool}-server.pid")
         ctx.must(server, f"mkdir -p {quote(o.workdir)} && (nohup {tool} -d {quote(subject.get('peer_device'))} "

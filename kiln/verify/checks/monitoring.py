@@ -15,8 +15,10 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from kiln import knowledge
+from kiln.plan.groups import COMPUTE
 from kiln.plan.model import AcceptanceTarget
-from kiln.plan.monitoring import FAULTS, HEALTH_CHECKS, PORTS, Fault, FilesystemFill, fire_bound_s
+from kiln.plan.monitoring import FAULTS, HEALTH_CHECKS, Fault, FilesystemFill, fire_bound_s
 from kiln.verify.checks.base import (
     Check,
     CheckError,
@@ -48,7 +50,7 @@ def monitor_host(ctx: Context) -> str:
 def prom_api(ctx: Context, path: str, params: dict[str, str] | None = None) -> Any:
     """GET Prometheus's HTTP API on the monitoring host; the `data` of a successful answer."""
     host = monitor_host(ctx)
-    url = f"http://127.0.0.1:{PORTS['prometheus']}{path}"
+    url = f"http://127.0.0.1:{knowledge.load().ports.metrics.prometheus.value}{path}"
     if params:
         url += "?" + urllib.parse.urlencode(params)
     r = ctx.run(host, _GET + quote(url), 30)
@@ -245,8 +247,8 @@ class Injection:
 def _victims(ctx: Context) -> list[str]:
     """Compute hosts first (a fault there disturbs no service), then the others; never the Prometheus host."""
     mon = set(ctx.plan.monitoring.hosts)
-    hosts = ctx.group_hosts("kiln_compute") + [h for h in ctx.group_hosts("all") if h not in ctx.group_hosts(
-        "kiln_compute")]
+    hosts = ctx.group_hosts(COMPUTE) + [h for h in ctx.group_hosts("all") if h not in ctx.group_hosts(
+        COMPUTE)]
     return [h for h in hosts if h not in mon]
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from kiln import knowledge
 from kiln.plan.model import AcceptanceTarget
 from kiln.verify.checks.base import (
     Check,
@@ -50,11 +51,12 @@ class Iperf3(Check):
         o = ctx.options
         c_addr, s_addr = storage_address(ctx, client), storage_address(ctx, server)
         pidfile = ctx.workdir("iperf3-server.pid")
+        port = knowledge.load().ports.acceptance.iperf3.value  # the port the firewall opens (ports.yaml)
         ctx.must(server, f"mkdir -p {quote(ctx.options.workdir)} && "
-                         f"iperf3 -s -1 -D -B {quote(s_addr)} -p {o.iperf3_port} -I {quote(pidfile)}",
-                 30, what=f"starting the iperf3 server on {s_addr}:{o.iperf3_port}")
+                         f"iperf3 -s -1 -D -B {quote(s_addr)} -p {port} -I {quote(pidfile)}",
+                 30, what=f"starting the iperf3 server on {s_addr}:{port}")
         try:
-            cmd = (f"iperf3 -c {quote(s_addr)} -B {quote(c_addr)} -p {o.iperf3_port} -t {o.iperf3_seconds} "
+            cmd = (f"iperf3 -c {quote(s_addr)} -B {quote(c_addr)} -p {port} -t {o.iperf3_seconds} "
                    f"-P {o.iperf3_streams} -J")
             last: ParseError | None = None
             for attempt in range(5):  # the daemonized server may need a moment to listen

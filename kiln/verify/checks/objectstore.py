@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from kiln import knowledge
+from kiln.plan.groups import COMPUTE
 from kiln.plan.model import AcceptanceTarget
-from kiln.plan.objectstore import seaweedfs
 from kiln.verify.checks.base import (
     Check,
     CheckError,
@@ -61,7 +62,7 @@ class Warp(Check):
     def subjects(self, ctx: Context, target: AcceptanceTarget) -> list[Subject]:
         """warp runs on a client (the first selected compute host, or --launcher-host), not on a gateway."""
         stores = ctx.group_hosts(target.group)
-        clients = ctx.group_hosts("kiln_compute")
+        clients = ctx.group_hosts(COMPUTE)
         launcher = ctx.options.launcher_host or (clients[0] if clients else (stores[0] if stores else None))
         if launcher is None or launcher not in ctx.remotes:
             return []
@@ -127,7 +128,7 @@ def drop_benchmark_bucket(ctx: Context, bucket: str) -> None:
         return
     interfaces = ctx.hostvars(master).get("kiln_storage_interfaces") or [{}]
     address = interfaces[0].get("address") or master
-    port = seaweedfs().master_port.value
+    port = knowledge.load().ports.seaweedfs.master.value
     ctx.run(master, f"echo {quote('s3.bucket.delete -name ' + bucket)} | weed shell -master={address}:{port}", 120)
 
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import json
 
+from kiln import knowledge
 from kiln.plan.model import AcceptanceTarget
-from kiln.render.firewall import filer_grpc_port
 from kiln.verify.checks.base import CheckError, Context, NotApplicable, Rep, Sample, Subject, quote, register
 from kiln.verify.checks.conformance import Conformance, master_hosts
 
@@ -45,9 +45,8 @@ print(json.dumps(out))
 
 
 def _backend_ports(ctx: Context, host: str) -> list[tuple[str, int]]:
-    from kiln.render.networkpolicy import seaweedfs_ports  # the same pins the roles and manifests use
-
-    ports, grpc = seaweedfs_ports()
+    sw = knowledge.load().ports.seaweedfs  # the ports the roles, firewall and manifests use
+    ports, grpc = sw.http(), sw.grpc_offset.value
     roles = ["volume", "filer"] + (["master"] if host in master_hosts(ctx) else [])
     return [(f"seaweedfs {r}{' gRPC' if g else ''}", ports[r] + (grpc if g else 0)) for r in roles for g in (0, 1)]
 
@@ -67,10 +66,11 @@ class ObjectstoreExposure(Conformance):
         # The one planned exception: the filer's gRPC port for the model service's subscription, open to the
         # receivers of dataflow.models entries with filer_access only (kiln/render/firewall.py).
         subscriber = client in (ctx.plan.dataflow.filer_subscribers if ctx.plan.dataflow else ())
+        filer_grpc = knowledge.load().ports.seaweedfs.filer_grpc
         for h in store.hosts:
             for addr in ctx.inventory.storage_addresses(h)[:1]:
                 probes.append((addr, store.s3_port, f"{h} S3 gateway", True))
-                probes += [(addr, port, f"{h} {what}", subscriber and port == filer_grpc_port())
+                probes += [(addr, port, f"{h} {what}", subscriber and port == filer_grpc)
                            for what, port in _backend_ports(ctx, h)]
         if not probes:
             raise CheckError("no storage address of an object-store host in the inventory")
@@ -88,7 +88,7 @@ class ObjectstoreExposure(Conformance):
             state = seen.get((addr, port), "not probed")
             if reachable and state != "open":
                 s.details.append(f"{what} {addr}:{port}: planned reachable from {client}, found {state}")
-            elif reachable and port == filer_grpc_port():
+            elif reachable and port == filer_grpc:
                 s.info["filer_subscription_open"] = f"{what} {addr}:{port} (planned: dataflow.models filer_access)"
             elif not reachable and state == "open":
                 s.details.append(f"{what} {addr}:{port}: planned closed to {client} (object-store hosts only), "

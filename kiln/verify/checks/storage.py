@@ -5,6 +5,7 @@ from __future__ import annotations
 from abc import abstractmethod
 
 from kiln.lustre.lustre_common import parse_size
+from kiln.plan.groups import LUSTRE_OSS
 from kiln.plan.model import AcceptanceTarget
 from kiln.verify.checks.base import (
     Check,
@@ -204,7 +205,7 @@ class LnetSelftest(Check):
 
     def subjects(self, ctx: Context, target: AcceptanceTarget) -> list[Subject]:
         clients = ctx.group_hosts(target.group)
-        servers = ctx.group_hosts("kiln_lustre_oss")
+        servers = ctx.group_hosts(LUSTRE_OSS)
         if not clients or not servers:
             return []
         return [Subject(f"{clients[i % len(clients)]}→{s}", (clients[i % len(clients)], s))

@@ -50,7 +50,7 @@ def test_render_writes_the_policy_config_outside_the_manifests(tmp_path: Path) -
     r = kiln("render", "dev", "--out", str(out), "--policy-config", str(cfg))
     assert r.returncode == 0, r.stderr
     spec = load_stack("dev")
-    assert json.loads(cfg.read_text()) == policy_config(build_plan(spec, "dev"), spec)
+    assert json.loads(cfg.read_text()) == policy_config(build_plan(spec, "dev"))
     assert not list(out.glob("*.json"))  # a GitOps directory holds manifests only
 
 

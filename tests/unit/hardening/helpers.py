@@ -213,7 +213,7 @@ def _leaf_types(annotation: Any) -> Iterator[Any]:
 def run_pipeline(spec: ClusterSpec) -> dict[str, str]:
     """Plan, inventory and manifests of an accepted spec; every rendered text is checked for control characters."""
     plan = build_plan(spec)
-    files = {**render_inventory(plan, spec), **{f"k8s/{k}": v for k, v in render_manifests(plan, spec).items()}}
+    files = {**render_inventory(plan), **{f"k8s/{k}": v for k, v in render_manifests(plan).items()}}
     for text in files.values():
         # the kit's own Prometheus/Grafana templates ({{ $labels.host }}, {{ $value | humanizePercentage }},
         # legend {{host}}: monitoring.yaml, possibly folded across YAML lines) are not spec values

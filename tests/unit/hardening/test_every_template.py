@@ -169,7 +169,7 @@ def _spec_strings(data: Any, suffix: str, key: str = "") -> Any:
 
 def _write_inventory(out: Path, stack: str, suffix: str) -> None:
     spec = load_stack(stack)
-    for rel, text in render_inventory(build_plan(spec), spec).items():
+    for rel, text in render_inventory(build_plan(spec)).items():
         path = out / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         if suffix and rel != "hosts.yml":

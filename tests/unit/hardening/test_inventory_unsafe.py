@@ -37,7 +37,7 @@ def _plain_scalar_is_not_a_string(line: str) -> bool:
 
 def test_every_string_value_is_tagged_unsafe() -> None:
     spec = load_stack("prod-h100")
-    files = render_inventory(build_plan(spec), spec)
+    files = render_inventory(build_plan(spec))
     for rel, text in files.items():
         if rel == "hosts.yml":
             continue
@@ -55,7 +55,7 @@ def test_ansible_prints_a_template_in_a_value_literally(tmp_path: Path) -> None:
     playbook_bin = _tool("ansible-playbook")
     spec = load_stack("lab")
     plan = build_plan(spec)
-    files = render_inventory(plan, spec)
+    files = render_inventory(plan)
     files["group_vars/all/probe.yml"] = _dump({"kiln_probe": PROBE, "kiln_list": [PROBE]}, plan)
     for rel, text in files.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)

@@ -69,7 +69,7 @@ def test_roce_script_refuses_unsafe_names_at_run_time(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def prod_inventory() -> dict[str, Any]:
     spec = load_stack("prod-h100")
-    files = render_inventory(build_plan(spec), spec)
+    files = render_inventory(build_plan(spec))
     merged: dict[str, Any] = {}
     for rel in ("group_vars/all/kiln.yml", "group_vars/kiln_lustre_clients.yml", "group_vars/kiln_pool_h100.yml"):
         merged.update(load_inventory(files[rel]))
@@ -109,7 +109,7 @@ def test_the_most_hostile_accepted_mount_options_stay_one_directive() -> None:
     options = "flock,lazystatfs,user_xattr"
     data["overrides"] = {"client.mount.options": options}
     spec = validate(data)
-    files = render_inventory(build_plan(spec), spec)
+    files = render_inventory(build_plan(spec))
     clients = load_inventory(files["group_vars/kiln_lustre_clients.yml"])
     mount = clients["lustre_client_mounts"][0]
     text = render("lustre_client", "lustre-client.mount.j2", {

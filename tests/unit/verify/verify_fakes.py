@@ -75,7 +75,7 @@ def lab() -> tuple[Plan, Inventory, Acceptance]:
     if _LAB is None:
         spec = load_stack("lab")
         plan = build_plan(spec, source="lab")
-        _LAB = (plan, inventory_from_files(render_inventory(plan, spec), "test"), plan.acceptance)
+        _LAB = (plan, inventory_from_files(render_inventory(plan), "test"), plan.acceptance)
     return _LAB
 
 

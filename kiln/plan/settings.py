@@ -1,0 +1,93 @@
+"""The spec's settings the adapters apply as given: networks, Ansible access, link settings, Lustre service
+settings, compute pools and the Kubernetes side. Carried in the plan so that the adapters (inventory, firewall,
+manifests, the Pulumi program, the lab, verify) read the plan alone."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kiln import knowledge
+from kiln.plan.model import (
+    ComputePoolPlan,
+    FencingPlan,
+    InventoryPlan,
+    KubernetesPlan,
+    LustrePlan,
+    LustreTarget,
+    NetworksPlan,
+    RdmaPlan,
+)
+from kiln.plan.sizing import device_figures
+from kiln.plan.tuning import roce_traffic_class
+from kiln.spec import catalog
+from kiln.spec.models import ClusterSpec, ComputePool
+
+# Spec fields left out of the mover's copy of the spec (KubernetesPlan.mover_spec): names that look like credentials
+# to the policy checks, and that the pods take from the S3 Secret instead (KILN_S3_ACCESS_KEY).
+_LEFT_OUT = {"objectstore": {"access_key_id", "credentials_secret"}}
+
+
+def build_networks(spec: ClusterSpec) -> NetworksPlan:
+    n = spec.networks
+    return NetworksPlan(management=n.management, storage=n.storage, roce_rails=n.roce_rails)
+
+
+def build_inventory(spec: ClusterSpec) -> InventoryPlan:
+    inv = spec.inventory
+    return InventoryPlan(connection=inv.connection, address_by=inv.address_by, ansible_user=inv.ansible_user)
+
+
+def build_rdma(spec: ClusterSpec) -> RdmaPlan:
+    ipoib_header = knowledge.load().tuning.protocol.ipoib_header_bytes.value
+    return RdmaPlan(mtu=spec.fabric.mtu, ipoib_mtu=spec.fabric.mtu - ipoib_header, roce_dscp=spec.fabric.roce_dscp,
+                    roce_tos=roce_traffic_class(spec))
+
+
+def build_lustre(spec: ClusterSpec, targets: tuple[LustreTarget, ...]) -> LustrePlan:
+    lu = spec.lustre
+    f = lu.ha.fencing
+    fencing = None if f is None else FencingPlan(agent=f.agent, address=f.address, username=f.username,
+                                                 options=dict(f.options))
+    osts = sum(1 for t in targets if t.kind == "ost")
+    group = lu.oss.osts
+    capacity = osts * group.devices_per_target * device_figures(group.device).capacity_TB
+    return LustrePlan(backend=lu.backend, failover=lu.failover, fencing=fencing, scheduler=lu.scheduler,
+                      ost_capacity_TB=capacity)
+
+
+def _pool(spec: ClusterSpec, pool: ComputePool) -> ComputePoolPlan:
+    gpu = catalog.gpus(spec)[pool.gpu.model] if pool.gpu is not None else None
+    nvme = pool.local_nvme
+    return ComputePoolPlan(
+        name=pool.name,
+        nodes=pool.nodes,
+        gpus_per_node=pool.gpus_per_node,
+        gpu_model=pool.gpu.model if pool.gpu is not None else None,
+        gpu_nvswitch=gpu.nvswitch if gpu is not None else False,
+        ram_GiB=pool.ram_GiB,
+        topology_file=pool.topology_file,
+        local_nvme_mount=nvme.mount_point if nvme is not None and nvme.count else None,
+    )
+
+
+def build_compute_pools(spec: ClusterSpec) -> tuple[ComputePoolPlan, ...]:
+    return tuple(_pool(spec, p) for p in spec.compute.pools)
+
+
+def mover_spec(spec: ClusterSpec) -> dict[str, Any]:
+    """The spec as the stack file sets it (JSON data), less the fields that look like credentials."""
+    return spec.model_dump(mode="json", exclude_unset=True, exclude=_LEFT_OUT)
+
+
+def build_kubernetes(spec: ClusterSpec) -> KubernetesPlan:
+    k = spec.kubernetes
+    return KubernetesPlan(
+        gpu_node_label=k.gpu_node_label,
+        system_namespace=k.system_namespace,
+        storage_namespace=k.storage_namespace,
+        training_namespace=k.training_namespace,
+        health_namespace=k.health_namespace,
+        models_namespace=k.models_namespace,
+        storage_class=k.storage_class,
+        mover_spec=mover_spec(spec),
+    )
