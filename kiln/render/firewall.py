@@ -58,7 +58,7 @@ def filer_grpc_port() -> int:
 
 def firewall_rules(plan: Plan, spec: ClusterSpec, h: Host) -> list[dict[str, Any]]:
     """The `firewall` role's rules for host `h`, in a stable order."""
-    from kiln.verify.checks.base import Options  # the acceptance tools' default ports
+    from kiln.verify.checks.options import Options  # the acceptance tools' default ports
 
     opts = Options()
     mgmt, storage = spec.networks.management, spec.networks.storage
