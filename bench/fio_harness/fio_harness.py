@@ -34,8 +34,12 @@ from kiln.lustre.lustre_common import parse_size  # noqa: E402
 from kiln.plan import build_plan  # noqa: E402
 from kiln.render.inventory import render_inventory  # noqa: E402
 from kiln.spec import load_stack  # noqa: E402
+from kiln.spec.models import Acceptance  # noqa: E402
 from kiln.verify.checks import REGISTRY  # noqa: E402
-from kiln.verify.checks.base import Acceptance, Context, Options, Rep, Subject  # noqa: E402
+from kiln.verify.checks.check import Rep, Subject  # noqa: E402
+from kiln.verify.checks.context import Context  # noqa: E402
+from kiln.verify.checks.options import Options  # noqa: E402
+from kiln.verify.checks.storage import FioVariables, StorageVariables  # noqa: E402
 from kiln.verify.fiojob import FioJobSpec  # noqa: E402
 from kiln.verify.hosts import TestinfraRemote  # noqa: E402
 from kiln.verify.inventory import inventory_from_files  # noqa: E402
@@ -90,8 +94,9 @@ def main() -> int:
     spec = load_stack("lab")
     plan = build_plan(spec, source="lab")
     inv = inventory_from_files(render_inventory(plan), "fio harness")
-    opts = Options(fio_jobs=a.jobs, fio_runtime_s=a.runtime, fio_iodepth=a.iodepth, fio_size_per_job=a.size,
-                   local_nvme_path=IN_CONTAINER, workdir="/tmp/kiln-verify")
+    opts = Options(workdir="/tmp/kiln-verify", variables=(
+        StorageVariables(local_nvme_path=IN_CONTAINER),
+        FioVariables(jobs=a.jobs, runtime_s=a.runtime, iodepth=a.iodepth, size_per_job=a.size)))
     out: dict[str, object] = {"command": " ".join(sys.argv), "machine": platform.node(),
                               "fio_host": sh(["fio", "--version"]).stdout.strip(), "rounds": a.rounds,
                               "size_per_job": a.size, "jobs": a.jobs, "runtime_s": a.runtime, "ops": {}}

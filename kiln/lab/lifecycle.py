@@ -51,13 +51,13 @@ LAB_FAST_TIER = "/srv/kiln-fast"
 # acceptance section still sets how often each runs (warm-up + repetitions). Recorded in the
 # report's `options`; a real cluster's sign-off uses kiln verify's defaults (docs/acceptance.md).
 VERIFY_OPTIONS = {
-    "iperf3_seconds": "2",
-    "fio_runtime_s": "5",
-    "warp_duration_s": "5",  # warp needs a few 1-second segments to analyse a PUT; 3 s is too few
-    "warp_objects": "20",
-    "warp_concurrent": "16",
-    "dataflow_fast_tier": LAB_FAST_TIER,  # the datamover role's stand-in for the Lustre mount (lab_vars)
-    "dataflow_shard_MiB": "32",  # about 250 MB per pass and a 34 MB model: the lab's lake is sized at 0.5 GB
+    "network.iperf3.seconds": "2",
+    "storage.fio.runtime_s": "5",
+    "objectstore.warp.duration_s": "5",  # warp needs a few 1-second segments to analyse a PUT; 3 s is too few
+    "objectstore.warp.objects": "20",
+    "objectstore.warp.concurrent": "16",
+    "dataflow.fast_tier": LAB_FAST_TIER,  # the datamover role's stand-in for the Lustre mount (lab_vars)
+    "dataflow.shard_MiB": "32",  # about 250 MB per pass and a 34 MB model: the lab's lake is sized at 0.5 GB
 }
 
 

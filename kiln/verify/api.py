@@ -12,7 +12,7 @@ from kiln.plan.model import Plan
 from kiln.render.inventory import render_inventory
 from kiln.spec import load_stack
 from kiln.spec.models import Acceptance
-from kiln.verify.checks.base import Options
+from kiln.verify.checks.options import Options
 from kiln.verify.hosts import Remote, build_remotes
 from kiln.verify.inventory import Inventory, inventory_from_files, load_inventory
 from kiln.verify.report import write_report

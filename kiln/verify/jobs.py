@@ -16,7 +16,8 @@ from pathlib import Path
 from kiln.plan.model import AcceptanceTarget, Plan
 from kiln.render.manifests import JobCheck, acceptance_jobs
 from kiln.render.manifests.acceptance import FIO_BEGIN, FIO_END
-from kiln.verify.checks.base import Options, Subject
+from kiln.verify.checks.check import Subject
+from kiln.verify.checks.options import Options
 from kiln.verify.judge import Verdict, judge
 from kiln.verify.parsers import ParseError, parse_fio, parse_nccl_tests, parse_warp
 from kiln.verify.runner import Result, VerifyRun

@@ -24,16 +24,9 @@ from typing import Any, TextIO
 from kiln.plan.model import AcceptanceTarget, Plan
 from kiln.spec.models import Acceptance, Waiver
 from kiln.verify.checks import REGISTRY
-from kiln.verify.checks.base import (
-    Check,
-    CheckError,
-    Context,
-    NotApplicable,
-    Options,
-    Rep,
-    Sample,
-    Subject,
-)
+from kiln.verify.checks.check import Check, CheckError, NotApplicable, Rep, Sample, Subject
+from kiln.verify.checks.context import Context
+from kiln.verify.checks.options import Options
 from kiln.verify.hosts import Remote, RemoteError
 from kiln.verify.inventory import Inventory
 from kiln.verify.judge import Judgement, Stats, Verdict, effective, exit_code, judge

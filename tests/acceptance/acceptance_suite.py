@@ -21,7 +21,8 @@ import pytest
 from kiln.plan.model import AcceptanceTarget
 from kiln.verify.api import Prepared, prepare
 from kiln.verify.checks import REGISTRY
-from kiln.verify.checks.base import Check, Options, Subject
+from kiln.verify.checks.check import Check, Subject
+from kiln.verify.checks.options import Options
 from kiln.verify.runner import ProgressPrinter, Result, Runner, VerifyRun, select_targets
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -82,7 +83,7 @@ class Item:
 
 def items(sc: SuiteConfig) -> list[Item]:
     p = prepared(sc)
-    from kiln.verify.checks.base import Context
+    from kiln.verify.checks.context import Context
 
     ctx = Context(p.plan, p.acceptance, p.inventory, p.remotes, p.options)
     out: list[Item] = []
@@ -95,7 +96,7 @@ def items(sc: SuiteConfig) -> list[Item]:
 
 def run_item(sc: SuiteConfig, item: Item, worker: str) -> Result:
     p = prepared(sc)
-    from kiln.verify.checks.base import Context
+    from kiln.verify.checks.context import Context
 
     ctx = Context(p.plan, p.acceptance, p.inventory, p.remotes, p.options, ProgressPrinter())
     runner = Runner(ctx, sc.out, secrets=(p.options.s3_secret_key or "",))

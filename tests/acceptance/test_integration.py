@@ -31,7 +31,10 @@ from kiln.plan.tuning import is_namespaced_sysctl
 from kiln.render.inventory import container_name, render_inventory
 from kiln.spec import load_stack
 from kiln.verify.api import run_verify
-from kiln.verify.checks.base import Options
+from kiln.verify.checks.network import Iperf3Variables
+from kiln.verify.checks.objectstore import WarpVariables
+from kiln.verify.checks.options import Options
+from kiln.verify.checks.storage import FioVariables
 from kiln.verify.inventory import inventory_from_files
 from kiln.verify.judge import Verdict, exit_code
 from kiln.verify.parsers import parse_fio, parse_iperf3
@@ -86,9 +89,9 @@ def verify_run(tmp_path_factory: pytest.TempPathFactory) -> Any:
                         plan.objectstore.access_key_id, secret, ROOT / ".tools" / "bin" / "weed",
                         [b.name for b in plan.objectstore.buckets])
         set_sysctl_behind_the_kits_back(by["gpu002"].container, "net.ipv4.conf.all.arp_ignore", "0")
-        opts = Options(hosts_pattern="gpu*,s3-*", workers=2, fio_jobs=2, fio_runtime_s=10, iperf3_seconds=3,
-                       warp_duration_s=5, warp_objects=40, warp_obj_size="1MiB", warp_concurrent=8,
-                       s3_secret_key=secret)
+        opts = Options(hosts_pattern="gpu*,s3-*", workers=2, s3_secret_key=secret, variables=(
+            FioVariables(jobs=2, runtime_s=10), Iperf3Variables(seconds=3),
+            WarpVariables(duration_s=5, objects=40, obj_size="1MiB", concurrent=8)))
         progress: list[str] = []
         run = run_verify(str(stack_file), tmp / "report", opts, progress=progress.append)
         yield run, progress, secret

@@ -10,7 +10,9 @@ import pytest
 import yaml
 
 from kiln.lab.lifecycle import VERIFY_OPTIONS, Lab, LabError, parse_recap
-from kiln.verify.checks.base import Options
+from kiln.verify.checks.network import Iperf3Variables
+from kiln.verify.checks.objectstore import WarpVariables
+from kiln.verify.checks.options import Options
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -68,8 +70,8 @@ def test_ssh_files_pin_host_keys_and_keep_the_key_private(tmp_path: Path) -> Non
 
 def test_verify_options_are_known_run_options() -> None:
     opts = Options().with_values(VERIFY_OPTIONS)
-    assert opts.iperf3_seconds == int(VERIFY_OPTIONS["iperf3_seconds"])
-    assert opts.warp_duration_s < Options().warp_duration_s
+    assert opts.var(Iperf3Variables).seconds == int(VERIFY_OPTIONS["network.iperf3.seconds"])
+    assert opts.var(WarpVariables).duration_s < Options().var(WarpVariables).duration_s
 
 
 def test_parse_recap_reads_the_last_recap() -> None:

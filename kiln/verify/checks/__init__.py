@@ -14,7 +14,7 @@ from kiln.verify.checks import (
     security,
     storage,
 )
-from kiln.verify.checks.base import REGISTRY
+from kiln.verify.checks.check import REGISTRY
 
 __all__ = [
     "REGISTRY", "conformance", "dataflow", "dataflow_models", "fabric", "gpu", "monitoring", "network", "objectstore",

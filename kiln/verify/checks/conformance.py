@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+from dataclasses import dataclass
 
 from kiln.lustre.lustre_common import normalize_lnet_net, normalize_nid, values_equal
 from kiln.lustre.lustre_layout import (
@@ -20,20 +21,10 @@ from kiln.lustre.lustre_quota import QUOTA_TYPES, parse_default_quota, quota_dri
 from kiln.plan.groups import LUSTRE_CLIENTS, LUSTRE_MDS, LUSTRE_MGS, LUSTRE_OSS, LUSTRE_SERVERS
 from kiln.plan.model import AcceptanceTarget, Layout, Tunable
 from kiln.plan.tuning import is_namespaced_sysctl
-from kiln.verify.checks.base import Check as _Check
-from kiln.verify.checks.base import (
-    CheckError,
-    Context,
-    NotApplicable,
-    Rep,
-    Sample,
-    Subject,
-    drop_env_file,
-    push_env_file,
-    quote,
-    register,
-    with_env_file,
-)
+from kiln.verify.checks.check import CheckError, Conformance, Findings, NotApplicable, Subject, register
+from kiln.verify.checks.context import Context
+from kiln.verify.checks.options import Variables, var
+from kiln.verify.checks.remote import drop_env_file, push_env_file, quote, with_env_file
 from kiln.verify.parsers import (
     NVIDIA_SMI_GPU_COLUMNS,
     ParseError,
@@ -44,13 +35,7 @@ from kiln.verify.parsers import (
     parse_nvidia_smi_csv,
 )
 
-RUNBOOK = "docs/runbooks/acceptance-conformance.md"
-
-
-class Conformance(_Check):
-    kind = "conformance"
-    runbook = RUNBOOK
-    parallel_hosts = True
+SEAWEEDFS_UNITS = ("seaweedfs-master", "seaweedfs-volume", "seaweedfs-filer", "seaweedfs-s3")
 
 
 def _fmt(v: object) -> str:
@@ -65,7 +50,7 @@ class Sysctls(Conformance):
     id = "conformance.sysctls"
     tools = ("sysctl",)
 
-    def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
+    def compare(self, ctx: Context, target: AcceptanceTarget, subject: Subject) -> Findings:
         host = subject.hosts[0]
         tun = [t for t in ctx.plan.tunables if t.apply == "sysctl"]
         if not tun:
@@ -81,20 +66,19 @@ class Sysctls(Conformance):
             parts = line.split("\t")
             if len(parts) == 3:
                 seen[parts[0]] = (parts[1].strip(), parts[2] == "r")
-        s = Sample(0.0, raw={"sysctl.txt": r.stdout})
+        out = Findings(raw={"sysctl.txt": r.stdout})
         for t in tun:
             found, readable = seen.get(t.param, ("", False))
             if container and not is_namespaced_sysctl(t.id):
-                s.details.append(f"note: {t.param} not checked: not namespaced, it belongs to the container host's "
-                                 f"kernel (found {_fmt(found)}, planned {_fmt(t.value)})")
+                out.note(f"{t.param} not checked: not namespaced, it belongs to the container host's "
+                         f"kernel (found {_fmt(found)}, planned {_fmt(t.value)})")
                 continue
             if not readable:
-                s.details.append(f"{t.param}: planned {_fmt(t.value)}, not readable ({found or 'no such key'})")
+                out.mismatch(f"{t.param}: planned {_fmt(t.value)}, not readable ({found or 'no such key'})")
             elif not values_equal(t.param, t.value, found):
-                s.details.append(f"{t.param}: planned {_fmt(t.value)}, found {_fmt(found)}")
-        s.value = float(sum(1 for d in s.details if not d.startswith("note:")))
-        s.info["checked"] = len(tun)
-        return s
+                out.mismatch(f"{t.param}: planned {_fmt(t.value)}, found {_fmt(found)}")
+        out.info["checked"] = len(tun)
+        return out
 
 
 # ---------------------------------------------------------------------------------------------- nccl.conf
@@ -105,30 +89,28 @@ class NcclConf(Conformance):
     id = "conformance.nccl_conf"
     tools = ("cat /etc/nccl.conf",)
 
-    def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
+    def compare(self, ctx: Context, target: AcceptanceTarget, subject: Subject) -> Findings:
         host = subject.hosts[0]
         ph = ctx.plan_host(host)
         pool = next((n for n in ctx.plan.nccl if ph and n.pool == ph.pool), None)
         if pool is None:
             raise NotApplicable(f"the plan has no NCCL environment for this host's pool ({ph.pool if ph else '?'})")
         r = ctx.run(host, "cat /etc/nccl.conf", 30)
-        s = Sample(0.0, raw={"nccl.conf": r.stdout})
+        out = Findings(raw={"nccl.conf": r.stdout})
         if not r.ok:
             why = r.stderr.strip() or f"rc {r.rc}"
-            s.details = [f"{k}: planned {_fmt(v)}, not set (/etc/nccl.conf unreadable: {why})"
-                         for k, v in sorted(pool.env.items())]
-            s.value = float(len(s.details))
-            return s
+            out.details = [f"{k}: planned {_fmt(v)}, not set (/etc/nccl.conf unreadable: {why})"
+                           for k, v in sorted(pool.env.items())]
+            return out
         found = parse_env_file(r.stdout)
         for k, v in sorted(pool.env.items()):
             if k not in found:
-                s.details.append(f"{k}: planned {_fmt(v)}, not set in /etc/nccl.conf")
+                out.mismatch(f"{k}: planned {_fmt(v)}, not set in /etc/nccl.conf")
             elif found[k] != str(v):
-                s.details.append(f"{k}: planned {_fmt(v)}, found {_fmt(found[k])}")
+                out.mismatch(f"{k}: planned {_fmt(v)}, found {_fmt(found[k])}")
         for k in sorted(set(found) - set(pool.env)):
-            s.details.append(f"{k}: not in the plan, found {_fmt(found[k])} in /etc/nccl.conf")
-        s.value = float(len(s.details))
-        return s
+            out.mismatch(f"{k}: not in the plan, found {_fmt(found[k])} in /etc/nccl.conf")
+        return out
 
 
 # ------------------------------------------------------------------------------------------------- object store
@@ -139,25 +121,33 @@ def master_hosts(ctx: Context) -> list[str]:
     return list(ctx.plan.objectstore.masters)
 
 
+@dataclass(frozen=True, slots=True)
+class ObjectstoreServicesVariables(Variables):
+    scope = "conformance.objectstore_services"
+    units: tuple[str, ...] = var(SEAWEEDFS_UNITS, "the systemd units that must be active on every object-store "
+                                 "host (seaweedfs-master only on the plan's masters); comma-separated")
+
+
 @register
 class ObjectstoreServices(Conformance):
     id = "conformance.objectstore_services"
     tools = ("systemctl",)
+    variables = (ObjectstoreServicesVariables,)
 
-    def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
+    def compare(self, ctx: Context, target: AcceptanceTarget, subject: Subject) -> Findings:
         host = subject.hosts[0]
-        units = [u for u in ctx.options.objectstore_units if u != "seaweedfs-master" or host in master_hosts(ctx)]
+        units = [u for u in ctx.var(ObjectstoreServicesVariables).units
+                 if u != "seaweedfs-master" or host in master_hosts(ctx)]
         r = ctx.run(host, "; ".join(f"printf '%s %s\\n' {quote(u)} \"$(systemctl is-active {quote(u)} 2>&1)\""
                                     for u in units), 60)
         states = dict(line.split(" ", 1) for line in r.stdout.splitlines() if " " in line)
-        s = Sample(0.0, raw={"systemctl.txt": r.stdout})
+        out = Findings(raw={"systemctl.txt": r.stdout})
         for u in units:
             st = states.get(u, "unknown").strip()
             if st != "active":
-                s.details.append(f"{u}.service: planned active, found {st}")
-        s.value = float(len(s.details))
-        s.info["units"] = units
-        return s
+                out.mismatch(f"{u}.service: planned active, found {st}")
+        out.info["units"] = units
+        return out
 
 
 # SigV4 ListBuckets with the standard library only; runs with python3 on the object-store host.
@@ -238,18 +228,17 @@ class ObjectstoreBuckets(Conformance):
         hosts = ctx.group_hosts(target.group)
         return [Subject(f"{hosts[0]} (S3 ListBuckets)", tuple(hosts))] if hosts else []
 
-    def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
+    def compare(self, ctx: Context, target: AcceptanceTarget, subject: Subject) -> Findings:
         host = subject.hosts[0]
         endpoint = s3_endpoints(ctx)[0]
         names, raw = list_buckets(ctx, host, endpoint)
-        s = Sample(0.0, raw={"list_buckets.txt": raw})
+        out = Findings(raw={"list_buckets.txt": raw})
         for b in ctx.plan.objectstore.buckets:
             if b.name not in names:
-                s.details.append(f"bucket {b.name} ({b.purpose}): planned, not listed by {endpoint} "
-                                 f"(found: {', '.join(names) or 'none'})")
-        s.value = float(len(s.details))
-        s.info["buckets"] = names
-        return s
+                out.mismatch(f"bucket {b.name} ({b.purpose}): planned, not listed by {endpoint} "
+                             f"(found: {', '.join(names) or 'none'})")
+        out.info["buckets"] = names
+        return out
 
 
 # ---------------------------------------------------------------------------------------------------- RDMA
@@ -260,7 +249,7 @@ class RdmaPorts(Conformance):
     id = "conformance.rdma_ports"
     tools = ("/sys/class/infiniband",)
 
-    def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
+    def compare(self, ctx: Context, target: AcceptanceTarget, subject: Subject) -> Findings:
         host = subject.hosts[0]
         expected = ctx.hostvars(host).get("rdma_expected_devices")
         if expected is None:
@@ -274,27 +263,26 @@ class RdmaPorts(Conformance):
             "printf '%s|%s|%s\\n' \"$d\" \"$(cat $p/state 2>&1)\" \"$(cat $p/rate 2>&1)\"" for e in expected)
         r = ctx.run(host, script, 30)
         seen = {p[0]: (p[1], p[2]) for line in r.stdout.splitlines() if len(p := line.split("|")) == 3}
-        s = Sample(0.0, raw={"ports.txt": r.stdout})
+        out = Findings(raw={"ports.txt": r.stdout})
         for e in expected:
             dev, want = e["device"], float(e["rate_gbps"])
             state_txt, rate_txt = seen.get(dev, ("missing", "missing"))
             try:
                 state = parse_ib_state(state_txt)
             except ParseError:
-                s.details.append(f"{dev} port 1: planned ACTIVE at {want:g} Gb/s, device not found "
-                                 f"({state_txt.strip()})")
+                out.mismatch(f"{dev} port 1: planned ACTIVE at {want:g} Gb/s, device not found "
+                             f"({state_txt.strip()})")
                 continue
             if state != "ACTIVE":
-                s.details.append(f"{dev} port 1 state: planned ACTIVE, found {state}")
+                out.mismatch(f"{dev} port 1 state: planned ACTIVE, found {state}")
             try:
                 rate = parse_ib_rate(rate_txt)
             except ParseError:
-                s.details.append(f"{dev} port 1 rate: planned {want:g} Gb/s, unreadable ({rate_txt.strip()})")
+                out.mismatch(f"{dev} port 1 rate: planned {want:g} Gb/s, unreadable ({rate_txt.strip()})")
                 continue
             if rate < want:
-                s.details.append(f"{dev} port 1 rate: planned {want:g} Gb/s, found {rate:g} Gb/s")
-        s.value = float(len(s.details))
-        return s
+                out.mismatch(f"{dev} port 1 rate: planned {want:g} Gb/s, found {rate:g} Gb/s")
+        return out
 
 
 # ----------------------------------------------------------------------------------------------------- GPUs
@@ -305,7 +293,7 @@ class Gpus(Conformance):
     id = "conformance.gpus"
     tools = ("nvidia-smi",)
 
-    def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
+    def compare(self, ctx: Context, target: AcceptanceTarget, subject: Subject) -> Findings:
         host = subject.hosts[0]
         ph = ctx.plan_host(host)
         want = ph.gpus if ph else int(ctx.hostvars(host).get("gpu_expected_count", 0))
@@ -313,14 +301,13 @@ class Gpus(Conformance):
         if not r.ok:
             raise CheckError(f"{host}: nvidia-smi failed (rc {r.rc}): {(r.stdout + r.stderr).strip()[:300]}")
         gpus = parse_nvidia_smi_csv(r.stdout, r.stderr)
-        s = Sample(0.0, raw={"nvidia-smi.csv": r.stdout})
+        out = Findings(raw={"nvidia-smi.csv": r.stdout})
         if len(gpus) != want:
-            s.details.append(f"GPU count: planned {want}, found {len(gpus)}")
+            out.mismatch(f"GPU count: planned {want}, found {len(gpus)}")
         for g in gpus:
             if g.persistence != "Enabled":
-                s.details.append(f"GPU {g.index} ({g.name}) persistence mode: planned Enabled, found {g.persistence}")
-        s.value = float(len(s.details))
-        return s
+                out.mismatch(f"GPU {g.index} ({g.name}) persistence mode: planned Enabled, found {g.persistence}")
+        return out
 
 
 # --------------------------------------------------------------------------------------------------- Lustre
@@ -331,7 +318,7 @@ class Lnet(Conformance):
     id = "conformance.lnet"
     tools = ("lnetctl net show",)
 
-    def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
+    def compare(self, ctx: Context, target: AcceptanceTarget, subject: Subject) -> Findings:
         host = subject.hosts[0]
         ph = ctx.plan_host(host)
         planned_nids = {normalize_nid(n) for n in (ph.nids if ph else ())}
@@ -340,20 +327,19 @@ class Lnet(Conformance):
         if not r.ok:
             raise CheckError(f"{host}: lnetctl net show failed (rc {r.rc}): {(r.stdout + r.stderr).strip()[:300]}")
         nis = parse_lnetctl_net_show(r.stdout, r.stderr)
-        s = Sample(0.0, raw={"lnetctl-net-show.yaml": r.stdout})
+        out = Findings(raw={"lnetctl-net-show.yaml": r.stdout})
         by_nid = {ni.nid: ni for ni in nis}
         for nid in sorted(planned_nids):
             ni = by_nid.get(nid)
             if ni is None:
-                s.details.append(f"NID {nid}: planned, not configured (found: {', '.join(sorted(by_nid)) or 'none'})")
+                out.mismatch(f"NID {nid}: planned, not configured (found: {', '.join(sorted(by_nid)) or 'none'})")
             elif ni.status != "up":
-                s.details.append(f"NID {nid}: planned up, found {ni.status}")
+                out.mismatch(f"NID {nid}: planned up, found {ni.status}")
         for ni in nis:
             if ni.net not in planned_nets:
-                s.details.append(f"net {ni.net} (NID {ni.nid}): not in the plan (planned nets: "
-                                 f"{', '.join(sorted(planned_nets))})")
-        s.value = float(len(s.details))
-        return s
+                out.mismatch(f"net {ni.net} (NID {ni.nid}): not in the plan (planned nets: "
+                             f"{', '.join(sorted(planned_nets))})")
+        return out
 
 
 def lustre_hosts(ctx: Context, target: AcceptanceTarget) -> list[str]:
@@ -388,14 +374,14 @@ class LustreTunables(Conformance):
     def subjects(self, ctx: Context, target: AcceptanceTarget) -> list[Subject]:
         return [Subject(h, (h,)) for h in lustre_hosts(ctx, target)]
 
-    def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
+    def compare(self, ctx: Context, target: AcceptanceTarget, subject: Subject) -> Findings:
         host = subject.hosts[0]
         tun = tunables_for(ctx, host)
         if not tun:
             raise NotApplicable("the plan sets no Lustre tunable for this host's role")
         page = ctx.run(host, "getconf PAGESIZE", 30)
         page_size = int(page.stdout.strip()) if page.ok and page.stdout.strip().isdigit() else 4096
-        s = Sample(0.0)
+        out = Findings()
         raw: list[str] = []
         for t in tun:
             if t.apply in ("module_param", "module_option"):
@@ -404,24 +390,23 @@ class LustreTunables(Conformance):
                 r = ctx.run(host, f"cat {quote(path)}", 30)
                 raw.append(f"{path}: rc={r.rc} {r.stdout.strip()} {r.stderr.strip()}")
                 if not r.ok:
-                    s.details.append(f"{t.param}: planned {_fmt(t.value)}, not readable ({path}: module not loaded?)")
+                    out.mismatch(f"{t.param}: planned {_fmt(t.value)}, not readable ({path}: module not loaded?)")
                 elif not values_equal(t.param, t.value, r.stdout.strip(), page_size):
-                    s.details.append(f"{t.param}: planned {_fmt(t.value)}, found {_fmt(r.stdout.strip())}")
+                    out.mismatch(f"{t.param}: planned {_fmt(t.value)}, found {_fmt(r.stdout.strip())}")
                 continue
             r = ctx.run(host, f"lctl get_param {quote(t.param)}", 60)
             raw.append(f"$ lctl get_param {t.param} (rc={r.rc})\n{r.stdout}{r.stderr}")
             values = [line.split("=", 1) for line in r.stdout.splitlines() if "=" in line]
             if not r.ok or not values:
-                s.details.append(f"{t.param}: planned {_fmt(t.value)}, not found by lctl get_param "
-                                 f"({(r.stderr or r.stdout).strip()[:160] or 'no such parameter'})")
+                out.mismatch(f"{t.param}: planned {_fmt(t.value)}, not found by lctl get_param "
+                             f"({(r.stderr or r.stdout).strip()[:160] or 'no such parameter'})")
                 continue
             for name, value in values:
                 if not values_equal(name, t.value, value.strip(), page_size):
-                    s.details.append(f"{name}: planned {_fmt(t.value)}, found {_fmt(value.strip())}")
-        s.raw["get_param.txt"] = "\n".join(raw)
-        s.value = float(len(s.details))
-        s.info["checked"] = len(tun)
-        return s
+                    out.mismatch(f"{name}: planned {_fmt(t.value)}, found {_fmt(value.strip())}")
+        out.raw["get_param.txt"] = "\n".join(raw)
+        out.info["checked"] = len(tun)
+        return out
 
 
 # Mount options the kernel does not show in /proc/mounts (userspace or fstab-only).
@@ -433,7 +418,7 @@ class LustreMounts(Conformance):
     id = "conformance.lustre_mounts"
     tools = ("findmnt",)
 
-    def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
+    def compare(self, ctx: Context, target: AcceptanceTarget, subject: Subject) -> Findings:
         host = subject.hosts[0]
         ph = ctx.plan_host(host)
         mount_tun = [t for t in ctx.plan.tunables
@@ -444,32 +429,31 @@ class LustreMounts(Conformance):
              "mgs_nids": [list(x) for x in ctx.plan.mgs_nids], "options": []}]
         if planned_opts:  # the plan's mount options (tunable client.mount.options) win over the inventory's list
             mounts = [dict(m, options=planned_opts) for m in mounts]
-        s = Sample(0.0)
+        out = Findings()
         raw: list[str] = []
         for m in mounts:
             mp = m["mount_point"]
             r = ctx.run(host, f"findmnt -J -n -o TARGET,SOURCE,FSTYPE,OPTIONS --mountpoint {quote(mp)}", 30)
             raw.append(f"$ findmnt {mp} (rc={r.rc})\n{r.stdout}")
             if not r.ok or not r.stdout.strip():
-                s.details.append(f"{mp}: planned a Lustre mount of {m['fsname']}, nothing mounted there")
+                out.mismatch(f"{mp}: planned a Lustre mount of {m['fsname']}, nothing mounted there")
                 continue
             fs = (json.loads(r.stdout).get("filesystems") or [{}])[0]
             if fs.get("fstype") != "lustre":
-                s.details.append(f"{mp}: planned fstype lustre, found {fs.get('fstype')}")
+                out.mismatch(f"{mp}: planned fstype lustre, found {fs.get('fstype')}")
             src = str(fs.get("source", ""))
             if not src.endswith(f":/{m['fsname']}"):
-                s.details.append(f"{mp} source: planned <MGS NIDs>:/{m['fsname']}, found {src}")
+                out.mismatch(f"{mp} source: planned <MGS NIDs>:/{m['fsname']}, found {src}")
             want_nids = {normalize_nid(n) for group in m.get("mgs_nids", []) for n in group}
             got_nids = {normalize_nid(n) for n in re.split(r"[:,]", src.rsplit(":/", 1)[0]) if "@" in n}
             if want_nids and not (want_nids & got_nids):
-                s.details.append(f"{mp} MGS NIDs: planned {sorted(want_nids)}, found {sorted(got_nids)}")
+                out.mismatch(f"{mp} MGS NIDs: planned {sorted(want_nids)}, found {sorted(got_nids)}")
             opts = set(str(fs.get("options", "")).split(","))
             for o in m.get("options", []):
                 if o not in _USERSPACE_OPTS and o not in opts:
-                    s.details.append(f"{mp} option {o}: planned, not in the mount options ({fs.get('options')})")
-        s.raw["findmnt.txt"] = "\n".join(raw)
-        s.value = float(len(s.details))
-        return s
+                    out.mismatch(f"{mp} option {o}: planned, not in the mount options ({fs.get('options')})")
+        out.raw["findmnt.txt"] = "\n".join(raw)
+        return out
 
 
 @register
@@ -481,34 +465,33 @@ class LustreLayouts(Conformance):
         hosts = ctx.group_hosts(target.group)  # directory layouts are filesystem-wide: read them from one client
         return [Subject(hosts[0], (hosts[0],))] if hosts else []
 
-    def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
+    def compare(self, ctx: Context, target: AcceptanceTarget, subject: Subject) -> Findings:
         host = subject.hosts[0]
         if not ctx.plan.layouts:
             raise NotApplicable("the plan has no directory layouts")
-        s = Sample(0.0)
+        out = Findings()
         raw: list[str] = []
         for lay in ctx.plan.layouts:
             # --yaml (lfs getstripe has it since 2.10): one key per line, lov_dump_user_lmm_header() in liblustreapi.c
             r = ctx.run(host, f"lfs getstripe -d --yaml {quote(lay.mount_path)}", 60)
             raw.append(f"$ lfs getstripe -d --yaml {lay.mount_path} (rc={r.rc})\n{r.stdout}{r.stderr}")
             if not r.ok:
-                s.details.append(f"{lay.mount_path}: planned layout `{lay.setstripe}`, lfs getstripe failed: "
-                                 f"{r.stderr.strip()[:160]}")
+                out.mismatch(f"{lay.mount_path}: planned layout `{lay.setstripe}`, lfs getstripe failed: "
+                             f"{r.stderr.strip()[:160]}")
                 continue
-            s.details.extend(layout_mismatches(lay, r.stdout))
+            out.details.extend(layout_mismatches(lay, r.stdout))
             if lay.dirstripe is not None:
                 # lmv_dump_user_lmm() in liblustreapi.c: lmv_stripe_count, lmv_stripe_offset, lmv_max_inherit
                 r = ctx.run(host, f"lfs getdirstripe -D --yaml {quote(lay.mount_path)}", 60)
                 raw.append(f"$ lfs getdirstripe -D --yaml {lay.mount_path} (rc={r.rc})\n{r.stdout}{r.stderr}")
                 if not r.ok:
-                    s.details.append(f"{lay.mount_path}: planned default directory layout "
-                                     f"`{' '.join(lay.dirstripe.args())}`, lfs getdirstripe failed: "
-                                     f"{r.stderr.strip()[:160]}")
+                    out.mismatch(f"{lay.mount_path}: planned default directory layout "
+                                 f"`{' '.join(lay.dirstripe.args())}`, lfs getdirstripe failed: "
+                                 f"{r.stderr.strip()[:160]}")
                     continue
-                s.details.extend(dir_default_mismatches(lay, r.stdout))
-        s.raw["getstripe.txt"] = "\n".join(raw)
-        s.value = float(len(s.details))
-        return s
+                out.details.extend(dir_default_mismatches(lay, r.stdout))
+        out.raw["getstripe.txt"] = "\n".join(raw)
+        return out
 
 
 @register
@@ -520,11 +503,11 @@ class LustreQuotas(Conformance):
         hosts = ctx.group_hosts(target.group)  # default quotas are filesystem-wide: read them from one client
         return [Subject(hosts[0], (hosts[0],))] if hosts else []
 
-    def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
+    def compare(self, ctx: Context, target: AcceptanceTarget, subject: Subject) -> Findings:
         host = subject.hosts[0]
         if not ctx.plan.quota_defaults:
             raise NotApplicable("the plan sets no default quotas (lustre.quotas.defaults)")
-        s = Sample(0.0)
+        out = Findings()
         raw: list[str] = []
         for q in ctx.plan.quota_defaults:
             flag = QUOTA_TYPES[q.type][0]
@@ -532,12 +515,11 @@ class LustreQuotas(Conformance):
             r = ctx.run(host, f"lfs quota {flag} {quote(ctx.plan.mount_point)}", 60)
             raw.append(f"$ lfs quota {flag} {ctx.plan.mount_point} (rc={r.rc})\n{r.stdout}{r.stderr}")
             if not r.ok:
-                s.details.append(f"{q.type} default quota: lfs quota {flag} failed: {r.stderr.strip()[:160]}")
+                out.mismatch(f"{q.type} default quota: lfs quota {flag} failed: {r.stderr.strip()[:160]}")
                 continue
-            s.details.extend(quota_mismatches(q.type, q.module_args(), r.stdout))
-        s.raw["quota.txt"] = "\n".join(raw)
-        s.value = float(len(s.details))
-        return s
+            out.details.extend(quota_mismatches(q.type, q.module_args(), r.stdout))
+        out.raw["quota.txt"] = "\n".join(raw)
+        return out
 
 
 def quota_mismatches(quota_type: str, planned: dict[str, object], lfs_quota: str) -> list[str]:

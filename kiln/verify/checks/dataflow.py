@@ -12,27 +12,28 @@ from __future__ import annotations
 import json
 import posixpath
 import threading
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from kiln.plan.model import AcceptanceTarget
-from kiln.verify.checks.base import (
-    Check,
-    CheckError,
-    Context,
-    Rep,
-    Sample,
-    Subject,
-    drop_env_file,
-    push_env_file,
-    quote,
-    register,
-    tool_finished,
-    with_env_file,
-)
+from kiln.verify.checks.check import Check, CheckError, Rep, Sample, Subject, register
 from kiln.verify.checks.conformance import s3_credentials
+from kiln.verify.checks.context import Context
 from kiln.verify.checks.objectstore import drop_benchmark_bucket
+from kiln.verify.checks.options import Variables, var
+from kiln.verify.checks.remote import drop_env_file, push_env_file, quote, tool_finished, with_env_file
 
 RUNBOOK = "docs/runbooks/acceptance-dataflow.md"
+
+
+@dataclass(frozen=True, slots=True)
+class DataflowVariables(Variables):
+    scope = "dataflow"
+    python: str = var("/opt/kiln-datamover/bin/python", "the Python of the kiln the datamover role installed on "
+                      "the mover hosts")
+    fast_tier: str | None = var(None, "the fast-tier directory of the pass and the model relay; default: the "
+                                "plan's Lustre mount point (the lab: /srv/kiln-fast)")
+    shard_MiB: int = var(64, "checkpoint shard and model size of the pass, MiB (4 such files resume)")
 
 _passes: dict[tuple[int, str, str], dict[str, Any]] = {}  # (context, host, rep) → one pass's figures
 _lock = threading.Lock()
@@ -70,17 +71,17 @@ def measure_pass(ctx: Context, host: str, rep: Rep) -> dict[str, Any]:
             return _passes[key]
     flow = ctx.plan.dataflow
     assert flow is not None
-    o = ctx.options
-    python = o.dataflow_python
+    v = ctx.var(DataflowVariables)
+    python = v.python
     if not ctx.run(host, f"{quote(python)} -c 'import kiln.dataflow.measure'", 60).ok:
         raise CheckError(f"{host}: {python} has no kiln data mover; deploy it with the datamover role "
-                         "(ansible/site.yml, tag datamover) or pass --option dataflow_python=PATH")
-    fast = o.dataflow_fast_tier or ctx.plan.mount_point
+                         "(ansible/site.yml, tag datamover) or pass --option dataflow.python=PATH")
+    fast = v.fast_tier or ctx.plan.mount_point
     work = posixpath.join(fast, f".kiln-measure-{rep.label}")
     ak, sk = s3_credentials(ctx)
     argv = [python, "-m", "kiln.dataflow.measure", "--endpoint", ctx.plan.objectstore.endpoint,
             "--bucket", _bucket(ctx), "--work", work, "--concurrency", str(flow.concurrency),
-            "--part-MiB", str(flow.part_size_MiB), "--shard-MiB", str(o.dataflow_shard_MiB)]
+            "--part-MiB", str(flow.part_size_MiB), "--shard-MiB", str(v.shard_MiB)]
     shown = " ".join(quote(a) for a in argv)
     env = push_env_file(ctx, host, "dataflow.env", {"KILN_S3_ACCESS_KEY": ak, "KILN_S3_SECRET_KEY": sk})
     try:
@@ -100,6 +101,7 @@ def measure_pass(ctx: Context, host: str, rep: Rep) -> dict[str, Any]:
 class DataflowCheck(Check):
     runbook = RUNBOOK
     tools = ("kiln data (rclone, boto3)",)
+    variables = (DataflowVariables,)
     figure: ClassVar[str]
 
     def subjects(self, ctx: Context, target: AcceptanceTarget) -> list[Subject]:

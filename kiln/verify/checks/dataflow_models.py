@@ -26,21 +26,11 @@ import secrets
 
 from kiln.plan.dataflow import model_arrival_s
 from kiln.plan.model import AcceptanceTarget, ModelFlowPlan
-from kiln.verify.checks.base import (
-    Check,
-    CheckError,
-    Context,
-    Rep,
-    Sample,
-    Subject,
-    drop_env_file,
-    push_env_file,
-    quote,
-    register,
-    with_env_file,
-)
+from kiln.verify.checks.check import Check, CheckError, Rep, Sample, Subject, register
 from kiln.verify.checks.conformance import s3_credentials
-from kiln.verify.checks.dataflow import RUNBOOK, last_json_line
+from kiln.verify.checks.context import Context
+from kiln.verify.checks.dataflow import RUNBOOK, DataflowVariables, last_json_line
+from kiln.verify.checks.remote import drop_env_file, push_env_file, quote, with_env_file
 
 #: The relay directory under the fast tier (the datamover role's datamover_models_relay default).
 RELAY_DIR = ".kiln-models-relay"
@@ -122,6 +112,7 @@ class ModelDistribution(Check):
     id = "dataflow.model_distribution"
     runbook = RUNBOOK
     tools = ("boto3 PUT", "kiln data models (SeaweedFS filer subscription)", "/proc/net/dev")
+    variables = (DataflowVariables,)
 
     def subjects(self, ctx: Context, target: AcceptanceTarget) -> list[Subject]:
         found = model_entry(ctx)
@@ -139,7 +130,7 @@ class ModelDistribution(Check):
         flow = ctx.plan.dataflow
         assert found is not None and flow is not None
         index, m = found
-        host, o = subject.hosts[0], ctx.options
+        host, v = subject.hosts[0], ctx.var(DataflowVariables)
         stores = [h for h in ctx.plan.objectstore.hosts if h in ctx.remotes]
         if not stores:
             raise CheckError("no object-store host in the inventory: the lake's network counters cannot be read")
@@ -147,11 +138,11 @@ class ModelDistribution(Check):
         key = m.prefix + name
         paths = [posixpath.join(t, name) for t in m.targets]
         receivers = [h for h in m.hosts if h in ctx.remotes]
-        relay = posixpath.join(o.dataflow_fast_tier or ctx.plan.mount_point, RELAY_DIR, name)
-        python = quote(o.dataflow_python)
+        relay = posixpath.join(v.fast_tier or ctx.plan.mount_point, RELAY_DIR, name)
+        python = quote(v.python)
         ak, sk = s3_credentials(ctx)
         env = push_env_file(ctx, host, "models.env", {"KILN_S3_ACCESS_KEY": ak, "KILN_S3_SECRET_KEY": sk})
-        put_argv = [ctx.plan.objectstore.endpoint, m.bucket, key, str(o.dataflow_shard_MiB)]
+        put_argv = [ctx.plan.objectstore.endpoint, m.bucket, key, str(v.shard_MiB)]
         try:
             before = {h: tx_bytes(ctx, h) for h in stores}
             r = ctx.run(host, with_env_file(env, f"{python} -c {quote(_PUT_PY)} "

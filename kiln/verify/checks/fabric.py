@@ -4,26 +4,34 @@ within a node and across the nodes of a pool (launched with mpirun or srun)."""
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from kiln import knowledge
 from kiln.plan.model import AcceptanceTarget
-from kiln.verify.checks.base import (
-    Check,
-    CheckError,
-    Context,
-    Rep,
-    Sample,
-    Subject,
-    need_tool,
-    quote,
-    register,
-    ring_pairs,
-    tool_finished,
-)
+from kiln.verify.checks.check import Check, CheckError, Rep, Sample, Subject, register, ring_pairs
+from kiln.verify.checks.context import Context
 from kiln.verify.checks.launch import launch_command
+from kiln.verify.checks.options import Variables, var
+from kiln.verify.checks.remote import need_tool, quote, run_tool, tool_finished
 from kiln.verify.parsers import ParseError, parse_nccl_tests, parse_perftest
 
 RUNBOOK = "docs/runbooks/acceptance-fabric.md"
+
+
+@dataclass(frozen=True, slots=True)
+class PerftestVariables(Variables):
+    scope = "fabric.perftest"
+    seconds: int = var(5, "duration of each run (-D)")
+    size: int = var(1 << 20, "message size in bytes (-s)")
+    qps: int = var(4, "queue pairs (-q)")
+
+
+@dataclass(frozen=True, slots=True)
+class NcclVariables(Variables):
+    scope = "fabric.nccl"
+    all_reduce_perf: str = var("all_reduce_perf", "the nccl-tests all_reduce_perf binary (built with MPI=1 for "
+                               "fabric.nccl_allreduce_inter)")
+    max_bytes: str = var("8G", "the largest message size (-e); its row is the figure")
 
 
 def rails(ctx: Context, host: str) -> list[str]:
@@ -56,6 +64,7 @@ class Perftest(Check):
     verb = "write"
     runbook = RUNBOOK
     tools = ("perftest",)
+    variables = (PerftestVariables,)
 
     def subjects(self, ctx: Context, target: AcceptanceTarget) -> list[Subject]:
         out = []
@@ -67,13 +76,13 @@ class Perftest(Check):
         return out
 
     def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
-        o = ctx.options
+        o, v = ctx.options, ctx.var(PerftestVariables)
         client, server = subject.hosts
         tool = f"ib_{self.verb}_bw"
         for h in (client, server):
             need_tool(ctx, h, tool, "install perftest (linux-rdma/perftest); roles/bench_tools does")
         gid = _pool_env(ctx, client).get("NCCL_IB_GID_INDEX")
-        common = (f"-F --report_gbits -q {o.perftest_qps} -s {o.perftest_size} -D {o.perftest_seconds} "
+        common = (f"-F --report_gbits -q {v.qps} -s {v.size} -D {v.seconds} "
                   f"-p {knowledge.load().ports.acceptance.perftest.value}" + (f" -x {gid}" if gid else ""))
         log = ctx.workdir(f"{tool}-server.log")
         pidfile = ctx.workdir(f"{tool}-server.pid")
@@ -83,7 +92,7 @@ class Perftest(Check):
         try:
             time.sleep(1.0)
             cmd = f"{tool} -d {quote(subject.get('device'))} {common} {quote(management_address(ctx, server))}"
-            r = ctx.run(client, cmd, o.perftest_seconds + 120)
+            r = ctx.run(client, cmd, v.seconds + 120)
             try:
                 res = parse_perftest(r.stdout, r.stderr)
             except ParseError as exc:
@@ -117,18 +126,17 @@ class NcclIntra(Check):
     runbook = RUNBOOK
     tools = ("nccl-tests all_reduce_perf",)
     parallel_hosts = True  # NVLink/NVSwitch inside each node
+    variables = (NcclVariables,)
 
     def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
-        o = ctx.options
+        v = ctx.var(NcclVariables)
         host = subject.hosts[0]
         ph = ctx.plan_host(host)
         gpus = ph.gpus if ph and ph.gpus else 1
-        need_tool(ctx, host, o.all_reduce_perf, "build nccl-tests (github.com/NVIDIA/nccl-tests)")
-        env = "".join(f"{k}={quote(v)} " for k, v in target.env)
-        cmd = f"{env}{quote(o.all_reduce_perf)} -b 1M -e {o.nccl_max_bytes} -f 2 -g {gpus}"
-        r = ctx.run(host, cmd, o.command_timeout_s)
-        res = parse_nccl_tests(r.stdout, r.stderr)
-        tool_finished(host, "all_reduce_perf", r)
+        need_tool(ctx, host, v.all_reduce_perf, "build nccl-tests (github.com/NVIDIA/nccl-tests)")
+        env = "".join(f"{k}={quote(value)} " for k, value in target.env)
+        cmd = f"{env}{quote(v.all_reduce_perf)} -b 1M -e {v.max_bytes} -f 2 -g {gpus}"
+        res, r = run_tool(ctx, host, "all_reduce_perf", cmd, ctx.options.command_timeout_s, parse_nccl_tests)
         return Sample(res.busbw_GBps, raw={"all_reduce_perf.txt": r.stdout},
                       info={"avg_busbw_GBps": res.avg_busbw_GBps, "gpus": gpus,
                             "largest_size": max(x.size_bytes for x in res.rows)})
@@ -139,20 +147,19 @@ class NcclInter(Check):
     id = "fabric.nccl_allreduce_inter"
     runbook = RUNBOOK
     tools = ("nccl-tests all_reduce_perf", "mpirun/srun")
+    variables = (NcclVariables,)
 
     def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
-        o = ctx.options
+        v = ctx.var(NcclVariables)
         launcher = subject.hosts[0]
         if len(subject.hosts) < 2:
             raise CheckError("NCCL across nodes needs at least two selected hosts in the pool")
         ph = ctx.plan_host(launcher)
         gpus = ph.gpus if ph and ph.gpus else 1
-        need_tool(ctx, launcher, o.all_reduce_perf, "build nccl-tests with MPI=1 (github.com/NVIDIA/nccl-tests)")
-        cmd = launch_command(ctx, subject.hosts, gpus, f"{quote(o.all_reduce_perf)} -b 1M -e {o.nccl_max_bytes} "
+        need_tool(ctx, launcher, v.all_reduce_perf, "build nccl-tests with MPI=1 (github.com/NVIDIA/nccl-tests)")
+        cmd = launch_command(ctx, subject.hosts, gpus, f"{quote(v.all_reduce_perf)} -b 1M -e {v.max_bytes} "
                              "-f 2 -g 1", env={**_pool_env(ctx, launcher), **dict(target.env)},
                              gpus_per_node=gpus)
-        r = ctx.run(launcher, cmd, o.command_timeout_s)
-        res = parse_nccl_tests(r.stdout, r.stderr)
-        tool_finished(launcher, "all_reduce_perf", r)
+        res, r = run_tool(ctx, launcher, "all_reduce_perf", cmd, ctx.options.command_timeout_s, parse_nccl_tests)
         return Sample(res.busbw_GBps, raw={"all_reduce_perf.txt": r.stdout, "command.txt": cmd},
                       info={"avg_busbw_GBps": res.avg_busbw_GBps, "ranks": res.ranks or len(subject.hosts) * gpus})

@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Literal
+
 from kiln.plan.model import AcceptanceTarget
-from kiln.verify.checks.base import Check, CheckError, Context, Rep, Sample, Subject, quote, register, tool_finished
+from kiln.verify.checks.check import Check, CheckError, Rep, Sample, Subject, register
+from kiln.verify.checks.context import Context
+from kiln.verify.checks.options import Variables, var
+from kiln.verify.checks.remote import quote, run_tool
 from kiln.verify.parsers import GpuCopyResult, parse_bandwidth_test, parse_nvbandwidth
 
 RUNBOOK = "docs/runbooks/acceptance-gpu.md"
+
+
+@dataclass(frozen=True, slots=True)
+class GpuCopyVariables(Variables):
+    scope = "gpu"
+    tool: Literal["auto", "nvbandwidth", "bandwidthTest"] = var("auto", "which tool measures: auto prefers "
+                                                                "nvbandwidth, then bandwidthTest")
+    nvbandwidth_path: str = var("nvbandwidth", "the nvbandwidth binary")
+    bandwidth_test_path: str = var("bandwidthTest", "the CUDA samples' bandwidthTest binary")
 
 
 class CopyBw(Check):
@@ -14,33 +29,32 @@ class CopyBw(Check):
     runbook = RUNBOOK
     tools = ("nvbandwidth", "bandwidthTest")
     parallel_hosts = True
+    variables = (GpuCopyVariables,)
 
     def _tool(self, ctx: Context, host: str) -> str:
-        o = ctx.options
+        v = ctx.var(GpuCopyVariables)
         order = {"auto": ("nvbandwidth", "bandwidthTest"), "nvbandwidth": ("nvbandwidth",),
-                 "bandwidthTest": ("bandwidthTest",)}[o.gpu_tool]
+                 "bandwidthTest": ("bandwidthTest",)}[v.tool]
         for name in order:
-            path = o.nvbandwidth_path if name == "nvbandwidth" else o.bandwidth_test_path
+            path = v.nvbandwidth_path if name == "nvbandwidth" else v.bandwidth_test_path
             if ctx.run(host, f"command -v {quote(path)}", 30).ok:
                 return name
         raise CheckError(f"{host}: neither nvbandwidth nor bandwidthTest is installed "
-                         "(build github.com/NVIDIA/nvbandwidth or the CUDA samples; --option nvbandwidth_path=PATH)")
+                         "(build github.com/NVIDIA/nvbandwidth or the CUDA samples; "
+                         "--option gpu.nvbandwidth_path=PATH)")
 
     def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
-        o = ctx.options
+        v, timeout = ctx.var(GpuCopyVariables), ctx.options.command_timeout_s
         host = subject.hosts[0]
         tool = self._tool(ctx, host)
         res: GpuCopyResult
         if tool == "nvbandwidth":
             case = "host_to_device_memcpy_ce" if self.direction == "h2d" else "device_to_host_memcpy_ce"
-            r = ctx.run(host, f"{quote(o.nvbandwidth_path)} -t {case}", o.command_timeout_s)
-            res = parse_nvbandwidth(r.stdout, r.stderr)
+            res, r = run_tool(ctx, host, tool, f"{quote(v.nvbandwidth_path)} -t {case}", timeout, parse_nvbandwidth)
         else:
             flag = "--htod" if self.direction == "h2d" else "--dtoh"
-            cmd = f"{quote(o.bandwidth_test_path)} --memory=pinned --mode=quick {flag}"
-            r = ctx.run(host, cmd, o.command_timeout_s)
-            res = parse_bandwidth_test(r.stdout, r.stderr)
-        tool_finished(host, tool, r)
+            cmd = f"{quote(v.bandwidth_test_path)} --memory=pinned --mode=quick {flag}"
+            res, r = run_tool(ctx, host, tool, cmd, timeout, parse_bandwidth_test)
         value = res.h2d_Bps if self.direction == "h2d" else res.d2h_Bps
         if value is None:
             raise CheckError(f"{tool} printed no {self.direction} figure")

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from kiln.verify.checks.base import Context, quote
+from kiln.verify.checks.context import Context
+from kiln.verify.checks.remote import quote
 
 
 def launch_command(ctx: Context, hosts: tuple[str, ...] | list[str], per_node: int, command: str,

@@ -19,17 +19,19 @@ from kiln import knowledge
 from kiln.plan.groups import COMPUTE
 from kiln.plan.model import AcceptanceTarget
 from kiln.plan.monitoring import FAULTS, HEALTH_CHECKS, Fault, FilesystemFill, fire_bound_s
-from kiln.verify.checks.base import (
+from kiln.verify.checks.check import (
     Check,
     CheckError,
-    Context,
+    Conformance,
+    Findings,
     NotApplicable,
     Rep,
     Sample,
     Subject,
-    quote,
     register,
 )
+from kiln.verify.checks.context import Context
+from kiln.verify.checks.remote import quote
 
 RUNBOOK = "docs/runbooks/monitoring.md"
 FAULT_FS_MAX_BYTES = 1 << 30  # the disk-fill fault refuses a filesystem larger than this (spec: at most 1 GiB)
@@ -89,8 +91,7 @@ def wait_first_scrapes(ctx: Context) -> None:
         time.sleep(min(interval, 2))
 
 
-class _PromCheck(Check):
-    kind = "conformance"
+class _PromCheck(Conformance):
     runbook = RUNBOOK
     tools = ("Prometheus HTTP API",)
 
@@ -114,29 +115,28 @@ def _hardware_reason(ctx: Context, job: str, hosts: list[str]) -> str | None:
 class TargetsUp(_PromCheck):
     id = "monitoring.targets_up"
 
-    def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
+    def compare(self, ctx: Context, target: AcceptanceTarget, subject: Subject) -> Findings:
         wait_first_scrapes(ctx)
         data = prom_api(ctx, "/api/v1/targets", {"state": "active"})
         active = {(t["labels"].get("job"), t["labels"].get("instance")): t for t in data.get("activeTargets", [])}
-        s = Sample(0.0, raw={"targets.json": json.dumps(data, indent=1)})
+        out = Findings(raw={"targets.json": json.dumps(data, indent=1)})
         up = 0
         for t in ctx.plan.monitoring.scrape_targets:
             seen = active.get((t.job, t.address))
             if seen is None:
-                s.details.append(f"{t.job} {t.address} ({t.host}): planned, not in Prometheus's active targets")
+                out.mismatch(f"{t.job} {t.address} ({t.host}): planned, not in Prometheus's active targets")
             elif seen.get("health") == "up":
                 up += 1
             else:
                 why = _hardware_reason(ctx, t.job, [t.host])
                 err = seen.get("lastError") or seen.get("health")
                 if why:
-                    s.details.append(f"note: {t.job} {t.address} down, not applicable on this host: {why}")
+                    out.note(f"{t.job} {t.address} down, not applicable on this host: {why}")
                 else:
-                    s.details.append(f"{t.job} {t.address} ({t.host}): {seen.get('health')} ({err})")
-        s.value = float(sum(1 for d in s.details if not d.startswith("note:")))
-        s.info["checked"] = len(ctx.plan.monitoring.scrape_targets)
-        s.info["up"] = up
-        return s
+                    out.mismatch(f"{t.job} {t.address} ({t.host}): {seen.get('health')} ({err})")
+        out.info["checked"] = len(ctx.plan.monitoring.scrape_targets)
+        out.info["up"] = up
+        return out
 
 
 # metric-name prefixes → the scrape job that exports them
@@ -193,9 +193,9 @@ class PanelsWithData(_PromCheck):
                     return f"no RDMA device on any host ({reasons[0]})"
         return None
 
-    def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
+    def compare(self, ctx: Context, target: AcceptanceTarget, subject: Subject) -> Findings:
         wait_first_scrapes(ctx)
-        s = Sample(0.0)
+        out = Findings()
         queries = panel_queries(ctx)
         rows = []
         for board, title, expr in queries:
@@ -208,13 +208,12 @@ class PanelsWithData(_PromCheck):
                 continue
             why = self._no_data_reason(ctx, expr)
             if why:
-                s.details.append(f"note: {board} '{title}' no data, not applicable here: {why}")
+                out.note(f"{board} '{title}' no data, not applicable here: {why}")
             else:
-                s.details.append(f"{board} '{title}': no data for {expr}")
-        s.raw["panels.tsv"] = "\n".join(rows) + "\n"
-        s.value = float(sum(1 for d in s.details if not d.startswith("note:")))
-        s.info["checked"] = len(queries)
-        return s
+                out.mismatch(f"{board} '{title}': no data for {expr}")
+        out.raw["panels.tsv"] = "\n".join(rows) + "\n"
+        out.info["checked"] = len(queries)
+        return out
 
 
 # ------------------------------------------------------------------------------------------------- faults
@@ -458,13 +457,11 @@ for _name in FAULTS:
 # ------------------------------------------------------------------------------------------- node health
 
 
-class HealthCheck(Check):
+class HealthCheck(Conformance):
     """One kiln-health sub-check on a compute host: ok → PASS, fault → FAIL with its code, not applicable →
     NOT APPLICABLE with kiln-health's reason. kiln-health runs once per host and run."""
 
-    kind = "conformance"
     runbook = RUNBOOK
-    parallel_hosts = True
     tools = ("kiln-health",)
     _lock = threading.Lock()
     _cache: ClassVar[dict[tuple[int, str], list[dict[str, Any]]]] = {}
@@ -486,7 +483,7 @@ class HealthCheck(Check):
             self._cache[key] = rows
         return list(rows)
 
-    def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
+    def compare(self, ctx: Context, target: AcceptanceTarget, subject: Subject) -> Findings:
         host = subject.hosts[0]
         row = next((x for x in self.results(ctx, host) if x.get("check") == target.check), None)
         if row is None:
@@ -494,13 +491,12 @@ class HealthCheck(Check):
         status, detail = row.get("status"), str(row.get("detail"))
         if status == "not_applicable":
             raise NotApplicable(detail)
-        s = Sample(0.0, raw={"kiln-health.json": json.dumps(self.results(ctx, host), indent=1)})
+        out = Findings(raw={"kiln-health.json": json.dumps(self.results(ctx, host), indent=1)})
         if status == "ok":
-            s.details.append(f"note: {detail}")
+            out.note(detail)
         else:
-            s.details.append(f"fault code {row.get('code')}: {detail}")
-            s.value = 1.0
-        return s
+            out.mismatch(f"fault code {row.get('code')}: {detail}")
+        return out
 
 
 for _check in HEALTH_CHECKS:

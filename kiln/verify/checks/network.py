@@ -3,24 +3,24 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from kiln import knowledge
 from kiln.plan.model import AcceptanceTarget
-from kiln.verify.checks.base import (
-    Check,
-    CheckError,
-    Context,
-    Rep,
-    Sample,
-    Subject,
-    need_tool,
-    quote,
-    register,
-    tool_finished,
-)
+from kiln.verify.checks.check import Check, CheckError, Rep, Sample, Subject, register
+from kiln.verify.checks.context import Context
+from kiln.verify.checks.options import Variables, var
+from kiln.verify.checks.remote import need_tool, quote, tool_finished
 from kiln.verify.parsers import ParseError, parse_iperf3
 
 RUNBOOK = "docs/runbooks/acceptance-network.md"
+
+
+@dataclass(frozen=True, slots=True)
+class Iperf3Variables(Variables):
+    scope = "network.iperf3"
+    seconds: int = var(10, "duration of each run (-t)")
+    streams: int = var(4, "parallel streams (-P)")
 
 
 def storage_address(ctx: Context, host: str) -> str:
@@ -41,6 +41,7 @@ class Iperf3(Check):
     runbook = RUNBOOK
     tools = ("iperf3",)
     parallel_hosts = False  # pairs share the switch; one at a time
+    variables = (Iperf3Variables,)
 
     def prepare(self, ctx: Context, target: AcceptanceTarget, subject: Subject) -> None:
         for h in subject.hosts:
@@ -48,7 +49,7 @@ class Iperf3(Check):
 
     def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
         client, server = subject.hosts[0], subject.hosts[1]
-        o = ctx.options
+        v = ctx.var(Iperf3Variables)
         c_addr, s_addr = storage_address(ctx, client), storage_address(ctx, server)
         pidfile = ctx.workdir("iperf3-server.pid")
         port = knowledge.load().ports.acceptance.iperf3.value  # the port the firewall opens (ports.yaml)
@@ -56,11 +57,11 @@ class Iperf3(Check):
                          f"iperf3 -s -1 -D -B {quote(s_addr)} -p {port} -I {quote(pidfile)}",
                  30, what=f"starting the iperf3 server on {s_addr}:{port}")
         try:
-            cmd = (f"iperf3 -c {quote(s_addr)} -B {quote(c_addr)} -p {port} -t {o.iperf3_seconds} "
-                   f"-P {o.iperf3_streams} -J")
+            cmd = (f"iperf3 -c {quote(s_addr)} -B {quote(c_addr)} -p {port} -t {v.seconds} "
+                   f"-P {v.streams} -J")
             last: ParseError | None = None
             for attempt in range(5):  # the daemonized server may need a moment to listen
-                r = ctx.run(client, cmd, o.iperf3_seconds + 60)
+                r = ctx.run(client, cmd, v.seconds + 60)
                 try:
                     res = parse_iperf3(r.stdout, r.stderr)
                     break

@@ -3,41 +3,45 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from kiln import knowledge
 from kiln.plan.groups import COMPUTE
 from kiln.plan.model import AcceptanceTarget
-from kiln.verify.checks.base import (
-    Check,
-    CheckError,
-    Context,
-    Rep,
-    Sample,
-    Subject,
-    drop_env_file,
-    push_env_file,
-    quote,
-    register,
-    tool_finished,
-    with_env_file,
-)
+from kiln.verify.checks.check import Check, CheckError, Rep, Sample, Subject, register
 from kiln.verify.checks.conformance import s3_credentials, s3_endpoints, s3_tls
+from kiln.verify.checks.context import Context
+from kiln.verify.checks.options import Variables, var
+from kiln.verify.checks.remote import drop_env_file, push_env_file, quote, tool_finished, with_env_file
 from kiln.verify.parsers import parse_warp, parse_warp_version
 
 RUNBOOK = "docs/runbooks/acceptance-objectstore.md"
 REPO_WARP = Path(__file__).resolve().parents[3] / ".tools" / "bin" / "warp"
 
 
+@dataclass(frozen=True, slots=True)
+class WarpVariables(Variables):
+    scope = "objectstore.warp"
+    binary: str | None = var(None, "a local warp pushed to the launcher when it has none; default: .tools/bin/warp")
+    duration_s: int = var(30, "duration of each run (--duration)")
+    obj_size: str = var("4MiB", "object size (--obj.size)")
+    concurrent: int = var(32, "parallel requests (--concurrent)")
+    objects: int = var(500, "objects the GET run reads (--objects)")
+    bucket: str = var("kiln-verify-warp", "the bucket warp creates and empties (dropped after each run on a "
+                      "kiln-deployed SeaweedFS)")
+
+
 def warp_on(ctx: Context, host: str) -> str:
-    """warp on the host: its own, else the local binary (--option warp_binary, .tools/bin/warp) pushed there."""
+    """warp on the host: its own, else the local binary (objectstore.warp.binary, .tools/bin/warp) pushed there."""
     r = ctx.run(host, "command -v warp", 30)
     if r.ok and r.stdout.strip():
         return r.stdout.strip().splitlines()[0]
-    local = Path(ctx.options.warp_binary) if ctx.options.warp_binary else REPO_WARP
+    binary = ctx.var(WarpVariables).binary
+    local = Path(binary) if binary else REPO_WARP
     if not local.is_file():
         raise CheckError(f"{host}: warp is not installed and there is no local warp to copy ({local}); "
-                         "build it with scripts/build-tools.sh warp or pass --option warp_binary=PATH")
+                         "build it with scripts/build-tools.sh warp or pass --option objectstore.warp.binary=PATH")
     dest = ctx.workdir("bin", "warp")
     check = ctx.run(host, f"{quote(dest)} --version", 30)
     if not (check.ok and check.stdout.strip()):
@@ -58,6 +62,7 @@ class Warp(Check):
     op = "GET"
     runbook = RUNBOOK
     tools = ("warp",)
+    variables = (WarpVariables,)
 
     def subjects(self, ctx: Context, target: AcceptanceTarget) -> list[Subject]:
         """warp runs on a client (the first selected compute host, or --launcher-host), not on a gateway."""
@@ -82,17 +87,17 @@ class Warp(Check):
         self._warp[subject.hosts[0]] = warp
 
     def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
-        o = ctx.options
+        v = ctx.var(WarpVariables)
         host = subject.hosts[0]
         ak, sk = s3_credentials(ctx)
         eps = s3_endpoints(ctx)
         bench = ctx.workdir(f"warp-{self.op.lower()}-{rep.label}")
         warp = self._warp.get(host) or warp_on(ctx, host)
         args = [warp, self.op.lower(), "--json", "--no-color", "--host", ",".join(eps),
-                "--bucket", o.warp_bucket, "--obj.size", o.warp_obj_size, "--concurrent", str(o.warp_concurrent),
-                "--duration", f"{o.warp_duration_s}s", "--benchdata", bench]
+                "--bucket", v.bucket, "--obj.size", v.obj_size, "--concurrent", str(v.concurrent),
+                "--duration", f"{v.duration_s}s", "--benchdata", bench]
         if self.op == "GET":
-            args += ["--objects", str(o.warp_objects)]
+            args += ["--objects", str(v.objects)]
         if s3_tls(ctx):
             args.append("--tls")
         shown = " ".join(quote(a) for a in args)
@@ -101,16 +106,16 @@ class Warp(Check):
         env = push_env_file(ctx, host, "warp.env", {"WARP_ACCESS_KEY": ak, "WARP_SECRET_KEY": sk})
         cmd = with_env_file(env, f"{shown}; rc=$?; rm -f {quote(bench)}.csv.zst; exit $rc")
         try:
-            r = ctx.run(host, cmd, o.warp_duration_s * 4 + 600)
+            r = ctx.run(host, cmd, v.duration_s * 4 + 600)
         finally:
             drop_env_file(ctx, host, env)
-            drop_benchmark_bucket(ctx, o.warp_bucket)
+            drop_benchmark_bucket(ctx, v.bucket)
         res = parse_warp(r.stdout, r.stderr)
         op = res.op(self.op)  # any failed request is an error
         tool_finished(host, "warp", r)
         return Sample(op.bytes_per_s / 1e9, raw={"warp.json": _strip_progress(r.stdout), "command.txt": shown},
                       info={"ops_per_s": op.ops_per_s, "requests": op.requests, "errors": op.errors,
-                            "concurrency": op.concurrency, "endpoints": eps, "object_size": o.warp_obj_size})
+                            "concurrency": op.concurrency, "endpoints": eps, "object_size": v.obj_size})
 
 
 def drop_benchmark_bucket(ctx: Context, bucket: str) -> None:

@@ -16,10 +16,11 @@ import json
 
 from kiln import knowledge
 from kiln.plan.model import AcceptanceTarget
-from kiln.verify.checks.base import CheckError, Context, NotApplicable, Rep, Sample, Subject, quote, register
-from kiln.verify.checks.conformance import Conformance, master_hosts
+from kiln.verify.checks.check import CheckError, Conformance, Findings, NotApplicable, Subject, register
+from kiln.verify.checks.conformance import master_hosts
+from kiln.verify.checks.context import Context
+from kiln.verify.checks.remote import quote
 
-RUNBOOK = "docs/runbooks/acceptance-conformance.md"
 CONNECT_TIMEOUT_S = 3.0
 
 # One TCP connect per (address, port): open, refused (RST: reached, nothing listening) or dropped (timeout).
@@ -54,10 +55,9 @@ def _backend_ports(ctx: Context, host: str) -> list[tuple[str, int]]:
 @register
 class ObjectstoreExposure(Conformance):
     id = "security.objectstore_exposure"
-    runbook = RUNBOOK
     tools = ("python3 socket connect",)
 
-    def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
+    def compare(self, ctx: Context, target: AcceptanceTarget, subject: Subject) -> Findings:
         client = subject.hosts[0]
         store = ctx.plan.objectstore
         if store.backend != "seaweedfs" or not store.hosts:
@@ -83,16 +83,15 @@ class ObjectstoreExposure(Conformance):
             seen = {(a, int(p)): str(state) for a, p, state in json.loads(r.stdout)}
         except (ValueError, TypeError) as exc:
             raise CheckError(f"{client}: unreadable probe output ({exc}): {r.stdout[-200:]}") from None
-        s = Sample(0.0, raw={"connect.json": r.stdout})
+        out = Findings(raw={"connect.json": r.stdout})
         for addr, port, what, reachable in probes:
             state = seen.get((addr, port), "not probed")
             if reachable and state != "open":
-                s.details.append(f"{what} {addr}:{port}: planned reachable from {client}, found {state}")
+                out.mismatch(f"{what} {addr}:{port}: planned reachable from {client}, found {state}")
             elif reachable and port == filer_grpc:
-                s.info["filer_subscription_open"] = f"{what} {addr}:{port} (planned: dataflow.models filer_access)"
+                out.info["filer_subscription_open"] = f"{what} {addr}:{port} (planned: dataflow.models filer_access)"
             elif not reachable and state == "open":
-                s.details.append(f"{what} {addr}:{port}: planned closed to {client} (object-store hosts only), "
-                                 "found open")
-        s.value = float(len(s.details))
-        s.info["checked"] = len(probes)
-        return s
+                out.mismatch(f"{what} {addr}:{port}: planned closed to {client} (object-store hosts only), "
+                             "found open")
+        out.info["checked"] = len(probes)
+        return out

@@ -3,29 +3,72 @@
 from __future__ import annotations
 
 from abc import abstractmethod
+from dataclasses import dataclass
 
 from kiln.lustre.lustre_common import parse_size
 from kiln.plan.groups import LUSTRE_OSS
 from kiln.plan.model import AcceptanceTarget
-from kiln.verify.checks.base import (
-    Check,
-    CheckError,
-    Context,
-    NotApplicable,
-    Rep,
-    Sample,
-    Subject,
-    need_tool,
-    quote,
-    register,
-    tool_finished,
-)
+from kiln.verify.checks.check import Check, CheckError, NotApplicable, Rep, Sample, Subject, register
+from kiln.verify.checks.context import Context, host_probe
 from kiln.verify.checks.launch import launch_command
+from kiln.verify.checks.options import Variables, var
+from kiln.verify.checks.remote import need_tool, quote, run_tool
 from kiln.verify.fiojob import FioJobSpec, size_per_job
 from kiln.verify.parsers import parse_fio, parse_ior, parse_lst_bw, parse_mdtest
 
 RUNBOOK = "docs/runbooks/acceptance-storage.md"
 GB = 1e9
+
+
+@dataclass(frozen=True, slots=True)
+class StorageVariables(Variables):
+    scope = "storage"
+    local_nvme_path: str | None = var(None, "the local NVMe scratch directory (local fio); default: host var "
+                                      "kiln_local_nvme_mount, else /mnt/local-nvme")
+    lustre_dir: str | None = var(None, "the Lustre directory of fio, IOR and mdtest; default: the plan's scratch "
+                                 "layout directory (or mount point) + /kiln-verify")
+
+
+@dataclass(frozen=True, slots=True)
+class FioVariables(Variables):
+    scope = "storage.fio"
+    jobs: int = var(4, "fio processes (numjobs), one file each")
+    size_per_job: str | None = var(None, "size of each job's file, e.g. 4G; default: acceptance.fio_size_factor "
+                                   "× the host's RAM, split over the jobs")
+    runtime_s: int = var(60, "cap of each pass in seconds (fio stops at the size or at this time)")
+    iodepth: int = var(16, "I/O depth of each job (libaio)")
+    block_size: str = var("1M", "block size (bs)")
+
+
+@dataclass(frozen=True, slots=True)
+class IorVariables(Variables):
+    scope = "storage.ior"
+    path: str = var("ior", "the IOR binary on the launcher")
+    procs_per_node: int = var(8, "IOR processes per client node")
+    block: str = var("4g", "bytes each process writes and reads (-b)")
+
+
+@dataclass(frozen=True, slots=True)
+class MdtestVariables(Variables):
+    scope = "storage.mdtest"
+    path: str = var("mdtest", "the mdtest binary on the launcher")
+    procs_per_node: int = var(8, "mdtest processes per client node")
+    files_per_proc: int = var(1000, "files each process creates (-n)")
+
+
+def local_nvme_path(ctx: Context, host: str) -> str:
+    planned = ctx.hostvars(host).get("kiln_local_nvme_mount")
+    return str(ctx.var(StorageVariables).local_nvme_path or planned or "/mnt/local-nvme")
+
+
+@host_probe("nvme")
+def _probe_nvme(ctx: Context, host: str) -> str | None:
+    path = local_nvme_path(ctx, host)
+    r = ctx.run(host, f"test -d {quote(path)} && echo ok", 30)
+    if r.stdout.strip() != "ok":
+        return (f"no local NVMe scratch directory {path} on this host "
+                "(set host var kiln_local_nvme_mount or --option storage.local_nvme_path=DIR)")
+    return None
 
 
 def host_ram_bytes(ctx: Context, host: str) -> int:
@@ -42,19 +85,20 @@ class FioCheck(Check):
     op: str = "read"
     runbook = RUNBOOK
     tools = ("fio",)
+    variables = (StorageVariables, FioVariables)
 
     @abstractmethod
     def directory(self, ctx: Context, host: str) -> str:
         """Where the fio job files go on the host (local NVMe or a Lustre directory)."""
 
     def job(self, ctx: Context, host: str) -> FioJobSpec:
-        o = ctx.options
-        if o.fio_size_per_job:
-            size = parse_size(o.fio_size_per_job)
+        v = ctx.var(FioVariables)
+        if v.size_per_job:
+            size = parse_size(v.size_per_job)
         else:
-            size = size_per_job(ctx.acceptance.fio_size_factor, host_ram_bytes(ctx, host), o.fio_jobs)
-        return FioJobSpec(op=self.op, directory=self.directory(ctx, host), size_per_job=size, numjobs=o.fio_jobs,
-                          runtime_s=o.fio_runtime_s, block_size=o.fio_block_size, iodepth=o.fio_iodepth)
+            size = size_per_job(ctx.acceptance.fio_size_factor, host_ram_bytes(ctx, host), v.jobs)
+        return FioJobSpec(op=self.op, directory=self.directory(ctx, host), size_per_job=size, numjobs=v.jobs,
+                          runtime_s=v.runtime_s, block_size=v.block_size, iodepth=v.iodepth)
 
     def prepare(self, ctx: Context, target: AcceptanceTarget, subject: Subject) -> None:
         host = subject.hosts[0]
@@ -69,9 +113,7 @@ class FioCheck(Check):
         timeout = job.runtime_s * 3 + 600 + job.size_per_job * job.numjobs / 50e6  # layout of read files included
         cmd = (f"mkdir -p {quote(ctx.options.workdir)} && cat > {quote(jobfile)} <<'EOF'\n{job.text()}EOF\n"
                f"fio --output-format=json {quote(jobfile)}")
-        r = ctx.run(host, cmd, timeout)
-        res = parse_fio(r.stdout, r.stderr)
-        tool_finished(host, "fio", r)
+        res, r = run_tool(ctx, host, "fio", cmd, timeout, parse_fio)
         bw = res.aggregate_Bps(self.op)
         return Sample(bw / GB, raw={"fio.json": r.stdout, "job.fio": job.text()},
                       info={"per_job_GBps": [round(x / GB, 4) for x in res.per_job_Bps(self.op)],
@@ -86,7 +128,7 @@ class LocalFio(FioCheck):
     parallel_hosts = True  # each host's own drives
 
     def directory(self, ctx: Context, host: str) -> str:
-        return ctx.local_nvme_path(host).rstrip("/") + "/kiln-verify"
+        return local_nvme_path(ctx, host).rstrip("/") + "/kiln-verify"
 
 
 @register
@@ -102,8 +144,9 @@ class FioLocalRead(LocalFio):
 
 
 def lustre_dir(ctx: Context) -> str:
-    if ctx.options.lustre_dir:
-        return ctx.options.lustre_dir.rstrip("/")
+    configured = ctx.var(StorageVariables).lustre_dir
+    if configured:
+        return configured.rstrip("/")
     scratch = next((lay.mount_path for lay in ctx.plan.layouts if lay.purpose == "scratch"), ctx.plan.mount_point)
     return scratch.rstrip("/") + "/kiln-verify"
 
@@ -131,11 +174,12 @@ class IorEasy(Check):
     op = "write"
     runbook = RUNBOOK
     tools = ("ior", "mpirun/srun")
+    variables = (StorageVariables, IorVariables)
 
     def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
-        o = ctx.options
+        o, v = ctx.options, ctx.var(IorVariables)
         launcher = subject.hosts[0]
-        need_tool(ctx, launcher, o.ior_path, "build IOR (github.com/hpc/ior) with MPI on every client")
+        need_tool(ctx, launcher, v.path, "build IOR (github.com/hpc/ior) with MPI on every client")
         d = f"{lustre_dir(ctx)}/ior_easy"
         ctx.must(launcher, f"mkdir -p {quote(d)}", 60)
         # easy: file per process (-F), 1 MiB transfers, fsync (-e), neighbour reads (-C) against the page cache
@@ -143,15 +187,13 @@ class IorEasy(Check):
         if self.op == "read":
             exists = ctx.run(launcher, f"ls {quote(d)}/file.* >/dev/null 2>&1", 60)
             if not exists.ok:  # the write check did not leave files: write them (not measured)
-                write = f"{o.ior_path} -a POSIX -F -e -t 1m -b {o.ior_block} -w -k -o {quote(d + '/file')}"
-                prep = launch_command(ctx, subject.hosts, o.ior_procs_per_node, write)
+                write = f"{v.path} -a POSIX -F -e -t 1m -b {v.block} -w -k -o {quote(d + '/file')}"
+                prep = launch_command(ctx, subject.hosts, v.procs_per_node, write)
                 ctx.must(launcher, prep, o.command_timeout_s, what="IOR write pass before the read test")
-        ior = (f"{o.ior_path} -a POSIX -F -e -C -t 1m -b {o.ior_block} {flags} -i 1 -o {quote(d + '/file')} "
+        ior = (f"{v.path} -a POSIX -F -e -C -t 1m -b {v.block} {flags} -i 1 -o {quote(d + '/file')} "
                "-O summaryFormat=JSON")
-        cmd = launch_command(ctx, subject.hosts, o.ior_procs_per_node, ior)
-        r = ctx.run(launcher, cmd, o.command_timeout_s)
-        res = parse_ior(r.stdout, r.stderr)
-        tool_finished(launcher, "ior", r)
+        cmd = launch_command(ctx, subject.hosts, v.procs_per_node, ior)
+        res, r = run_tool(ctx, launcher, "ior", cmd, o.command_timeout_s, parse_ior)
         return Sample(res.bw(self.op) / GB, raw={"ior.json": r.stdout, "command.txt": cmd},
                       info={"tasks": res.tasks})
 
@@ -177,18 +219,17 @@ class MdtestCreate(Check):
     id = "storage.mdtest_create"
     runbook = RUNBOOK
     tools = ("mdtest", "mpirun/srun")
+    variables = (StorageVariables, MdtestVariables)
 
     def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
-        o = ctx.options
+        v = ctx.var(MdtestVariables)
         launcher = subject.hosts[0]
-        need_tool(ctx, launcher, o.mdtest_path, "mdtest is built with IOR (github.com/hpc/ior)")
+        need_tool(ctx, launcher, v.path, "mdtest is built with IOR (github.com/hpc/ior)")
         d = f"{lustre_dir(ctx)}/mdtest"
         ctx.must(launcher, f"mkdir -p {quote(d)}", 60)
-        md = f"{o.mdtest_path} -n {o.mdtest_files_per_proc} -F -C -T -r -u -d {quote(d)}"
-        cmd = launch_command(ctx, subject.hosts, o.ior_procs_per_node, md)
-        r = ctx.run(launcher, cmd, o.command_timeout_s)
-        res = parse_mdtest(r.stdout, r.stderr)
-        tool_finished(launcher, "mdtest", r)
+        md = f"{v.path} -n {v.files_per_proc} -F -C -T -r -u -d {quote(d)}"
+        cmd = launch_command(ctx, subject.hosts, v.procs_per_node, md)
+        res, r = run_tool(ctx, launcher, "mdtest", cmd, ctx.options.command_timeout_s, parse_mdtest)
         return Sample(res.rate("File creation").mean, raw={"mdtest.txt": r.stdout, "command.txt": cmd},
                       info={"file_stat_ops": res.rates["File stat"].mean if "File stat" in res.rates else None})
 

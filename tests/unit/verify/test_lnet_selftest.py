@@ -8,7 +8,7 @@ import pytest
 from verify_fakes import FakeRemote, context, fake_tool, lab
 
 from kiln.verify.checks import REGISTRY
-from kiln.verify.checks.base import NotApplicable, Rep
+from kiln.verify.checks.check import NotApplicable, Rep
 from kiln.verify.parsers import ParseError, parse_lst_bw
 
 # Shape of `lst stat --bw` as lnet/utils/lst.c lst_print_lnet_stat prints it (two intervals).

@@ -13,12 +13,17 @@ from verify_fakes import FakeRemote, context, fake_tool, lab
 from kiln.lustre.lustre_common import values_equal
 from kiln.plan.model import AcceptanceTarget
 from kiln.verify.checks import REGISTRY
-from kiln.verify.checks.base import CheckError, NotApplicable, Options, Rep, Subject
+from kiln.verify.checks.check import CheckError, NotApplicable, Rep, Subject
+from kiln.verify.checks.conformance import ObjectstoreServicesVariables
 from kiln.verify.checks.launch import launch_command
+from kiln.verify.checks.network import Iperf3Variables
+from kiln.verify.checks.options import Options
+from kiln.verify.checks.storage import FioVariables, StorageVariables
 from kiln.verify.parsers import ParseError
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures" / "tools"
 REP = Rep(1, 1, False)
+LOCAL_FIO = Options(variables=(StorageVariables(local_nvme_path="/scratch"), FioVariables(jobs=2)))
 
 
 def target(check: str) -> AcceptanceTarget:
@@ -270,7 +275,7 @@ def test_gpus_and_rdma() -> None:
 def test_fio_local_uses_the_plan_size_and_aggregates(tmp_path: Path) -> None:
     fio_json = (FIX / "fio/read_2jobs.json").read_text()
     r = FakeRemote("gpu001").on(r"fio --output-format=json", (0, fio_json, "")).on("MemTotal", (0, "2048000\n", ""))
-    s = measure("storage.fio_local_read", {"gpu001": r}, "gpu001", Options(local_nvme_path="/scratch", fio_jobs=2))
+    s = measure("storage.fio_local_read", {"gpu001": r}, "gpu001", LOCAL_FIO)
     assert s.value > 0 and len(s.info["per_job_GBps"]) == 2
     job = s.raw["job.fio"]
     assert "size=268435456" in job  # fio_size_factor 0 in the lab: 256 MiB per job
@@ -292,8 +297,8 @@ def test_iperf3_pair_uses_storage_addresses_and_retries() -> None:
     client = FakeRemote("gpu001").on(r"^timeout|iperf3 -c", lambda _c: next(answers))
     server = FakeRemote("gpu002").on(".", (0, "", ""))
     subject = Subject("gpu001→gpu002", ("gpu001", "gpu002"))
-    s = measure("network.iperf3", {"gpu001": client, "gpu002": server}, "gpu001", Options(iperf3_seconds=3),
-                subject)
+    s = measure("network.iperf3", {"gpu001": client, "gpu002": server}, "gpu001",
+                Options(variables=(Iperf3Variables(seconds=3),)), subject)
     assert s.value == pytest.approx(json.loads(ok)["end"]["sum_received"]["bits_per_second"] / 1e9)
     assert any("iperf3 -s -1 -D -B 10.89.20.3" in c for c in server.commands)
     assert any("iperf3 -c 10.89.20.3 -B 10.89.20.2" in c for c in client.commands)
@@ -385,7 +390,8 @@ def test_ring_pairs_and_rails() -> None:
 def test_options_from_strings() -> None:
     o = Options().with_values({"fio_runtime_s": "30", "objectstore_units": "a,b", "lustre_dir": "/l/x",
                                "strict": "yes", "command_timeout_s": "12.5"})
-    assert o.fio_runtime_s == 30 and o.objectstore_units == ("a", "b") and o.strict and o.command_timeout_s == 12.5
+    assert o.var(FioVariables).runtime_s == 30 and o.var(ObjectstoreServicesVariables).units == ("a", "b") \
+        and o.strict and o.command_timeout_s == 12.5
     with pytest.raises(ValueError, match="unknown option 'nope'"):
         Options().with_values({"nope": "1"})
     with pytest.raises(ValueError, match="unknown option 's3_secret_key'"):
@@ -441,7 +447,7 @@ def test_nonzero_exit_is_an_error_even_when_the_output_parses(check: str) -> Non
         r.on(r"^mkdir|^ls ", (0, "", ""))
         return r.on(pattern, (rc, good, "mpirun noticed that process rank 3 exited on signal 9 (Killed).\n"))
 
-    opts = Options(local_nvme_path="/scratch", fio_jobs=2)
+    opts = LOCAL_FIO
     assert measure(check, {"gpu001": remote(0)}, "gpu001", opts).value > 0
     with pytest.raises(CheckError, match=r"gpu001: .* exited with rc 137 \(timed out\): mpirun noticed"):
         measure(check, {"gpu001": remote(137)}, "gpu001", opts)

@@ -8,7 +8,9 @@ import json
 import pytest
 
 from kiln.verify.checks import REGISTRY
-from kiln.verify.checks.base import CheckError, Options, Rep
+from kiln.verify.checks.check import CheckError, Rep
+from kiln.verify.checks.dataflow import DataflowVariables
+from kiln.verify.checks.options import Options
 from tests.unit.verify.verify_fakes import FakeRemote, context, lab
 
 SECRET = "s3cr3t-for-the-test-only"
@@ -46,7 +48,7 @@ def test_every_planned_dataflow_target_has_a_check() -> None:
 def test_one_pass_per_repetition_feeds_every_check_on_the_first_mover() -> None:
     remote = mover()
     ctx = context({"gpu001": remote, "gpu002": FakeRemote("gpu002")},
-                  Options(s3_secret_key=SECRET, dataflow_fast_tier="/srv/kiln-fast"))
+                  Options(s3_secret_key=SECRET, variables=(DataflowVariables(fast_tier="/srv/kiln-fast"),)))
     plan, _, _ = lab()
     for check, value in CHECKS.items():
         target = next(t for t in plan.targets if t.check == check)

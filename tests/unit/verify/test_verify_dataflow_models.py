@@ -11,8 +11,10 @@ import shlex
 import pytest
 
 from kiln.verify.checks import REGISTRY
-from kiln.verify.checks.base import CheckError, Options, Rep
+from kiln.verify.checks.check import CheckError, Rep
+from kiln.verify.checks.dataflow import DataflowVariables
 from kiln.verify.checks.dataflow_models import tx_bytes
+from kiln.verify.checks.options import Options
 from tests.unit.verify.verify_fakes import FakeRemote, context, lab
 
 SECRET = "s3cr3t-for-the-test-only"
@@ -52,7 +54,8 @@ def receiver(arrived: bool = True, bad: bool = False) -> FakeRemote:
 
 
 def run(remotes: dict[str, FakeRemote]):  # type: ignore[no-untyped-def]
-    ctx = context(remotes, Options(s3_secret_key=SECRET, dataflow_fast_tier="/srv/kiln-fast", dataflow_shard_MiB=32))
+    ctx = context(remotes, Options(s3_secret_key=SECRET, variables=(
+        DataflowVariables(fast_tier="/srv/kiln-fast", shard_MiB=32),)))
     plan, _, _ = lab()
     target = next(t for t in plan.targets if t.check == "dataflow.model_distribution")
     (subject,) = REGISTRY["dataflow.model_distribution"].subjects(ctx, target)

@@ -15,7 +15,7 @@ from verify_fakes import FakeRemote, context
 from kiln.plan.model import AcceptanceTarget
 from kiln.verify.checks import REGISTRY
 from kiln.verify.checks import monitoring as mon
-from kiln.verify.checks.base import CheckError, NotApplicable, Rep, Subject
+from kiln.verify.checks.check import CheckError, NotApplicable, Rep, Subject
 
 REP = Rep(1, 1, False)
 

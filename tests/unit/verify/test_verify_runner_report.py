@@ -13,7 +13,9 @@ from verify_fakes import FakeRemote, context, lab
 
 from kiln.plan.model import AcceptanceTarget
 from kiln.verify.checks import REGISTRY
-from kiln.verify.checks.base import Check, CheckError, Context, NotApplicable, Options, Rep, Sample, Subject
+from kiln.verify.checks.check import Check, CheckError, NotApplicable, Rep, Sample, Subject
+from kiln.verify.checks.context import Context
+from kiln.verify.checks.options import Options
 from kiln.verify.hosts import backend_spec
 from kiln.verify.judge import Verdict
 from kiln.verify.report import REPORT_SCHEMA, anchor, render_html, render_markdown, write_report

@@ -17,7 +17,8 @@ from kiln.plan.model import Plan
 from kiln.render.inventory import render_inventory
 from kiln.spec import load_stack
 from kiln.spec.models import Acceptance
-from kiln.verify.checks.base import Context, Options
+from kiln.verify.checks.context import Context
+from kiln.verify.checks.options import Options
 from kiln.verify.hosts import CommandResult
 from kiln.verify.inventory import Inventory, inventory_from_files
 
