@@ -36,8 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from kiln.dataflow import engine, lake
+from kiln.dataflow.checkpoints import Root, export_checkpoints
 from kiln.dataflow.lake import Credentials
-from kiln.dataflow.mover import LinkJob, Mover, export_checkpoints
+from kiln.dataflow.mover import LinkJob, Mover
 
 PREFIX = "kiln-measure/"
 
@@ -231,8 +232,8 @@ def measure(
         write_s = time.perf_counter() - t0
         del data
         t1 = time.perf_counter()
-        ex = export_checkpoints(mover=mover, name="ck", root=work / "ckpt", bucket=bucket, prefix=PREFIX + "ck/",
-                                marker=".metadata", keep=1, release=False)
+        ex = export_checkpoints(mover, Root(name="ck", root=work / "ckpt", bucket=bucket, prefix=PREFIX + "ck/",
+                                            marker=".metadata"), keep=1, release=False)
         upload_s = time.perf_counter() - t1
         _drop_cache(ck)
         fast_s = _read_all(ck)

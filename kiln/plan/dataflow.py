@@ -139,6 +139,10 @@ def data_link(spec: ClusterSpec, link: DataLink, layouts: tuple[Layout, ...]) ->
         include=tuple(link.include),
         exclude=tuple(link.exclude),
         export_policy=link.export_policy,
+        conflict=link.conflict,
+        deletions=link.deletions,
+        max_delete_fraction=link.max_delete_fraction,
+        posix_metadata=link.posix_metadata,
         note=note,
     )
 
