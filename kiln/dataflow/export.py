@@ -191,7 +191,8 @@ def settle(key: str, dec: Decision, tally: Tally) -> bool:
 def renames(m: Mover, job: LinkJob, manifest: Manifest, todo: list[Local], vanished: Sequence[str],
             now: dict[str, lake.Obj], tally: Tally) -> list[Local]:
     """With deletions propagated, a new file with the size and mtime of a file that vanished (whose object is still
-    as recorded, written in one part) is a rename: the lake copies the object, no byte is uploaded."""
+    as recorded, written in one part) is a rename: the lake copies the object and deletes the old one, no byte is
+    uploaded."""
     entries = manifest.get_many(vanished)
     gone = {(e.size, e.mtime_ns): (k, e) for k, e in entries.items()
             if k in now and now[k].etag == e.etag and lake.is_md5_etag(e.etag) and not k.endswith(LINK_SUFFIX)}
@@ -207,7 +208,9 @@ def renames(m: Mover, job: LinkJob, manifest: Manifest, todo: list[Local], vanis
         if str(out.get("CopyObjectResult", {}).get("ETag", "")).strip('"') != e.etag:
             keep.append(c)  # not the same bytes after all: upload it
             continue
+        m.s3.delete_object(Bucket=job.bucket, Key=job.prefix + k)
         manifest.put_many([(c.key, Entry(e.size, e.etag, c.st.st_mtime_ns))])
+        manifest.delete_many([k])
         tally.renamed.append((k, c.key))
         tally.verified += 1
     return keep
@@ -237,9 +240,6 @@ def upload(m: Mover, job: LinkJob, todo: Sequence[Local], dirs: Sequence[str], s
     res = engine.run(m.creds, str(job.local), engine.remote(job.bucket, job.prefix), files, m.tuning,
                      on_stats=on_stats, lake_objects=held + len(files), extra=[*meta, *extra])
     errors.update({k: f"not uploaded: {why}" for k, why in res.failed})
-    if res.rc != 0:
-        for k in files:
-            errors.setdefault(k, f"not uploaded: rclone exited {res.rc}: {res.error or 'no message'}")
     return engine.Result(res.bytes + sent, res.files, res.errors, res.seconds, res.copied, res.failed, res.rc,
                          res.error), errors
 
@@ -273,7 +273,7 @@ def record(m: Mover, job: LinkJob, manifest: Manifest, todo: Sequence[Local], er
 def check(m: Mover, job: LinkJob, c: Local, o: lake.Obj | None) -> str:
     """Why the lake's object is not a verified copy of the file as listed, or ''."""
     if o is None:
-        return "not in the lake after the upload"
+        return "not in the lake after the upload"  # rclone named no error for it: its exit is in the status
     if not same(lstat(job.local / c.rel), c.st):
         return "the file changed while it was exported; exported again next pass"
     if o.size != c.st.st_size:

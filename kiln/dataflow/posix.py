@@ -45,10 +45,13 @@ def _fsx_time(value: str | None) -> int | None:
 
 
 def _rclone_time(value: str | None) -> int | None:
-    try:
-        return None if value is None else int(float(value) * 1e9)
-    except ValueError:
+    """rclone's seconds with up to nine decimals, read exactly (a float would lose the nanoseconds)."""
+    if value is None:
         return None
+    sec, _, frac = value.partition(".")
+    if not sec.isdigit() or (frac and not frac.isdigit()):
+        return None
+    return int(sec) * 10**9 + int((frac + "000000000")[:9])
 
 
 def from_metadata(meta: Mapping[str, str]) -> Posix:

@@ -98,7 +98,7 @@ def stage_pass(m: Mover, job: LinkJob, manifest: Manifest, status: Status, metad
     t_engine = time.monotonic()
     status.state = "verifying"
     m.report(status)
-    place(m, job, manifest, d.todo, res.copied, errors, tally, status)
+    place(m, job, manifest, d.todo, res, errors, tally, status)
     t_verify = time.monotonic()
     delete_vanished(job, manifest, gone, tally)
     make_dirs(job, d.dirs, tally)
@@ -225,9 +225,6 @@ def transfer(m: Mover, job: LinkJob, d: Decided, staging: Path, status: Status) 
     res = engine.run(m.creds, engine.remote(job.bucket, job.prefix), str(staging), small, m.tuning,
                      on_stats=on_stats, lake_objects=d.listed)
     errors = {k: f"not copied: {why}" for k, why in res.failed}
-    if res.rc != 0:
-        for k in small:
-            errors.setdefault(k, f"not copied: rclone exited {res.rc}: {res.error or 'no message'}")
     extra = 0
     for mv in large:
         try:
@@ -268,12 +265,12 @@ def get_link(m: Mover, job: LinkJob, key: str, staged: Path) -> int:
     return len(body)
 
 
-def place(m: Mover, job: LinkJob, manifest: Manifest, todo: Sequence[Move], copied: frozenset[str],
+def place(m: Mover, job: LinkJob, manifest: Manifest, todo: Sequence[Move], res: engine.Result,
           errors: dict[str, str], tally: Tally, status: Status) -> None:
     """Verify each staged file, then rename it into place and record it; what fails is deleted from staging."""
     staging = job.local / STAGING
     batch: list[tuple[str, Entry]] = []
-    for mv, (ok, how) in zip(todo, verdicts(m, job, todo, copied, errors), strict=True):
+    for mv, (ok, how) in zip(todo, verdicts(m, job, todo, res, errors), strict=True):
         staged = staging / (mv.rel if mv.o.key.endswith(LINK_SUFFIX) else mv.o.key)
         if not ok:
             _unlink(staged)
@@ -304,7 +301,7 @@ def note(mv: Move, tally: Tally) -> None:
         log.warning("%s: replaced by the lake's object (conflict policy): %s", escape(mv.o.key), mv.dec.why)
 
 
-def verdicts(m: Mover, job: LinkJob, todo: Sequence[Move], copied: frozenset[str],
+def verdicts(m: Mover, job: LinkJob, todo: Sequence[Move], res: engine.Result,
              errors: dict[str, str]) -> list[tuple[bool, str]]:
     """(ok, how) for each staged file, in order. rclone checked the MD5 of each file it logged as copied against
     the object's before renaming it in staging; where the ETag is that MD5 (a single-part object) this is the
@@ -318,8 +315,8 @@ def verdicts(m: Mover, job: LinkJob, todo: Sequence[Move], copied: frozenset[str
             return False, errors[mv.o.key]
         path = staging / (mv.rel if mv.o.key.endswith(LINK_SUFFIX) else mv.o.key)
         if not os.path.lexists(path):
-            return False, "not copied: the engine did not deliver it"
-        if mv.o.key in copied and lake.is_md5_etag(mv.o.etag):
+            return False, f"not copied: rclone exited {res.rc}: {res.error or 'no message'}"
+        if mv.o.key in res.copied and lake.is_md5_etag(mv.o.etag):
             ok = path.stat().st_size == mv.o.size
             return (True, "md5 = ETag (rclone)") if ok else (False, "size differs")
         ok, how = matches(m, job, mv.o.key, path, mv.o.etag)

@@ -125,6 +125,13 @@ def seaweedfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Credentials]
     log.close()
 
 
+def ensure_bucket(creds: Credentials, name: str) -> None:
+    """The bucket, created unless an earlier test of the session made it."""
+    s3 = client(creds)
+    if name not in {b["Name"] for b in s3.list_buckets()["Buckets"]}:
+        s3.create_bucket(Bucket=name)
+
+
 @pytest.fixture
 def faulty(seaweedfs: Credentials) -> Iterator[tuple[FaultyS3, Credentials]]:
     """A fault-injecting proxy (TEST DOUBLE, tests/dataflow/faulty_s3.py) before the session's SeaweedFS, and

@@ -4,12 +4,13 @@ It forwards every request unchanged (the Host header included, so SigV4 signatur
 for the requests a rule matches, answers instead as S3 documents for its errors or damages what the gateway sent:
 - "503": HTTP 503 with the S3 error document `SlowDown` ("Please reduce your request rate"; AWS S3 API Reference,
   "Error responses": 503 SlowDown is retried by clients);
+- "403": HTTP 403 with `AccessDenied` (a key a bucket policy denies; not retried);
 - "reset": the connection is reset without an answer (a gateway restart, a load balancer dropping it);
 - "corrupt": the body is forwarded with some bytes flipped and its length kept (bit rot in transit; HTTP gives
   no checksum of its own);
 - "truncate": the headers promise the whole body and the connection closes half way;
 - "list": a ListObjectsV2 answer gains extra <Contents> entries (keys S3 allows, as any UTF-8 string, and
-  SeaweedFS normalizes away: '..', a leading '/', a newline), url-encoded as the request asked.
+  SeaweedFS normalizes away: '..', a leading '/', a newline), encoded as the store encoded its own.
 A rule applies `times` times (-1: until cleared). `down()` closes the listening socket (connection refused, a
 lake outage) and `up()` opens it again on the same port. Bound to 127.0.0.1 only, and stopped by the fixture.
 """
@@ -25,16 +26,19 @@ import threading
 import urllib.parse
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from xml.sax.saxutils import escape as xml_escape
 
 SLOW_DOWN = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code>'
              b"<Message>Please reduce your request rate.</Message></Error>")
+ACCESS_DENIED = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>AccessDenied</Code>'
+                 b"<Message>Access Denied</Message></Error>")
 
 
 @dataclass
 class Rule:
     method: str
     path: str  # a regular expression over the request's path and query
-    action: str  # 503 | reset | corrupt | truncate | list
+    action: str  # 503 | 403 | reset | corrupt | truncate | list
     times: int = 1
     keys: tuple[tuple[str, int, str], ...] = ()  # "list": (key, size, etag) to add
 
@@ -114,8 +118,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _any(self) -> None:
         body = self._body()
         rule = self.owner.take(self.command, self.path)
-        if rule is not None and rule.action == "503":
-            self._send(503, [("Content-Type", "application/xml")], SLOW_DOWN)
+        if rule is not None and rule.action in ("503", "403"):
+            doc = SLOW_DOWN if rule.action == "503" else ACCESS_DENIED
+            self._send(int(rule.action), [("Content-Type", "application/xml")], doc)
             return
         if rule is not None and rule.action == "reset":
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
@@ -170,8 +175,14 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def _with_keys(xml: bytes, keys: tuple[tuple[str, int, str], ...]) -> bytes:
+    """The listing with more entries, url-encoded where the store said it encoded its keys, else XML-escaped."""
+    encoded = b"<EncodingType>url</EncodingType>" in xml
+
+    def key(k: str) -> str:
+        return urllib.parse.quote(k, safe="") if encoded else xml_escape(k)
+
     entries = "".join(
-        f"<Contents><Key>{urllib.parse.quote(k, safe='')}</Key><Size>{size}</Size><ETag>&quot;{etag}&quot;</ETag>"
+        f"<Contents><Key>{key(k)}</Key><Size>{size}</Size><ETag>&quot;{etag}&quot;</ETag>"
         f"<LastModified>2026-01-01T00:00:00.000Z</LastModified><StorageClass>STANDARD</StorageClass></Contents>"
         for k, size, etag in keys
     )

@@ -21,6 +21,7 @@ from kiln.dataflow.keys import PARTIAL_SUFFIX, STAGING
 from kiln.dataflow.lake import Credentials, client, list_prefix
 from kiln.dataflow.manifest import Manifest
 from kiln.dataflow.mover import LinkJob, Mover, selected
+from tests.dataflow.conftest import ensure_bucket
 
 
 def _put_tree(creds: Credentials, bucket: str, prefix: str, files: dict[str, bytes]) -> None:
@@ -210,8 +211,7 @@ def test_cli_stage_status_for_a_prolog(
 ) -> None:
     from kiln.cli import main
 
-    s3 = client(seaweedfs)
-    s3.create_bucket(Bucket="datasets")
+    ensure_bucket(seaweedfs, "datasets")
     _put_tree(seaweedfs, "datasets", "corpus/", _dataset(12, 32 << 10, seed=3))
     monkeypatch.setenv("KILN_S3_SECRET_KEY", seaweedfs.secret_key)
     argv = [
@@ -248,7 +248,7 @@ def test_cli_run_once_writes_committed_checkpoints_back(
     from kiln.cli import main
 
     s3 = client(seaweedfs)
-    s3.create_bucket(Bucket="checkpoints")
+    ensure_bucket(seaweedfs, "checkpoints")
     root = tmp_path / "lustre/checkpoints/run"  # the lab stack's dataflow.checkpoints.path, re-rooted
     (root / "step10").mkdir(parents=True)
     (root / "step10" / "__0_0.distcp").write_bytes(b"w" * 4096)
