@@ -31,6 +31,7 @@ from typing import Any
 from kiln.dataflow import lake
 from kiln.dataflow.export import object_key, put_small
 from kiln.dataflow.job import LinkJob
+from kiln.dataflow.keys import escape
 from kiln.dataflow.mover import Mover
 
 log = logging.getLogger(__name__)
@@ -113,7 +114,7 @@ def write_back(mover: Mover, ck: Root, d: Path, files: Sequence[str]) -> tuple[s
         m.delete_many([marker])
     r1 = mover.export(ck.job(), body, direction="checkpoint")
     if not r1.ok:
-        return f"{len(r1.failed)} file(s) failed, e.g. {r1.reasons[0][0]}: {r1.reasons[0][1]}", r1.bytes_moved
+        return f"{len(r1.failed)} file(s) failed, e.g. {escape(r1.reasons[0][0])}: {r1.reasons[0][1]}", r1.bytes_moved
     index = version_index(mover, ck, d, body)
     drop_stale(mover, ck, d, set(index["files"]))
     put_small(mover, ck.job(), f"{d.name}/{INDEX}", json.dumps(index, sort_keys=True).encode(), None)
@@ -225,5 +226,5 @@ def stage_from_lake(mover: Mover, ck: Root, c: InLake) -> int:
         moved += r.bytes_moved
         if not r.ok:
             raise RestoreError(f"restore of {c.name}: {len(r.failed)} file(s) did not verify, e.g. "
-                               f"{r.reasons[0][0]}: {r.reasons[0][1]}")
+                               f"{escape(r.reasons[0][0])}: {r.reasons[0][1]}")
     return moved
