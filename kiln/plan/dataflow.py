@@ -369,7 +369,7 @@ def stage_in_targets(spec: ClusterSpec, plan: DataflowPlan) -> list[AcceptanceTa
 
 def resync_targets(plan: DataflowPlan) -> list[AcceptanceTarget]:
     """A re-sync with nothing changed moves nothing and takes a small share of the stage's time; a mover killed
-    mid-transfer loses nothing."""
+    mid-transfer loses nothing; a bad download or a corrupted copy on the fast tier is repaired."""
     g = plan.mover_group
     return [
         AcceptanceTarget(
@@ -387,6 +387,12 @@ def resync_targets(plan: DataflowPlan) -> list[AcceptanceTarget]:
         AcceptanceTarget(
             check="dataflow.resume", metric="lost_or_partial_files", unit="count", expected=0, warn=0, fail=0,
             why="a mover killed mid-transfer and restarted loses nothing and exposes no partial file",
+            scope="aggregate", higher_is_better=False, group=g, requires=("objectstore",),
+        ),
+        AcceptanceTarget(
+            check="dataflow.repair", metric="corrupt_visible_or_unrepaired_files", unit="count", expected=0, warn=0,
+            fail=0, why="a bad download is never visible under its name and a corrupted fast-tier copy is restored; "
+            "the next passes repair both",
             scope="aggregate", higher_is_better=False, group=g, requires=("objectstore",),
         ),
     ]

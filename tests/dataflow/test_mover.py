@@ -296,5 +296,6 @@ def test_one_measurement_pass_gives_every_dataflow_figure(seaweedfs: Credentials
     assert f["checkpoint_exported"] == 1 and f["checkpoint_blocked_ratio"] > 1
     assert f["checkpoint_restore_ratio"] > 0
     assert f["resume_lost_or_partial"] == 0 and f["resume_restart_rc"] == 0
+    assert f["repair_failures"] == 0 and f["repair_caught"] == 1 and f["repair_restored"] == 1
     assert not (tmp_path / "w").exists()  # the work directory is removed
     assert list(list_prefix(client(seaweedfs), "measure", "kiln-measure/")) == []  # and the lake prefix emptied
