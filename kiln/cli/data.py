@@ -18,6 +18,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -27,7 +29,14 @@ from kiln.dataflow import progress, service
 from kiln.dataflow.service import STATE_DIR, TEXTFILE_DIR, Follow, Site
 
 
+def _stop_on_sigterm() -> None:
+    """SIGTERM (systemd stopping the unit, a Job's deadline) ends a pass as an exception would: its status file
+    says failed, rclone is stopped, the link's lock released."""
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+
+
 def _site(args: argparse.Namespace) -> Site:
+    _stop_on_sigterm()
     return Site(
         state_dir=Path(args.state_dir),
         mount_point=Path(args.mount_point) if args.mount_point else None,

@@ -156,8 +156,13 @@ def run(
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         assert proc.stderr is not None
         log = _Log(on_stats)
-        for line in proc.stderr:
-            log.read(line)
+        try:
+            for line in proc.stderr:
+                log.read(line)
+        except BaseException:  # the mover is stopping (SIGTERM, an error): rclone stops with it
+            proc.kill()
+            proc.wait()
+            raise
         rc = proc.wait()
     finally:
         os.unlink(lst.name)

@@ -342,6 +342,8 @@ def put_in_place(m: Mover, job: LinkJob, mv: Move, staged: Path) -> str:
         os.replace(staged, dest)
     except OSError as exc:
         return f"not placed: {exc.strerror or exc}"
+    except Exception as exc:  # the object's HEAD: one file's trouble is that file's
+        return f"not placed: {lake.error_class(exc)}: {exc}"
     return ""
 
 
