@@ -8,7 +8,6 @@ import shlex
 from pathlib import Path
 
 import pytest
-from verify_fakes import FakeRemote, context, fake_tool, lab
 
 from kiln.lustre.lustre_common import values_equal
 from kiln.plan.model import AcceptanceTarget
@@ -20,6 +19,7 @@ from kiln.verify.checks.network import Iperf3Variables
 from kiln.verify.checks.options import Options
 from kiln.verify.checks.storage import FioVariables, StorageVariables
 from kiln.verify.parsers import ParseError
+from tests.unit.verify.verify_fakes import FakeRemote, context, fake_tool, lab
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures" / "tools"
 REP = Rep(1, 1, False)

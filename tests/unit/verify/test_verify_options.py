@@ -10,7 +10,6 @@ import logging
 from pathlib import Path
 
 import pytest
-from verify_fakes import FakeRemote, context
 
 from kiln.cli import verify as cli
 from kiln.verify.checks import REGISTRY
@@ -23,6 +22,7 @@ from kiln.verify.checks.options import DEPRECATED_NAMES, Options, known_names, r
 from kiln.verify.checks.storage import FioVariables, IorVariables, MdtestVariables
 from kiln.verify.report import report_dict
 from kiln.verify.runner import VerifyRun
+from tests.unit.verify.verify_fakes import FakeRemote, context
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -10,7 +10,7 @@ import yaml
 
 from kiln.spec import SpecError, load_stack, parse_stack_text, validate
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 STACKS = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
 
 

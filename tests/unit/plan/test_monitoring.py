@@ -132,7 +132,7 @@ def test_receiver_url_is_checked() -> None:
 
 
 def test_every_alert_is_documented_and_has_a_runbook_section() -> None:
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     doc = (root / "docs" / "monitoring.md").read_text()
     runbook = (root / "docs" / "runbooks" / "monitoring.md").read_text()
     headings = {line[3:].strip().lower() for line in runbook.splitlines() if line.startswith("## ")}

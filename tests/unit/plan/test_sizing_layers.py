@@ -265,7 +265,7 @@ def test_the_plan_says_what_is_assumed(stack: Any) -> None:
 
 
 def test_host_link_gate_follows_the_pcie_generation() -> None:
-    cal = Path(__file__).resolve().parents[2] / "bench" / "calibration" / "cases" / "a100-node-hdr200.yaml"
+    cal = Path(__file__).resolve().parents[3] / "bench" / "calibration" / "cases" / "a100-node-hdr200.yaml"
     doc = yaml.safe_load(cal.read_text())
     plan = plan_of(doc["cluster"])
     h2d = target(plan, "gpu.h2d_bw")
