@@ -15,7 +15,7 @@ from kiln.render.inventory import render_inventory
 from kiln.spec import load_stack
 from kiln.yamlio import load_inventory
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_every_port_is_a_port_and_the_ports_are_distinct() -> None:

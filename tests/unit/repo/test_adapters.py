@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 ADAPTERS = [ROOT / "kiln" / d for d in ("render", "infra", "lab")] + [
     ROOT / "kiln" / "policy" / "enforce.py", ROOT / "kiln" / "verify" / "jobs.py", ROOT / "__main__.py"]
 

@@ -14,7 +14,7 @@ from kiln.verify.checks.network import Iperf3Variables
 from kiln.verify.checks.objectstore import WarpVariables
 from kiln.verify.checks.options import Options
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def lab_copy(tmp_path: Path, **inventory: object) -> str:

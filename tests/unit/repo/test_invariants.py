@@ -14,7 +14,7 @@ from kiln import knowledge
 from kiln.plan import build_plan
 from kiln.spec import SpecError, parse_stack_text, validate
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 BASE = {
     n: yaml.safe_load((ROOT / "stacks" / f"Pulumi.{n}.yaml").read_text())["config"]["kiln:cluster"]
     for n in ("lab", "dev", "prod-h100")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 GPU_FIX = ROOT / "tests" / "fixtures" / "tools" / "gpu"
 VERIFY = ROOT / "roles" / "gpu" / "tasks" / "verify.yml"
 

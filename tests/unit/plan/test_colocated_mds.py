@@ -8,8 +8,9 @@ import pytest
 
 from kiln.plan import build_plan
 from kiln.render.inventory import render_inventory
-from kiln.spec import SpecError, validate
+from kiln.spec import validate
 from kiln.yamlio import load_inventory
+from tests.unit.refusals import Refusal, refusal, refused
 
 
 def _colocated(data: dict[str, Any]) -> dict[str, Any]:
@@ -77,37 +78,26 @@ def test_more_plain_oss_never_lower_the_layer(stack: Any) -> None:
     assert _layer(plan(6), "oss_servers").read_GBps > _layer(plan(4), "oss_servers").read_GBps
 
 
-def _issue(data: dict[str, Any], path: str) -> Any:
-    with pytest.raises(SpecError) as exc:
-        validate(data, "test")
-    match = [i for i in exc.value.issues if i.path == path]
-    assert match, f"no issue at {path}: {[i.path for i in exc.value.issues]}"
-    assert match[0].fix
-    return match[0]
+REFUSALS = [
+    refusal("more MDS than OSS hosts", "prod-h100", (_colocated, {"lustre.mds.nodes": 6}), "lustre.mds.nodes",
+            fix="≤ 4"),
+    refusal("different NICs on the shared hosts", "prod-h100", (_colocated, {"lustre.mds.nics.count": 1}),
+            "lustre.mds.nics"),
+    refusal("an odd MDS count with pairs", "prod-h100", (_colocated, {"lustre.mds.nodes": 3}), "lustre.mds.nodes"),
+    refusal("a pool named like mds, MDS hosts generated", "prod-h100", {
+        "compute.pools.0.hostname_prefix": "mds", "lustre.mds.nodes": 100, "lustre.oss.nodes": 100},
+            "compute.pools[0].hostname_prefix"),  # mds001..mds100 beside the pool's mds001..mds128
+]
 
 
-def test_more_mds_than_oss_hosts_is_refused(stack: Any) -> None:
-    data = _colocated(stack("prod-h100"))
-    data["lustre"]["mds"]["nodes"] = 6
-    assert "≤ 4" in _issue(data, "lustre.mds.nodes").fix
-
-
-def test_different_nics_on_the_shared_hosts_are_refused(stack: Any) -> None:
-    data = _colocated(stack("prod-h100"))
-    data["lustre"]["mds"]["nics"]["count"] = 1
-    _issue(data, "lustre.mds.nics")
-
-
-def test_an_odd_mds_count_with_pairs_is_still_refused(stack: Any) -> None:
-    data = _colocated(stack("prod-h100"))
-    data["lustre"]["mds"]["nodes"] = 3
-    _issue(data, "lustre.mds.nodes")
+@pytest.mark.parametrize("row", REFUSALS)
+def test_refused(row: Refusal) -> None:
+    refused(row)
 
 
 def test_a_pool_named_like_mds_does_not_collide(stack: Any) -> None:
     """With no mds<NNN> hosts generated, a pool prefixed mds no longer collides with them."""
     data = stack("prod-h100")
     data["compute"]["pools"][0]["hostname_prefix"] = "mds"
-    data["lustre"]["mds"]["nodes"] = data["lustre"]["oss"]["nodes"] = 100  # mds001..mds100 beside mds001..mds128
-    _issue(data, "compute.pools[0].hostname_prefix")
+    data["lustre"]["mds"]["nodes"] = data["lustre"]["oss"]["nodes"] = 100
     validate(_colocated(data), "test")

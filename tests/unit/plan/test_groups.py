@@ -10,7 +10,7 @@ from pathlib import Path
 from kiln.plan import build_plan, groups
 from kiln.spec import load_stack
 
-KILN = Path(__file__).resolve().parents[2] / "kiln"
+KILN = Path(__file__).resolve().parents[3] / "kiln"
 PREFIXES = (groups.POOL_PREFIX, groups.ROUTER_PREFIX)
 NAMES = [v for k, v in vars(groups).items() if k.isupper() and isinstance(v, str) and v not in PREFIXES]
 #: A group name as a whole word (kiln_lustre_mgs, not the variable kiln_lustre_mgs_nids), or a builder prefix.

@@ -11,9 +11,10 @@ import pytest
 from kiln import knowledge
 from kiln.knowledge import lustre_params
 from kiln.plan import build_plan
-from kiln.spec import SpecError, load_stack, validate
+from kiln.spec import load_stack, validate
 from kiln.spec.models import Lustre
 from kiln.yamlio import load_inventory
+from tests.unit.refusals import Refusal, refusal, refused
 
 STACKS = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in Path("stacks").glob("Pulumi.*.yaml"))
 REG = lustre_params.load()
@@ -71,14 +72,41 @@ def test_every_planned_param_is_known_and_in_range(stack: Any, name: str, versio
             assert c.dom or c.stripe_count == -1 or 1 <= c.stripe_count <= 2000
 
 
-def test_max_dirty_mb_2048_is_refused_with_range_and_source(stack: Any) -> None:
-    data = stack("prod-h100")
-    data["overrides"] = {"client.osc.max_dirty_mb": 2048}
-    with pytest.raises(SpecError) as exc:
-        plan_of(data)
-    issue = exc.value.issues[0]
-    assert issue.path == "overrides.client.osc.max_dirty_mb" and issue.value == 2048
-    assert "0..2048 (upper bound excluded)" in issue.problem and "max_dirty_mb_store" in issue.problem
+# Values outside what the stack's Lustre version accepts: each refused with the range and the source that enforces it.
+REFUSALS = [
+    refusal("max_dirty_mb 2048", "prod-h100", {"overrides": {"client.osc.max_dirty_mb": 2048}},
+            "overrides.client.osc.max_dirty_mb", value=2048, first=True, plan=True,
+            problem=("0..2048 (upper bound excluded)", "max_dirty_mb_store")),
+    refusal("a parameter the backend lacks", "prod-h100",
+            {"lustre.version": "2.16", "lustre.backend": "zfs", "overrides": {"server.ost.read_cache_enable": 0}},
+            "overrides.server.ost.read_cache_enable", first=True, plan=True,
+            problem_is="this tunable does not apply to this stack"),
+    refusal("statahead_max 1024 on 2.15", "prod-h100",
+            {"lustre.version": "2.15", "overrides": {"client.llite.statahead_max": 1024}},
+            "overrides.client.llite.statahead_max", first=True, plan=True, problem="0..512"),
+    refusal("ko2iblnd peer_credits above 255", "prod-h100", {"overrides": {
+        "lnet.ko2iblnd.peer_credits": 256, "lnet.ko2iblnd.credits": 2048, "lnet.ko2iblnd.concurrent_sends": 256}},
+            "overrides.lnet.ko2iblnd.peer_credits", first=True, plan=True, problem="kiblnd_tunables_setup"),
+    refusal("concurrent_sends outside the clamp", "prod-h100", {"overrides": {"lnet.ko2iblnd.concurrent_sends": 128}},
+            "overrides.lnet.ko2iblnd.concurrent_sends", first=True, plan=True),
+    refusal("brw_size above 64", "prod-h100", {"overrides": {"server.obdfilter.brw_size": 128}},
+            "overrides.server.obdfilter.brw_size", plan=True, problem="1..64"),
+    refusal("jobid_var longer than the kernel takes", "prod-h100",
+            {"overrides": {"client.jobid_var": "A_VERY_LONG_VARIABLE_NAME"}},
+            "overrides.client.jobid_var", first=True, plan=True, problem="1..20 characters"),
+    refusal("RoCE needs a rail subnet", "dev", {"fabric.kind": "roce"}, "networks.roce_rails", first=True),
+]
+
+
+@pytest.mark.parametrize("row", REFUSALS)
+def test_refused_with_range_and_source(row: Refusal) -> None:
+    refused(row)
+
+
+def test_statahead_max_1024_is_planned_on_2_16(stack: Any) -> None:
+    data = with_version(stack, "prod-h100", "2.16")
+    data["overrides"] = {"client.llite.statahead_max": 1024}
+    assert plan_of(data).tunable("client.llite.statahead_max").value == 1024
 
 
 def test_max_dirty_mb_override_below_the_cap_is_planned(stack: Any) -> None:
@@ -142,53 +170,6 @@ def test_read_cache_reason_does_not_claim_shards_are_cached(prod_plan: Any) -> N
 def test_mdt_mod_rpcs_name_by_version(stack: Any, version: str, param: str, apply: str) -> None:
     t = plan_of(with_version(stack, "prod-h100", version)).tunable("server.mdt.max_mod_rpcs")
     assert (t.param, t.apply, t.side) == (param, apply, "mds")
-
-
-def test_override_for_a_parameter_the_backend_lacks(stack: Any) -> None:
-    data = with_version(stack, "prod-h100", "2.16", backend="zfs")
-    data["overrides"] = {"server.ost.read_cache_enable": 0}
-    with pytest.raises(SpecError) as exc:
-        plan_of(data)
-    assert exc.value.issues[0].problem == "this tunable does not apply to this stack"
-
-
-def test_statahead_range_differs_by_version(stack: Any) -> None:
-    data = with_version(stack, "prod-h100", "2.15")
-    data["overrides"] = {"client.llite.statahead_max": 1024}
-    with pytest.raises(SpecError) as exc:
-        plan_of(data)
-    assert "0..512" in exc.value.issues[0].problem
-    data["lustre"]["version"] = "2.16"
-    assert plan_of(data).tunable("client.llite.statahead_max").value == 1024
-
-
-def test_ko2iblnd_peer_credits_above_255_is_refused(stack: Any) -> None:
-    data = stack("prod-h100")
-    data["overrides"] = {
-        "lnet.ko2iblnd.peer_credits": 256,
-        "lnet.ko2iblnd.credits": 2048,
-        "lnet.ko2iblnd.concurrent_sends": 256,
-    }
-    with pytest.raises(SpecError) as exc:
-        plan_of(data)
-    assert exc.value.issues[0].path == "overrides.lnet.ko2iblnd.peer_credits"
-    assert "kiblnd_tunables_setup" in exc.value.issues[0].problem
-
-
-def test_concurrent_sends_outside_the_clamp_is_refused(stack: Any) -> None:
-    data = stack("prod-h100")
-    data["overrides"] = {"lnet.ko2iblnd.concurrent_sends": 128}
-    with pytest.raises(SpecError) as exc:
-        plan_of(data)
-    assert exc.value.issues[0].path == "overrides.lnet.ko2iblnd.concurrent_sends"
-
-
-def test_brw_size_above_64_is_refused(stack: Any) -> None:
-    data = stack("prod-h100")
-    data["overrides"] = {"server.obdfilter.brw_size": 128}
-    with pytest.raises(SpecError) as exc:
-        plan_of(data)
-    assert any(i.path == "overrides.server.obdfilter.brw_size" and "1..64" in i.problem for i in exc.value.issues)
 
 
 def test_lnet_health_planned_for_multi_rail_only(prod_plan: Any, stack: Any) -> None:
@@ -260,14 +241,6 @@ def roce_stack(stack: Any) -> dict[str, Any]:
     return data
 
 
-def test_roce_needs_a_rail_subnet(stack: Any) -> None:
-    data = roce_stack(stack)
-    del data["networks"]["roce_rails"]
-    with pytest.raises(SpecError) as exc:
-        validate(data, "test")
-    assert exc.value.issues[0].path == "networks.roce_rails"
-
-
 def test_roce_rails_get_addresses_and_the_inventory_applies_them(stack: Any) -> None:
 
     from kiln.render.inventory import render_inventory
@@ -302,14 +275,6 @@ def test_quotas_and_jobstats_are_planned_on_the_mgs(stack: Any) -> None:
     assert (mdt.param, mdt.value, mdt.apply) == (f"osd-*.{fs}-MDT*.quota_slave.enabled", "up", "set_param_persistent")
     assert (ost.param, ost.value) == (f"osd-*.{fs}-OST*.quota_slave.enabled", "up")
     assert (job.param, job.value, job.apply) == ("jobid_var", "SLURM_JOB_ID", "set_param_persistent")
-
-
-def test_jobid_var_longer_than_the_kernel_takes_is_refused(stack: Any) -> None:
-    data = stack("prod-h100")
-    data["overrides"] = {"client.jobid_var": "A_VERY_LONG_VARIABLE_NAME"}
-    with pytest.raises(SpecError) as exc:
-        plan_of(data)
-    assert "1..20 characters" in exc.value.issues[0].problem
 
 
 def test_mkfs_arguments_checked_against_mkfs_lustre(stack: Any) -> None:

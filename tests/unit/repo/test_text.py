@@ -17,7 +17,7 @@ import tokenize
 from collections.abc import Iterator
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 TOP = ("kiln", "docs", "roles", "bench", "scripts", "tests", "ansible", "stacks", "containers", "policy", "plugins")
 # CHANGELOG.md is not among them: it names the old paths of what moved.
 DOCS = ("docs/**/*.md", "README.md", "CONTRIBUTING.md", "roles/*/README.md", "ansible/README.md")

@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kiln.node.exporters.lustre import LustreCollector, main, parse_job_stats, parse_stats, registry
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures" / "lustre"
+FIX = Path(__file__).resolve().parents[2] / "fixtures" / "lustre"
 
 
 def fixture_lnetctl(args: list[str]) -> str | None:

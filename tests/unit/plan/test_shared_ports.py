@@ -8,8 +8,9 @@ import pytest
 
 from kiln.plan import build_plan
 from kiln.render.inventory import render_inventory
-from kiln.spec import SpecError, validate
+from kiln.spec import validate
 from kiln.yamlio import load_inventory
+from tests.unit.refusals import Refusal, refusal, refused
 
 
 def _shared(data: dict[str, Any], shared: list[str], storage_nics: int = 0) -> dict[str, Any]:
@@ -19,13 +20,14 @@ def _shared(data: dict[str, Any], shared: list[str], storage_nics: int = 0) -> d
     return data
 
 
-def _issue(data: dict[str, Any], path: str) -> Any:
-    with pytest.raises(SpecError) as exc:
-        validate(data, "test")
-    match = [i for i in exc.value.issues if i.path == path]
-    assert match, f"no issue at {path}: {[i.path for i in exc.value.issues]}"
-    assert match[0].fix
-    return match[0]
+def _sharing(shared: list[str], storage_nics: int = 0) -> dict[str, Any]:
+    """_shared as a table's edit."""
+    return {"compute.pools.0.storage_nics.count": storage_nics, "compute.pools.0.shared_storage_rails": shared}
+
+
+def _storage_only(data: dict[str, Any]) -> None:
+    for key in ("gpu", "compute_rails", "nccl_hcas", "topology_file"):
+        data["compute"]["pools"][0].pop(key, None)
 
 
 def test_a_shared_port_is_one_port_for_lnet_and_nccl(stack: Any) -> None:
@@ -61,45 +63,33 @@ def test_the_port_is_counted_once(stack: Any) -> None:
     assert not any("also carry storage" in n for n in dedicated.notes)
 
 
-def test_a_shared_port_not_on_the_host_is_refused(stack: Any) -> None:
-    issue = _issue(_shared(stack("prod-h100"), ["mlx5_9"]), "compute.pools[0].shared_storage_rails[0]")
-    assert issue.value == "mlx5_9" and "mlx5_0" in issue.fix
+REFUSALS = [
+    refusal("a shared port not on the host", "prod-h100", _sharing(["mlx5_9"]),
+            "compute.pools[0].shared_storage_rails[0]", value="mlx5_9", fix="mlx5_0"),
+    refusal("NCCL must use the shared port", "prod-h100",
+            (_sharing(["mlx5_0"]), {"compute.pools.0.nccl_hcas": ["mlx5_1", "mlx5_2"]}),
+            "compute.pools[0].nccl_hcas", fix="mlx5_0"),
+    refusal("a port listed twice as shared", "prod-h100", _sharing(["mlx5_0", "mlx5_0"]),
+            "compute.pools[0].shared_storage_rails[1]"),
+    refusal("a shared port also a storage NIC", "prod-h100",
+            (_sharing(["mlx5_0"], storage_nics=1), {"compute.pools.0.storage_nics.devices": ["mlx5_0"]}),
+            "compute.pools[0].storage_nics.devices"),
+    refusal("no storage port at all", "prod-h100", _sharing([]), "compute.pools[0].storage_nics.count",
+            fix="shared_storage_rails"),
+    refusal("a tcp fabric cannot share", "lab", {"compute.pools.0.shared_storage_rails": ["mlx5_0"]},
+            "compute.pools[0].shared_storage_rails"),
+    refusal("a storage-only pool cannot share", "prod-h100",
+            (_storage_only, {"compute.pools.0.shared_storage_rails": ["mlx5_0"]}), "compute.pools[0]",
+            problem="shared_storage_rails"),
+]
 
 
-def test_nccl_must_use_the_shared_port(stack: Any) -> None:
-    data = _shared(stack("prod-h100"), ["mlx5_0"])
-    data["compute"]["pools"][0]["nccl_hcas"] = ["mlx5_1", "mlx5_2"]
-    assert "mlx5_0" in _issue(data, "compute.pools[0].nccl_hcas").fix
+@pytest.mark.parametrize("row", REFUSALS)
+def test_refused(row: Refusal) -> None:
+    refused(row)
 
 
-def test_a_port_listed_twice_is_refused(stack: Any) -> None:
-    data = _shared(stack("prod-h100"), ["mlx5_0", "mlx5_0"])
-    _issue(data, "compute.pools[0].shared_storage_rails[1]")
-    data = _shared(stack("prod-h100"), ["mlx5_0"], storage_nics=1)
-    data["compute"]["pools"][0]["storage_nics"]["devices"] = ["mlx5_0"]
-    _issue(data, "compute.pools[0].storage_nics.devices")
-
-
-def test_no_storage_port_at_all_is_refused(stack: Any) -> None:
-    issue = _issue(_shared(stack("prod-h100"), []), "compute.pools[0].storage_nics.count")
-    assert "shared_storage_rails" in issue.fix
-
-
-def test_a_tcp_fabric_cannot_share(stack: Any) -> None:
+def test_the_lab_is_a_tcp_gpu_pool(stack: Any) -> None:
+    """The tcp row above refuses a shared port on the lab's own GPU pool."""
     data = stack("lab")
-    pool = data["compute"]["pools"][0]
-    if data["fabric"]["kind"] != "tcp" or "compute_rails" not in pool:
-        pytest.skip("the lab stack is not a tcp GPU pool")
-    pool["shared_storage_rails"] = ["mlx5_0"]
-    _issue(data, "compute.pools[0].shared_storage_rails")
-
-
-def test_a_storage_only_pool_cannot_share(stack: Any) -> None:
-    data = stack("prod-h100")
-    pool = data["compute"]["pools"][0]
-    for key in ("gpu", "compute_rails", "nccl_hcas", "topology_file"):
-        pool.pop(key, None)
-    pool["shared_storage_rails"] = ["mlx5_0"]
-    with pytest.raises(SpecError) as exc:
-        validate(data, "test")
-    assert "shared_storage_rails" in str(exc.value)
+    assert data["fabric"]["kind"] == "tcp" and "compute_rails" in data["compute"]["pools"][0]

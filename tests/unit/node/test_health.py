@@ -18,7 +18,7 @@ from kiln.node.health import (
     scheduler_actions,
 )
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures" / "health"
+FIX = Path(__file__).resolve().parents[2] / "fixtures" / "health"
 EXPECT = Expect(host="gpu001", gpus=2, rdma={"mlx5_0": 400.0}, lustre_mount="/lustre",
                 server_nids=["10.89.20.4@tcp", "10.89.20.5@tcp"], nvme_mount="/mnt/local-nvme")
 
@@ -97,7 +97,7 @@ def test_scheduler_actions_drain_and_return_only_their_own() -> None:
     assert scheduler_actions("slurm", "gpu001", None, ours) == [["scontrol", "update", "nodename=gpu001",
                                                                  "state=resume"]]
     assert scheduler_actions("slurm", "gpu001", None, theirs) == []
-    # Kubernetes through kubectl: the same merge patch as --kubernetes (tests/unit/test_health_kubernetes.py)
+    # Kubernetes through kubectl: the same merge patch as --kubernetes (tests/unit/node/test_health_kubernetes.py)
     node = {"metadata": {"name": "gpu001", "resourceVersion": "3"}, "spec": {}}
     (cmd,) = scheduler_actions("kubernetes", "gpu001", fault, fake({"kubectl": (0, json.dumps(node))}))
     assert cmd[:6] == ["kubectl", "patch", "node", "gpu001", "--type", "merge"]

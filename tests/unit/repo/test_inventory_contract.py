@@ -11,7 +11,7 @@ from kiln.render.inventory import render_inventory
 from kiln.spec import load_stack
 from kiln.yamlio import load_inventory
 
-DOC = (Path(__file__).resolve().parents[2] / "docs" / "inventory-contract.md").read_text()
+DOC = (Path(__file__).resolve().parents[3] / "docs" / "inventory-contract.md").read_text()
 
 
 @pytest.mark.parametrize("name", ["lab", "dev", "prod-h100"])

@@ -27,7 +27,7 @@ from kiln.render.inventory import render_inventory
 from kiln.spec import load_stack
 from kiln.yamlio import load_inventory
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 STACKS = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
 
 # Rendered variables that no role reading their file declares, and why.

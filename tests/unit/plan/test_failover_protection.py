@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from kiln.plan import build_plan
-from kiln.spec.errors import SpecError
 from kiln.spec.loader import load_stack, validate
 from kiln.spec.protection import data_share, ext4_raid_options, zfs_vdevs
+from tests.unit.refusals import DROP, Refusal, refusal, refused
 
 
 def _data(name: str) -> dict[str, Any]:
@@ -19,12 +19,6 @@ def _data(name: str) -> dict[str, Any]:
 
 def _plan(data: dict[str, Any]) -> Any:
     return build_plan(validate(data, "t"), "t")
-
-
-def _issues(data: dict[str, Any]) -> dict[str, str]:
-    with pytest.raises(SpecError) as exc:
-        _plan(data)
-    return {i.path: i.problem for i in exc.value.issues}
 
 
 def test_every_target_has_its_own_device_across_partners() -> None:
@@ -58,46 +52,41 @@ def test_mgt_is_mirrored() -> None:
     assert mgt.vdevs == ("mirror", "/dev/disk/by-id/kiln-mgt-0", "/dev/disk/by-id/kiln-mgt-1")
 
 
-def test_paths_shared_by_two_targets_are_refused() -> None:
-    data = _data("dev")
-    data["lustre"]["oss"]["osts"]["paths"] = ["/dev/mapper/ost-a"] * 8
-    issues = _issues(data)
-    assert "two targets on one device" in issues["lustre.oss.osts.paths[1]"]
+def _level(backend: str, level: str, devices: int) -> dict[str, Any]:
+    osts = "lustre.oss.osts"
+    return {"lustre.backend": backend, f"{osts}.protection": level, f"{osts}.devices_per_target": devices}
 
 
-def test_paths_must_name_every_target() -> None:
-    data = _data("dev")
-    data["lustre"]["oss"]["osts"]["paths"] = ["/dev/mapper/a", "/dev/mapper/b", "/dev/mapper/c", "/dev/mapper/d"]
-    assert "4 paths for 8 targets" in _issues(data)["lustre.oss.osts.paths"]
+REFUSALS = [
+    refusal("paths shared by two targets", "dev", {"lustre.oss.osts.paths": ["/dev/mapper/ost-a"] * 8},
+            "lustre.oss.osts.paths[1]", plan=True, problem="two targets on one device"),
+    refusal("paths must name every target", "dev",
+            {"lustre.oss.osts.paths": ["/dev/mapper/a", "/dev/mapper/b", "/dev/mapper/c", "/dev/mapper/d"]},
+            "lustre.oss.osts.paths", plan=True, problem="4 paths for 8 targets"),
+    refusal("one drive needs a named level", "dev", {"lustre.oss.osts.devices_per_target": 1},
+            "lustre.oss.osts.protection", plan=True, problem="no redundancy"),
+    refusal("raidz2 on ldiskfs", "dev", _level("ldiskfs", "raidz2", 4), "lustre.oss.osts.protection", plan=True,
+            problem="not a ldiskfs protection level"),
+    refusal("raid6 on zfs", "dev", _level("zfs", "raid6", 4), "lustre.oss.osts.protection", plan=True,
+            problem="not a zfs protection level"),
+    refusal("raid6 on 3 drives", "dev", _level("ldiskfs", "raid6", 3), "lustre.oss.osts.protection", plan=True,
+            problem="at least 4"),
+    refusal("mirror on 3 drives", "dev", _level("zfs", "mirror", 3), "lustre.oss.osts.protection", plan=True,
+            problem="odd"),
+    refusal("external on 2 drives", "dev", _level("ldiskfs", "external", 2), "lustre.oss.osts.protection",
+            plan=True, problem="one device"),
+    refusal("failover pairs require fencing", "prod-h100", {"lustre.ha.fencing": DROP}, "lustre.ha.fencing",
+            plan=True, problem="without fencing"),
+]
 
 
-def test_one_drive_needs_a_named_level() -> None:
-    data = _data("dev")
-    data["lustre"]["oss"]["osts"]["devices_per_target"] = 1
-    assert "no redundancy" in _issues(data)["lustre.oss.osts.protection"]
+@pytest.mark.parametrize("row", REFUSALS)
+def test_refused(row: Refusal) -> None:
+    refused(row)
 
 
-@pytest.mark.parametrize(
-    ("backend", "level", "devices", "problem"),
-    [
-        ("ldiskfs", "raidz2", 4, "not a ldiskfs protection level"),
-        ("zfs", "raid6", 4, "not a zfs protection level"),
-        ("ldiskfs", "raid6", 3, "at least 4"),
-        ("zfs", "mirror", 3, "odd"),
-        ("ldiskfs", "external", 2, "one device"),
-    ],
-)
-def test_levels_checked_per_backend(backend: str, level: str, devices: int, problem: str) -> None:
-    data = _data("dev")
-    data["lustre"]["backend"] = backend
-    data["lustre"]["oss"]["osts"].update(protection=level, devices_per_target=devices)
-    assert problem in _issues(data)["lustre.oss.osts.protection"]
-
-
-def test_failover_pairs_require_fencing() -> None:
+def test_a_lab_fence_agent_is_a_warning() -> None:
     data = _data("prod-h100")
-    del data["lustre"]["ha"]["fencing"]
-    assert "without fencing" in _issues(data)["lustre.ha.fencing"]
     data["lustre"]["ha"]["fencing"] = {"agent": "none-lab"}
     assert any("none-lab" in w.line() for w in _plan(data).warnings)
 

@@ -19,7 +19,7 @@ from kiln.plan.serialize import plan_to_dict
 from kiln.render.report import render_plan_report
 from kiln.spec import load_stack
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 GOLDEN = ROOT / "tests" / "golden" / "plan"
 STACKS = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
 REFRESH = "KILN_UPDATE_GOLDEN=1 .venv/bin/pytest tests/unit -k golden"
