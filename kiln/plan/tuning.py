@@ -113,6 +113,7 @@ def server_tunables(spec: ClusterSpec, client_mod_rpcs: int) -> list[Tunable]:
             _tunable(spec, "server.ost.readcache_max_filesize", _c(r["server.ost.readcache_max_filesize"], "value")),
             _tunable(spec, "server.mdt.max_mod_rpcs", client_mod_rpcs),
             _tunable(spec, "server.quota.enforce_mdt", spec.lustre.quotas.enforce),
+            _tunable(spec, "server.quota.enforce_mdt_dom", spec.lustre.quotas.enforce),
             _tunable(spec, "server.quota.enforce_ost", spec.lustre.quotas.enforce),
             _tunable(spec, "client.jobid_var", _c(r["client.jobid_var"], spec.lustre.scheduler)),
         ]
