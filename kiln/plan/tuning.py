@@ -185,12 +185,11 @@ def lnet_tunables(spec: ClusterSpec) -> list[Tunable]:
     if any(n.multi_rail for n in lnet_nets(spec)):
         out += [
             _tunable(spec, tid, _c(r[tid], "multi_rail"))
-            for tid in (
-                "lnet.lnet.lnet_health_sensitivity",
-                "lnet.lnet.lnet_retry_count",
-                "lnet.lnet.lnet_transaction_timeout",
-            )
+            for tid in ("lnet.lnet.lnet_health_sensitivity", "lnet.lnet.lnet_retry_count")
         ]
+        # The release's own default (LU-15288 raised it on 2.16): tuning.yaml keys it by lustre.version.
+        timeout = "lnet.lnet.lnet_transaction_timeout"
+        out.append(_tunable(spec, timeout, _c(r[timeout], spec.lustre.version)))
     if spec.lustre.routers:
         out += [
             _tunable(spec, tid, _c(r[tid], "routed"))
