@@ -405,8 +405,8 @@ class InventoryPlan:
 class RdmaPlan:
     """Link settings the rdma role applies to storage and rail interfaces."""
 
-    mtu: int  # fabric.mtu: RoCE (Ethernet) interfaces
-    ipoib_mtu: int  # InfiniBand: IPoIB interfaces, the fabric MTU less the IPoIB header
+    mtu: int  # fabric.mtu or the fabric's default (IB MTU 4096, RoCE netdev MTU 9000): RoCE (Ethernet) interfaces
+    ipoib_mtu: int  # InfiniBand: IPoIB interfaces, the IB MTU less the IPoIB header
     roce_dscp: int  # DSCP of RoCE traffic (fabric.roce_dscp)
     roce_tos: int  # its IP traffic-class byte: the DSCP in the upper six bits, ECT(0) in the ECN bits
 

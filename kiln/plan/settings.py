@@ -20,6 +20,7 @@ from kiln.plan.model import (
 from kiln.plan.sizing import device_figures
 from kiln.plan.tuning import roce_traffic_class
 from kiln.spec import catalog
+from kiln.spec.errors import SpecIssue
 from kiln.spec.models import ClusterSpec, ComputePool
 
 # Spec fields left out of the mover's copy of the spec (KubernetesPlan.mover_spec): names that look like credentials
@@ -37,9 +38,35 @@ def build_inventory(spec: ClusterSpec) -> InventoryPlan:
     return InventoryPlan(connection=inv.connection, address_by=inv.address_by, ansible_user=inv.ansible_user)
 
 
+def link_mtu(spec: ClusterSpec) -> int:
+    """The storage network's link MTU: fabric.mtu, else the fabric's default (kiln/knowledge/tuning.yaml protocol)."""
+    return spec.fabric.mtu or knowledge.load().tuning.protocol.default_mtu(spec.fabric.kind)
+
+
+def link_mtu_issues(spec: ClusterSpec) -> list[SpecIssue]:
+    """A warning when a RoCE netdev MTU gives an RDMA path MTU below 4096 (iboe_get_mtu() in include/rdma/ib_addr.h
+    subtracts the RoCE headers first): RDMA then moves half-size packets or less."""
+    if spec.fabric.kind != "roce":
+        return []
+    proto = knowledge.load().tuning.protocol
+    mtu = link_mtu(spec)
+    path = proto.roce_path_mtu(mtu)
+    if path >= 4096:
+        return []
+    need = 4096 + proto.roce_header_bytes.value
+    return [SpecIssue(
+        "fabric.mtu", mtu,
+        f"a RoCE netdev MTU of {mtu} gives an RDMA path MTU of {path}: the kernel subtracts "
+        f"{proto.roce_header_bytes.value} bytes of RoCE headers before it picks the IB MTU (iboe_get_mtu())",
+        f"use at least {need} (9000 where the switches carry jumbo frames end to end)",
+        "warning",
+    )]
+
+
 def build_rdma(spec: ClusterSpec) -> RdmaPlan:
     ipoib_header = knowledge.load().tuning.protocol.ipoib_header_bytes.value
-    return RdmaPlan(mtu=spec.fabric.mtu, ipoib_mtu=spec.fabric.mtu - ipoib_header, roce_dscp=spec.fabric.roce_dscp,
+    mtu = link_mtu(spec)
+    return RdmaPlan(mtu=mtu, ipoib_mtu=mtu - ipoib_header, roce_dscp=spec.fabric.roce_dscp,
                     roce_tos=roce_traffic_class(spec))
 
 

@@ -217,11 +217,15 @@ class Fabric(Model):
         description="RoCE only: DSCP of RDMA traffic, mapped to the PFC priority on hosts and switches; NCCL_IB_TC "
         "and RDMA-CM's ToS carry it.",
     )
-    mtu: int = Field(
-        default=4096,
+    mtu: int | None = Field(
+        default=None,
         ge=1280,
         le=9000,
-        description="Link MTU of the storage network (the IB MTU on InfiniBand: IPoIB interfaces get it less 4 bytes).",
+        description="Link MTU of the storage network. InfiniBand: the IB MTU (default 4096; IPoIB interfaces get it "
+        "less 4 bytes). RoCE: the netdev MTU (default 9000), from which the kernel derives the RDMA path MTU as the "
+        "largest IB MTU at or below it less 96 bytes of RoCE headers (iboe_get_mtu()): 4096 would give 2048. The "
+        "switches must carry frames of this size; give a smaller value where they do not (the plan warns when the "
+        "path MTU falls below 4096). tcp: not applied (default 1500).",
     )
 
 
