@@ -16,7 +16,7 @@ import yaml
 from kiln import knowledge, yamlio
 from kiln.node.health import expectations
 from kiln.plan.dataflow import systemd_calendar
-from kiln.plan.groups import LUSTRE_CLIENTS, LUSTRE_SERVERS, pool_group
+from kiln.plan.groups import LUSTRE_CLIENTS, LUSTRE_MDS, LUSTRE_MGS, LUSTRE_OSS, LUSTRE_SERVERS, pool_group
 from kiln.plan.model import ComputePoolPlan, Host, LustreTarget, Plan, Tunable
 from kiln.plan.tuning import is_namespaced_sysctl
 from kiln.render.firewall import firewall_rules
@@ -129,10 +129,24 @@ def _server_host_vars(plan: Plan, h: Host) -> dict[str, Any]:
         out["lustre_server_standby_targets"] = [_target(plan, t) for t in standby]
     if (targets or standby) and plan.lustre.backend == "zfs":
         out["lustre_server_hostid"] = hostid(h.management_address)
+    local = _local_persistent_params(plan, h)
+    if local:
+        out["lustre_server_params_local"] = local
     if h.failover_partner:
         out["kiln_failover_partner"] = h.failover_partner
         out.update(_ha_vars(plan, h, [*targets, *standby]))
     return out
+
+
+_SERVER_SIDES = {LUSTRE_MGS: "mgs", LUSTRE_MDS: "mds", LUSTRE_OSS: "oss"}
+
+
+def _local_persistent_params(plan: Plan, h: Host) -> list[dict[str, Any]]:
+    """The persistent (set_param -P) parameters this server applies itself, by the sides of its groups (an OSS:
+    obdfilter.* and its OSTs' osd-*; an MDS: mdt.* and its MDTs' osd-*): the lustre_server role reads them back
+    here, where the MGS's record alone proves nothing."""
+    sides = {side for group, side in _SERVER_SIDES.items() if group in h.groups}
+    return _params([t for t in plan.tunables if t.apply == "set_param_persistent" and t.side in sides])
 
 
 def _host_vars(plan: Plan, h: Host) -> dict[str, Any]:
