@@ -429,7 +429,7 @@ class LustrePlan:
     failover: Literal["none", "pairs"]
     fencing: FencingPlan | None  # failover pairs: None only where the spec names none
     scheduler: Literal["slurm", "kubernetes", "none"]  # who drains a node the health check takes out
-    ost_capacity_TB: float  # raw: the target map's OSTs × drives per OST × drive capacity
+    ost_usable_capacity_TB: float  # Σ OSTs × drives × drive capacity × their protection's capacity share
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -22,6 +22,7 @@ from kiln.plan.tuning import roce_traffic_class
 from kiln.spec import catalog
 from kiln.spec.errors import SpecIssue
 from kiln.spec.models import ClusterSpec, ComputePool
+from kiln.spec.protection import capacity_share
 
 # Spec fields left out of the mover's copy of the spec (KubernetesPlan.mover_spec): names that look like credentials
 # to the policy checks, and that the pods take from the S3 Secret instead (KILN_S3_ACCESS_KEY).
@@ -75,11 +76,16 @@ def build_lustre(spec: ClusterSpec, targets: tuple[LustreTarget, ...]) -> Lustre
     f = lu.ha.fencing
     fencing = None if f is None else FencingPlan(agent=f.agent, address=f.address, username=f.username,
                                                  options=dict(f.options))
-    osts = sum(1 for t in targets if t.kind == "ost")
-    group = lu.oss.osts
-    capacity = osts * group.devices_per_target * device_figures(group.device).capacity_TB
     return LustrePlan(backend=lu.backend, failover=lu.failover, fencing=fencing, scheduler=lu.scheduler,
-                      ost_capacity_TB=capacity)
+                      ost_usable_capacity_TB=ost_usable_capacity_TB(spec, targets))
+
+
+def ost_usable_capacity_TB(spec: ClusterSpec, targets: tuple[LustreTarget, ...]) -> float:
+    """What the OSTs hold after their protection: Σ OSTs × drives × drive capacity × the level's capacity share
+    (kiln/knowledge/protection.yaml; `external` LUNs and `none` keep all of it)."""
+    drive_TB = device_figures(spec.lustre.oss.osts.device).capacity_TB
+    return sum(len(t.drives) * drive_TB * capacity_share(t.protection, len(t.drives))
+               for t in targets if t.kind == "ost")
 
 
 def _pool(spec: ClusterSpec, pool: ComputePool) -> ComputePoolPlan:
