@@ -152,7 +152,9 @@ def stack_reference() -> str:
         "- an `external` object store needs `endpoint` and `throughput_GBps`; `seaweedfs` needs `nics` and `disks`,"
         " and enough raw capacity for `capacity_TB` at its replication;",
         "- `workload.read_demand` takes exactly one of `profile` and `GBps_per_gpu`;",
-        "- the management and storage subnets must not overlap and must hold an address per host / storage NIC;",
+        "- the management and storage subnets must not overlap and must hold an address per host / storage NIC; "
+        "on a routed filesystem each LNet network has a subnet of its own (`lustre.lnet[].subnet`, or a slice of "
+        "`networks.storage`), disjoint from the others and holding an address per NIC on that network;",
         "- a checkpoint budget that needs more write bandwidth than the GPU nodes' storage NICs can send is rejected;",
         "- names are unique: compute pools, OST pools (and the OST indexes within one), buckets, LNet networks"
         " (`o2ib` is `o2ib0`), directory paths after canonicalisation, and directory paths once turned into"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -388,8 +389,30 @@ class NetworksPlan:
     """The environment's subnets (spec `networks`): host interfaces, firewall sources, the lab's networks."""
 
     management: str  # CIDR
-    storage: str  # CIDR: storage NICs, LNet NIDs, the object store
+    storage: str  # CIDR: storage NICs, LNet NIDs, the object store (routed: sliced per LNet network)
     roce_rails: str | None  # CIDR of the RoCE compute rails' addresses; None without RoCE rails
+    lnet: dict[str, str] = field(default_factory=dict)  # LNet network → the CIDR of its NIDs' addresses
+
+    def subnet_of(self, nid: str | None) -> str:
+        """The CIDR of a storage port's address, by the LNet network of its NID (networks.storage without one)."""
+        net = nid.split("@", 1)[1] if nid else ""
+        return self.lnet.get(net, self.storage)
+
+    def storage_sources(self) -> list[str]:
+        """Every subnet storage addresses come from, as firewall sources: networks.storage and any LNet network's
+        subnet outside it (a routed filesystem's default slices lie inside it)."""
+        storage = ipaddress.ip_network(self.storage)
+        outside = {c for c in self.lnet.values() if not _inside(ipaddress.ip_network(c), storage)}
+        return [self.storage, *sorted(outside)]
+
+
+def _inside(net: ipaddress.IPv4Network | ipaddress.IPv6Network,
+            outer: ipaddress.IPv4Network | ipaddress.IPv6Network) -> bool:
+    if isinstance(net, ipaddress.IPv4Network) and isinstance(outer, ipaddress.IPv4Network):
+        return net.subnet_of(outer)
+    if isinstance(net, ipaddress.IPv6Network) and isinstance(outer, ipaddress.IPv6Network):
+        return net.subnet_of(outer)
+    return False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -20,6 +20,7 @@ from kiln.plan.model import (
 from kiln.plan.sizing import device_figures
 from kiln.plan.tuning import roce_traffic_class
 from kiln.spec import catalog
+from kiln.spec.addressing import lnet_subnets
 from kiln.spec.errors import SpecIssue
 from kiln.spec.models import ClusterSpec, ComputePool
 from kiln.spec.protection import capacity_share
@@ -31,7 +32,8 @@ _LEFT_OUT = {"objectstore": {"access_key_id", "credentials_secret"}}
 
 def build_networks(spec: ClusterSpec) -> NetworksPlan:
     n = spec.networks
-    return NetworksPlan(management=n.management, storage=n.storage, roce_rails=n.roce_rails)
+    return NetworksPlan(management=n.management, storage=n.storage, roce_rails=n.roce_rails,
+                        lnet=lnet_subnets(spec))
 
 
 def build_inventory(spec: ClusterSpec) -> InventoryPlan:

@@ -21,6 +21,7 @@ from kiln.plan.groups import (
 )
 from kiln.plan.model import Host, LnetNet, LnetRoute, LustreTarget, Nic, Role, TargetKind
 from kiln.spec import catalog
+from kiln.spec.addressing import lnet_subnets
 from kiln.spec.checks import rail_devices
 from kiln.spec.models import ClusterSpec, NicGroup, TargetGroup
 from kiln.spec.naming import objectstore_family, pool_family, router_family, server_family
@@ -38,6 +39,19 @@ class _Allocator:
         addr = self.network[self.next_offset]
         self.next_offset += 1
         return str(addr)
+
+
+class _Storage:
+    """Storage addresses per LNet network, each from its network's subnet (kiln.spec.addressing.lnet_subnets);
+    networks that share a subnet share its allocator, so their addresses never repeat."""
+
+    def __init__(self, spec: ClusterSpec) -> None:
+        subnets = lnet_subnets(spec)
+        pools = {cidr: _Allocator(ipaddress.ip_network(cidr)) for cidr in sorted(set(subnets.values()))}
+        self._by_net = {net: pools[cidr] for net, cidr in subnets.items()}
+
+    def take(self, net: str) -> str:
+        return self._by_net[net].take()
 
 
 def lnet_nets(spec: ClusterSpec) -> tuple[LnetNet, ...]:
@@ -80,7 +94,7 @@ def _nics(
     spec: ClusterSpec,
     compute: NicGroup | None,
     storage: NicGroup,
-    storage_alloc: _Allocator,
+    storage_alloc: _Storage,
     rail_alloc: _Allocator | None = None,
     shared: tuple[str, ...] = (),
     nets: list[str] | None = None,
@@ -102,8 +116,8 @@ def _nics(
         for iface, dev in zip(_interfaces(compute, fabric, 0), devs, strict=True):
             link = nic_models[compute.nic].link_Gbps
             if dev is not None and dev in shared:
-                shared_addr = storage_alloc.take()
                 net = nets[(storage.count + shared.index(dev)) % len(nets)]
+                shared_addr = storage_alloc.take(net)
                 out.append(Nic(role="shared", model=compute.nic, interface=iface, device=dev, address=shared_addr,
                                nid=f"{shared_addr}@{net}", link_Gbps=link))
                 continue
@@ -114,7 +128,8 @@ def _nics(
     first = n_compute if start is None else start
     devs = rail_devices(storage, start=first) if rdma else [None] * storage.count
     for j, (iface, dev) in enumerate(zip(_interfaces(storage, fabric, first), devs, strict=True)):
-        addr = storage_alloc.take()
+        net = nets[j % len(nets)]
+        addr = storage_alloc.take(net)
         out.append(
             Nic(
                 role="storage",
@@ -122,7 +137,7 @@ def _nics(
                 interface=iface,
                 device=dev,
                 address=addr,
-                nid=f"{addr}@{nets[j % len(nets)]}",
+                nid=f"{addr}@{net}",
                 link_Gbps=nic_models[storage.nic].link_Gbps,
             )
         )
@@ -132,7 +147,7 @@ def _nics(
 def build_hosts(spec: ClusterSpec) -> tuple[Host, ...]:
     """Every host of the environment, in a stable order: compute pools, MGS, MDS, OSS, LNet routers, object store."""
     mgmt = _Allocator(ipaddress.ip_network(spec.networks.management))
-    stor = _Allocator(ipaddress.ip_network(spec.networks.storage))
+    stor = _Storage(spec)
     roce = spec.networks.roce_rails if spec.fabric.kind == "roce" else None
     rails = _Allocator(ipaddress.ip_network(roce)) if roce else None
     hosts: list[Host] = []
@@ -211,7 +226,7 @@ def _server(
     spec: ClusterSpec,
     nics: NicGroup,
     mgmt: _Allocator,
-    stor: _Allocator,
+    stor: _Storage,
     partner: str | None = None,
 ) -> Host:
     return Host(

@@ -244,18 +244,23 @@ class Networks(Model):
     @field_validator("management", "storage", "roce_rails")
     @classmethod
     def _cidr(cls, v: str | None) -> str | None:
-        if v is None:
-            return v
-        check_plain(v)
-        try:
-            net = ipaddress.ip_network(v, strict=True)
-        except ValueError as exc:
-            raise ValueError(f"not a network in CIDR form ({exc}); fix: write it like 10.10.0.0/16") from exc
-        for kind in ("loopback", "multicast", "link_local", "unspecified", "reserved"):
-            if getattr(net, f"is_{kind}"):
-                raise ValueError(f"a {kind.replace('_', '-')} network cannot be handed out to hosts; "
-                                 "fix: use a private subnet such as 10.10.0.0/16")
+        return check_cidr(v)
+
+
+def check_cidr(v: str | None) -> str | None:
+    """A subnet hosts can be given addresses in, written in CIDR form (strict: no host bits)."""
+    if v is None:
         return v
+    check_plain(v)
+    try:
+        net = ipaddress.ip_network(v, strict=True)
+    except ValueError as exc:
+        raise ValueError(f"not a network in CIDR form ({exc}); fix: write it like 10.10.0.0/16") from exc
+    for kind in ("loopback", "multicast", "link_local", "unspecified", "reserved"):
+        if getattr(net, f"is_{kind}"):
+            raise ValueError(f"a {kind.replace('_', '-')} network cannot be handed out to hosts; "
+                             "fix: use a private subnet such as 10.10.0.0/16")
+    return v
 
 
 class Device(Model):
@@ -447,6 +452,20 @@ class LnetNetwork(Model):
         "side of a routed filesystem) or servers (the storage side: MGS, MDS, OSS and object-store hosts). "
         "Clients and servers on different networks reach each other through lustre.routers.",
     )
+    subnet: str | None = Field(
+        default=None,
+        pattern=CIDR_RE,
+        description="IP subnet (CIDR) of the addresses behind this network's NIDs. Default: networks.storage "
+        "while every network has hosts: all; on a routed filesystem (a network of clients or servers only) each "
+        "network its own slice of networks.storage, which is split into as many equal subnets as the next power "
+        "of two at or above the number of networks, given out in the order of lustre.lnet (10.21.0.0/22 with two "
+        "networks: 10.21.0.0/23, 10.21.2.0/23): the two fabrics of a routed filesystem are separate IP networks.",
+    )
+
+    @field_validator("subnet")
+    @classmethod
+    def _cidr(cls, v: str | None) -> str | None:
+        return check_cidr(v)
 
 
 class LnetRouterGroup(Model):
@@ -570,6 +589,11 @@ class Lustre(Model):
     def lnet_names(self, side: Literal["clients", "servers"]) -> list[str]:
         """The LNet networks one side's hosts put their storage NICs on, in spec order."""
         return [n.name for n in self.lnet if n.hosts in ("all", side)]
+
+    @property
+    def routed(self) -> bool:
+        """Whether some LNet network belongs to one side only (clients and servers are joined by routers)."""
+        return any(n.hosts != "all" for n in self.lnet)
 
 
 class Bucket(Model):
