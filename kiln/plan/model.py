@@ -94,6 +94,9 @@ class LustreTarget:
     mkfs_options: tuple[str, ...] = ()  # extra mkfs.lustre words the layout needs (ldiskfs RAID geometry)
     raid_chunk_KiB: int = 0  # ldiskfs on md RAID: mdadm --chunk; 0 when there is no md array
     ashift: int = 0  # zfs: pool ashift; 0 on ldiskfs
+    # How the drives reach the servers (spec attachment): internal, shared-enclosure, san or nvmeof. Failover pairs
+    # have a shared kind (kiln.spec.checks refuses internal); the HA manager acts on it (md arrays or pools to move).
+    attachment: str = "internal"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -22,7 +22,7 @@ from kiln.plan.groups import (
 from kiln.plan.model import Host, LnetNet, LnetRoute, LustreTarget, Nic, Role, TargetKind
 from kiln.spec import catalog
 from kiln.spec.addressing import lnet_subnets
-from kiln.spec.checks import rail_devices
+from kiln.spec.checks import mgt_attachment, rail_devices
 from kiln.spec.models import ClusterSpec, NicGroup, TargetGroup
 from kiln.spec.naming import objectstore_family, pool_family, router_family, server_family
 from kiln.spec.protection import default_drive_base, default_level, ext4_raid_options, zfs_vdevs
@@ -319,6 +319,7 @@ def build_target_map(
             mkfs_options=(),
             raid_chunk_KiB=0,
             ashift=lu.mds.mdts.ashift if lu.backend == "zfs" else 0,
+            attachment=mgt_attachment(spec),
         )
     )
     kinds: tuple[tuple[TargetKind, str, TargetGroup], ...] = (("mdt", "mds", lu.mds.mdts), ("ost", "oss", lu.oss.osts))
@@ -346,6 +347,7 @@ def build_target_map(
                         mkfs_options=options,
                         raid_chunk_KiB=chunk,
                         ashift=group.ashift if lu.backend == "zfs" else 0,
+                        attachment=group.attachment,
                     )
                 )
     return tuple(out), mgs_service

@@ -236,6 +236,8 @@ def _colocated(spec: ClusterSpec) -> Iterator[SpecIssue]:
 def _lustre(spec: ClusterSpec) -> Iterator[SpecIssue]:
     """Lustre: failover pairs, servers and their targets, HA, LNet networks, OST pools and directories."""
     yield from _failover_pairs(spec)
+    yield from _shared_storage(spec)
+    yield from _uplink(spec)
     yield from _colocated(spec)
     yield from _server_parts(spec)
     yield from _targets(spec)
@@ -263,6 +265,51 @@ def _failover_pairs(spec: ClusterSpec) -> Iterator[SpecIssue]:
             "failover pairs need an even number of MDS nodes",
             f"set lustre.mds.nodes to {lu.mds.nodes + 1}, or lustre.failover: none",
         )
+
+
+def mgt_attachment(spec: ClusterSpec) -> str:
+    """How the MGT's drives reach its server: lustre.mgs.attachment, by default the MDTs'."""
+    return spec.lustre.mgs.attachment or spec.lustre.mds.mdts.attachment
+
+
+def _shared_storage(spec: ClusterSpec) -> Iterator[SpecIssue]:
+    """Failover pairs need drives both servers of a pair reach: a target on drives inside one server cannot move."""
+    lu = spec.lustre
+    if lu.failover != "pairs":
+        return
+    kinds: list[tuple[str, str, str]] = [("lustre.oss.osts.attachment", lu.oss.osts.attachment, "OSTs"),
+             ("lustre.mds.mdts.attachment", lu.mds.mdts.attachment, "MDTs")]
+    if lu.mgs.mode == "combined":  # a standalone MGS has no partner
+        kinds.append(("lustre.mgs.attachment", mgt_attachment(spec), "MGT"))
+    for path, attachment, what in kinds:
+        if attachment == "internal":
+            yield SpecIssue(
+                path, attachment,
+                f"failover pairs need the {what}' drives reachable from both servers of a pair; drives inside one "
+                "server cannot fail over, so the partner could never mount them",
+                "describe shared storage (shared-enclosure: dual-ported drives cabled to both servers; san; "
+                "nvmeof), or set lustre.failover: none",
+            )
+
+
+def _uplink(spec: ClusterSpec) -> Iterator[SpecIssue]:
+    """An uplink describes shared OST drives, with the figures of its kind."""
+    oss = spec.lustre.oss
+    up = oss.uplink
+    if up is None:
+        return
+    kind = oss.osts.attachment
+    given = up.model_dump(exclude_none=True, exclude={"source"})
+    if kind == "internal":
+        yield SpecIssue("lustre.oss.uplink", given, "internal OST drives have no enclosure uplink",
+                        "drop lustre.oss.uplink (lustre.oss.server.pcie_lanes describes a server's own drive lanes), "
+                        "or set lustre.oss.osts.attachment to the shared kind")
+    elif kind == "shared-enclosure" and (up.pcie_lanes is None or up.links is not None):
+        yield SpecIssue("lustre.oss.uplink", given, "a shared enclosure is reached over PCIe lanes",
+                        "give pcie_lanes (and pcie_gen where it differs from the NICs'), not links")
+    elif kind in ("san", "nvmeof") and (up.links is None or up.link_Gbps is None or up.pcie_lanes is not None):
+        yield SpecIssue("lustre.oss.uplink", given, f"{kind} storage is reached over links",
+                        "give links and link_Gbps, not pcie_lanes")
 
 
 def _server_parts(spec: ClusterSpec) -> Iterator[SpecIssue]:

@@ -273,6 +273,19 @@ class Device(Model):
     capacity_TB: DeviceTB | None = Field(default=None, description="Per-device capacity, TB (≤ 10000).")
 
 
+#: How a target's drives reach its server: only shared drives can fail over (docs/stack-reference.md, attachment).
+Attachment = Literal["internal", "shared-enclosure", "san", "nvmeof"]
+
+ATTACHMENT_DESCRIPTION = (
+    "How the drives behind each target reach the servers: internal (drives inside one server: only that server "
+    "reaches them, so they cannot fail over), shared-enclosure (dual-ported drives in an enclosure both servers of "
+    "a pair are cabled to, e.g. a dual-ported NVMe JBOF or a Storage Bridge Bay chassis with two server nodes), "
+    "san (array LUNs both servers see over FC, iSCSI or SAS) or nvmeof (NVMe over Fabrics namespaces both servers "
+    "connect to). failover: pairs needs one of the shared kinds: the partner must reach the drives to mount the "
+    "target."
+)
+
+
 class TargetGroup(Model):
     """Targets (MDTs or OSTs) per server node."""
 
@@ -305,6 +318,7 @@ class TargetGroup(Model):
         le=16,
         description="zfs pool ashift (log2 of the sector size ZFS writes): 12 for 4 KiB-sector and 512e drives.",
     )
+    attachment: Attachment = Field(default="internal", description=ATTACHMENT_DESCRIPTION)
 
 
 class Mgs(Model):
@@ -318,6 +332,11 @@ class Mgs(Model):
         default=None,
         description="Redundancy of the MGT's two drives: default mirror (zfs) or raid1 (ldiskfs); external when "
         "`device` names an array LUN.",
+    )
+    attachment: Attachment | None = Field(
+        default=None,
+        description="How the MGT's drives reach its server (as lustre.mds.mdts.attachment, the default: the MGT "
+        "sits with the MDTs); a combined MGS fails over with its MDS, so failover pairs need a shared kind.",
     )
 
 
@@ -421,6 +440,26 @@ class ServerCeiling(Model):
     )
 
 
+class Uplink(Model):
+    """How one OSS reaches the shared drives of its OSTs: PCIe lanes (shared-enclosure) or links (san, nvmeof).
+    The sizing model bounds the OSTs' data path by it (layer ost_uplinks)."""
+
+    pcie_lanes: int | None = Field(
+        default=None,
+        ge=1,
+        le=512,
+        description="shared-enclosure: PCIe lanes from one server to the drives it serves, e.g. x2 per "
+        "dual-ported NVMe drive (each port of a dual-ported drive has half its lanes) or the width of the "
+        "server's links to a JBOF's switch.",
+    )
+    pcie_gen: int | None = Field(
+        default=None, ge=3, le=5, description="PCIe generation of those lanes (3 to 5); default the OSS NICs'."
+    )
+    links: int | None = Field(default=None, ge=1, le=64, description="san, nvmeof: links from one server.")
+    link_Gbps: float | None = Field(default=None, gt=0, le=3200, description="san, nvmeof: line rate of one link.")
+    source: Text = Field(min_length=1, description="Where the figures come from (enclosure or array documentation).")
+
+
 class Oss(Model):
     nodes: int = Field(ge=1, le=4096, description="OSS nodes.")
     nics: NicGroup = Field(description="Storage NICs per OSS.")
@@ -429,6 +468,11 @@ class Oss(Model):
         default=None,
         description="The server (or appliance) ceiling: PCIe parts or a published figure; default derived from "
         "the NICs' PCIe generation and x16 per NIC plus x4 per drive.",
+    )
+    uplink: Uplink | None = Field(
+        default=None,
+        description="How one OSS reaches shared OST drives (osts.attachment shared-enclosure, san or nvmeof); "
+        "where given, the sizing model bounds the OSTs' data path by it. Omitted: no bound from the attachment.",
     )
 
 
@@ -563,7 +607,11 @@ class Lustre(Model):
     mgs: Mgs = Field(default_factory=Mgs, description="Management server placement.")
     mds: Mds = Field(description="Metadata servers.")
     oss: Oss = Field(description="Object storage servers.")
-    failover: Literal["none", "pairs"] = Field(default="pairs", description="HA pairs of servers.")
+    failover: Literal["none", "pairs"] = Field(
+        default="pairs",
+        description="HA pairs of servers: each server's targets fail over to its partner, which must reach their "
+        "drives (lustre.mds.mdts.attachment, lustre.oss.osts.attachment and lustre.mgs.attachment a shared kind).",
+    )
     ha: Ha = Field(default_factory=Ha, description="Pacemaker and fencing for failover pairs.")
     lnet: list[LnetNetwork] = Field(
         min_length=1, max_length=16, description="LNet networks (multi-rail over all storage NICs)."

@@ -35,7 +35,8 @@ sizes = st.fixed_dictionaries(
 
 def _variant(p: dict[str, Any]) -> dict[str, Any]:
     data = copy.deepcopy(BASE[p["stack"]])
-    data["lustre"]["failover"] = "pairs"
+    data["lustre"]["failover"] = "pairs"  # on drives both servers of a pair reach
+    data["lustre"]["oss"]["osts"]["attachment"] = data["lustre"]["mds"]["mdts"]["attachment"] = "shared-enclosure"
     data["lustre"]["mds"]["nodes"] = 2
     data["lustre"]["oss"]["nodes"] = 2 * p["oss_pairs"]
     data["lustre"]["oss"]["osts"]["per_node"] = p["osts"]
