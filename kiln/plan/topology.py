@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -23,6 +24,7 @@ from kiln.plan.model import Host, LnetNet, LnetRoute, LustreTarget, Nic, Role, T
 from kiln.spec import catalog
 from kiln.spec.addressing import lnet_subnets
 from kiln.spec.checks import mgt_attachment, rail_devices
+from kiln.spec.errors import SpecIssue
 from kiln.spec.models import ClusterSpec, NicGroup, TargetGroup
 from kiln.spec.naming import objectstore_family, pool_family, router_family, server_family
 from kiln.spec.protection import default_drive_base, default_level, ext4_raid_options, zfs_vdevs
@@ -83,11 +85,52 @@ def _nics_per_net(spec: ClusterSpec) -> dict[str, int]:
 
 
 def _interfaces(group: NicGroup, fabric: str, start: int) -> list[str]:
+    """The group's interface names as the spec gives them, else the kernel's traditional names, counted across the
+    host's groups: ib<n> for IPoIB, eth<n> after the management eth0 (podman's names for a lab container's
+    networks). Real InfiniBand and RoCE hosts name ports otherwise: naming_warnings says so."""
     if group.interfaces:
         return list(group.interfaces)
     if fabric == "infiniband":
         return [f"ib{start + i}" for i in range(group.count)]
     return [f"eth{1 + start + i}" for i in range(group.count)]
+
+
+#: Fabrics whose hosts name their ports in ways the defaults do not match.
+NAMED_FABRICS = ("infiniband", "roce")
+_NAMES_FIX = "as the host shows them (`ibdev2netdev`, `rdma link`, `ip -br link`)"
+
+
+def _nic_groups(spec: ClusterSpec) -> Iterator[tuple[str, NicGroup]]:
+    lu = spec.lustre
+    for i, pool in enumerate(spec.compute.pools):
+        if pool.compute_rails is not None:
+            yield f"compute.pools[{i}].compute_rails", pool.compute_rails
+        yield f"compute.pools[{i}].storage_nics", pool.storage_nics
+    yield "lustre.mds.nics", lu.mds.nics
+    yield "lustre.oss.nics", lu.oss.nics
+    for i, rg in enumerate(lu.routers):
+        yield f"lustre.routers[{i}].client_nics", rg.client_nics
+        yield f"lustre.routers[{i}].server_nics", rg.server_nics
+    if spec.objectstore.nics is not None:
+        yield "objectstore.nics", spec.objectstore.nics
+
+
+def naming_warnings(spec: ClusterSpec) -> list[SpecIssue]:
+    """Warnings for InfiniBand and RoCE ports left to the default names: EL9 and Ubuntu name ports predictably
+    (ibp24s0, ens1f0np0) and RDMA devices are numbered per machine (a DGX H100's rails are mlx5_0, mlx5_3, ...,
+    NVIDIA DGX H100/H200 User Guide, "Network Modules"), so ib<n>, eth<n>, mlx5_<n> and eth0 rarely match."""
+    fabric = spec.fabric.kind
+    if fabric not in NAMED_FABRICS:
+        return []
+    why = (f"left to the default names, which {fabric} hosts with predictable names (ibp24s0, ens1f0np0) and "
+           "per-machine RDMA numbering (a DGX H100's rails are mlx5_0, mlx5_3, ...) do not have")
+    out = [SpecIssue(f"{path}.{field}", None, why, f"list the {group.count} {field} {_NAMES_FIX}", "warning")
+           for path, group in _nic_groups(spec) if group.count
+           for field in ("devices", "interfaces") if getattr(group, field) is None]
+    out += [SpecIssue(f"compute.pools[{i}].management_interface", None, why,
+                      f"name the interface NCCL bootstraps on {_NAMES_FIX}", "warning")
+            for i, pool in enumerate(spec.compute.pools) if pool.management_interface is None]
+    return out
 
 
 def _nics(

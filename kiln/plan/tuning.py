@@ -214,7 +214,7 @@ def nccl_tunables(spec: ClusterSpec) -> list[Tunable]:
     for pool in spec.compute.pools:
         name = pool.name
         hcas = pool.nccl_hcas or (rail_devices(pool.compute_rails) if pool.compute_rails is not None else [])
-        out.append(_tunable(spec, "nccl.NCCL_SOCKET_IFNAME", f"={pool.management_interface}", name))
+        out.append(_tunable(spec, "nccl.NCCL_SOCKET_IFNAME", f"={pool.socket_interface}", name))
         if spec.fabric.kind == "tcp" or not hcas:
             out.append(_tunable(spec, "nccl.NCCL_IB_DISABLE", 1, name))
             continue

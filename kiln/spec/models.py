@@ -100,10 +100,18 @@ class NicGroup(Model):
     )
     devices: list[RdmaDevice] | None = Field(
         default=None,
-        description="RDMA device names (e.g. mlx5_0); default mlx5_<n> numbered after the rails before.",
+        description="RDMA device names, one per NIC, as the host shows them (`rdma link`, `ibdev2netdev`; e.g. "
+        "mlx5_0). Give them on InfiniBand and RoCE fabrics: the numbering depends on the machine (a DGX H100's "
+        "compute rails are mlx5_0, mlx5_3, mlx5_4, mlx5_5, mlx5_6, mlx5_9, mlx5_10, mlx5_11); the default, "
+        "mlx5_<n> counted across the host's NIC groups, is a placeholder and the plan warns. Unused on tcp.",
     )
     interfaces: list[Interface] | None = Field(
-        default=None, description="Network interface names (e.g. ib0); default derived per fabric."
+        default=None,
+        description="Network interface names, one per NIC, as the host shows them (`ip -br link`). Give them on "
+        "InfiniBand and RoCE fabrics: EL9 and Ubuntu name ports predictably (ibp24s0, ens1f0np0), which no "
+        "default matches; the defaults, counted across the host's NIC groups, are the kernel's traditional "
+        "names (ib<n> on InfiniBand, eth<n> after the management eth0 otherwise: podman's names for a lab "
+        "container's networks), and the plan warns where an InfiniBand or RoCE group relies on them.",
     )
 
 
@@ -158,8 +166,11 @@ class ComputePool(Model):
     ram_GiB: int = Field(ge=1, le=65536, description="Host RAM per node, GiB.")
     cpu_cores: int = Field(default=64, ge=1, le=4096, description="CPU cores per node (lru_size, ksocklnd credits).")
     local_nvme: LocalNvme | None = Field(default=None, description="Local NVMe drives.")
-    management_interface: Interface = Field(
-        default="eth0", description="Interface for bootstrap/socket traffic (NCCL_SOCKET_IFNAME)."
+    management_interface: Interface | None = Field(
+        default=None,
+        description="Interface for bootstrap/socket traffic (NCCL_SOCKET_IFNAME). Default eth0, the name podman "
+        "gives a lab container's first network; real hosts name it predictably (enp…, ens…, or a bond), so give "
+        "it on InfiniBand and RoCE fabrics (the plan warns where it is left out).",
     )
     nccl_hcas: list[RdmaDevice] | None = Field(
         default=None, description="HCAs NCCL may use; default every compute-rail device. Must be rail devices."
@@ -180,6 +191,12 @@ class ComputePool(Model):
                 "rails); fix: drop them or give gpu and compute_rails"
             )
         return self
+
+    @property
+    def socket_interface(self) -> str:
+        """The management interface NCCL bootstraps on: management_interface, else eth0 (the podman lab's name; the
+        plan warns on InfiniBand and RoCE fabrics)."""
+        return self.management_interface or "eth0"
 
     @property
     def gpus_per_node(self) -> int:

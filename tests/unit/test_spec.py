@@ -76,9 +76,9 @@ def test_failover_pairs_need_even_oss(stack: Any) -> None:
 
 def test_nccl_hca_not_on_node(stack: Any) -> None:
     data = stack("dev")
-    data["compute"]["pools"][0]["nccl_hcas"] = ["mlx5_0", "mlx5_9"]
+    data["compute"]["pools"][0]["nccl_hcas"] = ["mlx5_0", "mlx5_7"]  # mlx5_7: a storage port of dev's DGX nodes
     issue = _one(data, "compute.pools[0].nccl_hcas[1]")
-    assert issue.value == "mlx5_9" and "mlx5_0" in issue.fix
+    assert issue.value == "mlx5_7" and "mlx5_0" in issue.fix
 
 
 def test_stripe_count_larger_than_osts(stack: Any) -> None:
