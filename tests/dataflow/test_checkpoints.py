@@ -15,6 +15,7 @@ import yaml
 from kiln.dataflow import engine
 from kiln.dataflow.checkpoints import INDEX, VERSION_META, Root, export_checkpoints, restore_latest
 from kiln.dataflow.lake import Credentials, client, list_prefix
+from kiln.dataflow.lock import LockBusy
 from kiln.dataflow.mover import Mover
 from tests.dataflow.conftest import ensure_bucket
 
@@ -53,6 +54,17 @@ def test_a_symlink_or_a_failing_checkpoint_does_not_hold_up_the_others(seaweedfs
     status = json.loads((tmp_path / "state" / "ck.checkpoint.status.json").read_text())
     assert status["state"] == "failed" and status["error_class"] == "CheckpointFailures"
     assert "step2" in status["error"]
+
+
+def test_a_second_write_back_of_one_root_is_told_who_holds_it(seaweedfs: Credentials, tmp_path: Path) -> None:
+    ck = _root(tmp_path, "ckl/")
+    _checkpoint(ck.root, "step1", 1, {"__0_0.distcp": b"x"})
+    holder = Mover(seaweedfs, tmp_path / "state")
+    impatient = Mover(seaweedfs, tmp_path / "state", lock_wait_s=0)
+    with holder.session("ck.checkpoint"), pytest.raises(LockBusy, match=r"ck\.checkpoint is being moved by .* pid "):
+        export_checkpoints(impatient, ck, keep=1, release=True)
+    assert not list(list_prefix(client(seaweedfs), "lake", "ckl/"))  # the second touched nothing
+    assert (ck.root / "step1" / "__0_0.distcp").exists()
 
 
 def test_a_reused_checkpoint_name_never_shows_the_old_marker_over_new_files(
