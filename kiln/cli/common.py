@@ -15,6 +15,7 @@ from pathlib import Path
 
 from kiln.plan import build_plan
 from kiln.plan.model import Plan
+from kiln.redact import RedactFilter
 from kiln.spec import ClusterSpec, load_stack
 
 EXIT_OK = 0  # done
@@ -76,5 +77,7 @@ class StderrHandler(logging.Handler):
 def setup_logging(debug: bool) -> None:
     """Diagnostics of kiln's modules (the `kiln` logger) to stderr; INFO and up, DEBUG with -v/--debug."""
     logger = logging.getLogger("kiln")
-    logger.handlers[:] = [h for h in logger.handlers if not isinstance(h, StderrHandler)] + [StderrHandler()]
+    handler = StderrHandler()
+    handler.addFilter(RedactFilter())  # no signed URL or registered secret reaches stderr (kiln/redact.py)
+    logger.handlers[:] = [h for h in logger.handlers if not isinstance(h, StderrHandler)] + [handler]
     logger.setLevel(logging.DEBUG if debug else logging.INFO)

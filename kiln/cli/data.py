@@ -5,10 +5,12 @@ Meant for a Slurm prolog (stage job N+1's data while job N trains) and epilog (e
   kiln data stage <stack> <link>        # import the link's selected objects the fast tier lacks
   kiln data export <stack> <link>       # write new or changed files of the link back to the lake
   kiln data export <stack> --checkpoints  # write committed checkpoints back, release all but the newest K
+  kiln data restore <stack> --latest    # the newest complete checkpoint: on the fast tier, else from the lake
   kiln data run <stack> [--once] [--metrics-port N]  # the service loop: continuous links, checkpoint write-back
   kiln data status [--json]             # progress and lag of every link on this host
 
 The S3 secret comes from $KILN_S3_SECRET_KEY (never argv). Exit 0 only when every moved file is verified.
+One mover at a time per link: a second waits --lock-wait seconds for the first, then exits 1 naming it.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,19 +29,27 @@ from kiln.dataflow import progress, service
 from kiln.dataflow.service import STATE_DIR, TEXTFILE_DIR, Follow, Site
 
 
+def _stop_on_sigterm() -> None:
+    """SIGTERM (systemd stopping the unit, a Job's deadline) ends a pass as an exception would: its status file
+    says failed, rclone is stopped, the link's lock released."""
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+
+
 def _site(args: argparse.Namespace) -> Site:
+    _stop_on_sigterm()
     return Site(
         state_dir=Path(args.state_dir),
         mount_point=Path(args.mount_point) if args.mount_point else None,
         endpoint=args.endpoint,
         concurrency=args.concurrency,
         textfile_dir=Path(args.textfile_dir) if args.textfile_dir else None,
+        lock_wait_s=args.lock_wait,
     )
 
 
 def _moved(doc: dict[str, Any]) -> int:
     result(json.dumps(doc))
-    return EXIT_FAIL if doc["failed"] else EXIT_OK
+    return EXIT_FAIL if doc["failed"] or doc.get("errors") else EXIT_OK
 
 
 def cmd_stage(args: argparse.Namespace) -> int:
@@ -48,9 +60,15 @@ def cmd_stage(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     _, plan = load(args.stack, args.stacks_dir)
     if args.checkpoints:
-        result(json.dumps(service.export_committed_checkpoints(plan, _site(args))))
-        return EXIT_OK
+        return _moved(service.export_committed_checkpoints(plan, _site(args)))
     return _moved(service.export(plan, _site(args), args.link))
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    _, plan = load(args.stack, args.stacks_dir)
+    doc = service.restore(plan, _site(args))
+    result(json.dumps(doc))
+    return EXIT_OK if doc["checkpoint"] else EXIT_FAIL
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -92,6 +110,8 @@ def _moving(q: argparse.ArgumentParser) -> None:
         default=os.environ.get("KILN_DATA_TEXTFILE_DIR"),
         help=f"write Prometheus textfile metrics here (e.g. {TEXTFILE_DIR})",
     )
+    q.add_argument("--lock-wait", type=float, default=600.0, metavar="SECONDS",
+                   help="wait this long for another mover holding the same link, then exit 1 naming it (default 600)")
 
 
 def _add_stage_export(dsub: argparse._SubParsersAction[argparse.ArgumentParser],
@@ -106,6 +126,12 @@ def _add_stage_export(dsub: argparse._SubParsersAction[argparse.ArgumentParser],
     q.add_argument("link", nargs="?", help="link name (or --checkpoints)")
     q.add_argument("--checkpoints", action="store_true", help="committed checkpoints; release all but the newest K")
     q.set_defaults(func=cmd_export)
+    q = dsub.add_parser("restore", parents=parents,
+                        help="the newest checkpoint whose marker and every file verify: fast tier first, lake second")
+    _moving(q)
+    q.add_argument("--latest", action="store_true", required=True,
+                   help="the newest complete checkpoint (the only choice so far)")
+    q.set_defaults(func=cmd_restore)
 
 
 def _add_run_models(dsub: argparse._SubParsersAction[argparse.ArgumentParser],

@@ -1,6 +1,8 @@
 """The data mover: kiln's orchestration and bookkeeping around a well-kept transfer engine (rclone).
 
-kiln decides *what* moves (a size + ETag manifest per link, globs, commit markers), hands the list to the
-engine (which owns parallelism, multipart and retries), then verifies every moved file by checksum before
-recording it. Nothing here implements multipart or retry logic. See docs/dataflow.md.
+kiln decides *what* moves (a manifest per link, globs, conflicts, commit markers), hands the list to the
+engine (which owns parallelism, multipart uploads and retries), then verifies every moved file by checksum
+before it is renamed into place and recorded. kiln moves bytes itself only where rclone cannot do what the
+guarantees need: the ranged, resumable download of large objects (fetch.py), symlinks, directory markers and
+a checkpoint's index. See docs/dataflow.md.
 """

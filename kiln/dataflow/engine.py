@@ -1,8 +1,10 @@
 """The transfer engine: rclone, driven with a list of files kiln decided to move.
 
-rclone owns parallel streams, multipart uploads, retries and atomic downloads (a download lands as
-<name>.<random>.kiln-partial and is renamed when complete; rclone's default, `--inplace` off). kiln gives it
-the exact files (`--files-from-raw`), the planned concurrency and part size, and reads its JSON stats lines.
+rclone owns parallel streams, multipart uploads and retries. kiln gives it the exact files (`--files-from-raw`),
+the planned concurrency and part size, and reads its JSON log: the stats lines, each file it copied, each file it
+failed (kiln/dataflow/mover.py records the rest of the pass and fails only those). Downloads go to kiln's staging
+directory (keys.STAGING), where rclone writes a file as <name>.<random>.kiln-partial and renames it when
+whole; kiln moves it into place only after verifying it.
 Credentials reach rclone through its environment (RCLONE_CONFIG_LAKE_*), never argv.
 Chosen over s5cmd by measurement and guarantees: docs/benchmarks.md ("The data mover's transfer engine").
 """
@@ -16,14 +18,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kiln.dataflow.keys import PARTIAL_SUFFIX
 from kiln.dataflow.lake import Credentials
 
-PARTIAL_SUFFIX = ".kiln-partial"
 REMOTE = "lake"
 
 
@@ -43,6 +45,9 @@ def rclone_binary() -> str:
 class Tuning:
     concurrency: int = 4  # parallel transfers (the plan's dataflow.movers.concurrency)
     part_size_MiB: int = 8  # multipart part size and cutoff (the plan's part_size_MiB)
+    # Objects of at least this size are downloaded by ranged GETs that resume (kiln/dataflow/fetch.py), not by
+    # rclone, which restarts an interrupted download at byte 0; rclone's own multi-thread cutoff is 256 MiB.
+    ranged_min_MiB: int = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +60,10 @@ class Result:
     # MD5 of the written copy with the source's before it renamed the copy into place (rclone
     # fs/operations/copy.go, the verify step before "renamed to" and "Copied (new)").
     copied: frozenset[str] = frozenset()
+    # Paths rclone failed, with its last message for each; and how it ended (exit status, its last errors).
+    failed: tuple[tuple[str, str], ...] = ()
+    rc: int = 0
+    error: str = ""
 
 
 def _env(creds: Credentials) -> dict[str, str]:
@@ -100,77 +109,96 @@ def copy(
     lake_objects: int = 0,
 ) -> Result:
     """Copy exactly `files` (paths relative to src) from src to dst; identical files already there are skipped.
+    EngineError where rclone did not finish cleanly (`run` leaves that to the caller).
 
     `lake_objects`: how many objects the S3 side holds under the prefix (0: unknown), which decides between
     listing it and addressing each file (`traverse`)."""
+    res = run(creds, src, dst, files, tuning, on_stats=on_stats, lake_objects=lake_objects)
+    if res.rc != 0:
+        raise EngineError(f"rclone copy {src} → {dst} exited {res.rc}: {res.error or 'no message'}")
+    return res
+
+
+def _argv(src: str, dst: str, listing: str, lookup: str, tuning: Tuning, extra: Sequence[str]) -> list[str]:
+    part = f"{tuning.part_size_MiB}Mi"
+    return [
+        rclone_binary(), "copy", src, dst, "--files-from-raw", listing, lookup,
+        "--transfers", str(tuning.concurrency), "--checkers", str(max(8, tuning.concurrency)),
+        "--s3-chunk-size", part, "--s3-upload-cutoff", part,
+        "--s3-upload-concurrency", str(min(tuning.concurrency, 16)), "--s3-no-check-bucket",
+        "--partial-suffix", PARTIAL_SUFFIX, "--use-json-log", "--stats", "1s", "--stats-log-level", "NOTICE",
+        # INFO: one "Copied (new|replaced existing)" line per file, after rclone's own size + hash check.
+        "--log-level", "INFO", "--retries", "3", *extra,
+    ]
+
+
+def run(
+    creds: Credentials,
+    src: str,
+    dst: str,
+    files: Iterable[str],
+    tuning: Tuning,
+    *,
+    on_stats: Callable[[dict[str, Any]], None] | None = None,
+    lake_objects: int = 0,
+    extra: Sequence[str] = (),
+) -> Result:
+    """Copy exactly `files` from src to dst and say what happened, file by file, however rclone ended.
+    `extra`: more rclone options (the mover's `--metadata`, `--metadata-set` on a checkpoint's marker)."""
     names = list(files)
     if not names:
         return Result(0, 0, 0, 0.0)
-    part = f"{tuning.part_size_MiB}Mi"
-    lookup = ["--fast-list"] if traverse(len(names), lake_objects) else ["--no-traverse"]
+    lookup = "--fast-list" if traverse(len(names), lake_objects) else "--no-traverse"
     with tempfile.NamedTemporaryFile("w", suffix=".list", delete=False) as lst:
         lst.write("\n".join(names) + "\n")
-    argv = [
-        rclone_binary(),
-        "copy",
-        src,
-        dst,
-        "--files-from-raw",
-        lst.name,
-        *lookup,
-        "--transfers",
-        str(tuning.concurrency),
-        "--checkers",
-        str(max(8, tuning.concurrency)),
-        "--s3-chunk-size",
-        part,
-        "--s3-upload-cutoff",
-        part,
-        "--s3-upload-concurrency",
-        str(min(tuning.concurrency, 16)),
-        "--s3-no-check-bucket",
-        "--partial-suffix",
-        PARTIAL_SUFFIX,
-        "--use-json-log",
-        "--stats",
-        "1s",
-        "--stats-log-level",
-        "NOTICE",
-        # INFO: one "Copied (new|replaced existing)" line per file, after rclone's own size + hash check.
-        "--log-level",
-        "INFO",
-        "--retries",
-        "3",
-    ]
-    last: dict[str, Any] = {}
-    errors: list[str] = []
-    copied: set[str] = set()
     try:
-        proc = subprocess.Popen(argv, env=_env(creds), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(_argv(src, dst, lst.name, lookup, tuning, extra), env=_env(creds),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         assert proc.stderr is not None
-        for line in proc.stderr:
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                errors.append(line.strip())
-                continue
-            if "stats" in rec:
-                last = rec["stats"]
-                if on_stats:
-                    on_stats(last)
-            elif rec.get("level") == "info" and str(rec.get("msg", "")).startswith("Copied ("):
-                copied.add(str(rec.get("object", "")))
-            elif rec.get("level") in ("error", "critical"):
-                errors.append(str(rec.get("msg", "")).strip())
+        log = _Log(on_stats)
+        try:
+            for line in proc.stderr:
+                log.read(line)
+        except BaseException:  # the mover is stopping (SIGTERM, an error): rclone stops with it
+            proc.kill()
+            proc.wait()
+            raise
         rc = proc.wait()
     finally:
         os.unlink(lst.name)
-    if rc != 0:
-        raise EngineError(f"rclone copy {src} → {dst} exited {rc}: {'; '.join(errors[-3:]) or 'no message'}")
+    last = log.stats
     return Result(
-        int(last.get("bytes", 0)),
-        int(last.get("transfers", 0)),
-        int(last.get("errors", 0)),
-        float(last.get("elapsedTime", 0.0)),
-        frozenset(copied),
+        int(last.get("bytes", 0)), int(last.get("transfers", 0)), int(last.get("errors", 0)),
+        float(last.get("elapsedTime", 0.0)), frozenset(log.copied), tuple(log.failed.items()), rc,
+        "; ".join(log.errors[-3:]),
     )
+
+
+class _Log:
+    """rclone's JSON log, line by line: the last stats record, the files copied, the files failed."""
+
+    def __init__(self, on_stats: Callable[[dict[str, Any]], None] | None) -> None:
+        self.on_stats = on_stats
+        self.stats: dict[str, Any] = {}
+        self.copied: set[str] = set()
+        self.failed: dict[str, str] = {}
+        self.errors: list[str] = []
+
+    def read(self, line: str) -> None:
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            self.errors.append(line.strip())
+            return
+        msg, obj = str(rec.get("msg", "")).strip(), str(rec.get("object", ""))
+        if "stats" in rec:
+            self.stats = rec["stats"]
+            if self.on_stats:
+                self.on_stats(self.stats)
+        elif rec.get("level") == "info" and msg.startswith("Copied ("):
+            self.copied.add(obj)
+            self.failed.pop(obj, None)  # a retry (rclone's --retries) copied it after all
+        elif rec.get("level") in ("error", "critical"):
+            self.errors.append(msg)
+            if obj:
+                self.failed[obj] = msg

@@ -27,6 +27,7 @@ class Obj:
     key: str  # relative to the link's prefix
     size: int
     etag: str  # without quotes
+    modified: str = ""  # LastModified as the store sent it (ISO 8601); parsed only where a conflict needs it
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,15 +68,20 @@ _PAGE_URL_EXPIRES_S = 300  # a page's signed URL is used once, right away
 
 
 class ListError(RuntimeError):
-    pass
+    """The listing failed; `cause` names the error class that ended it (EndpointConnectionError, HTTP 503 …)."""
+
+    def __init__(self, message: str, cause: str) -> None:
+        super().__init__(message)
+        self.cause = cause
 
 
 def _text(el: ET.Element, tag: str) -> str:
     return el.findtext(_NS + tag) or el.findtext(tag) or ""
 
 
-def list_prefix(s3: Any, bucket: str, prefix: str) -> Iterator[Obj]:
-    """Every object under bucket/prefix (keys relative to the prefix), directory markers left out.
+def list_prefix(s3: Any, bucket: str, prefix: str, dirs: bool = False) -> Iterator[Obj]:
+    """Every object under bucket/prefix (keys relative to the prefix); directory markers (keys ending in '/') only
+    with `dirs`.
 
     botocore signs each ListObjectsV2 page (a presigned URL: SigV4, the key stays in the client) and its HTTP
     pool sends it, but the page's XML is read here with ElementTree for the three fields kiln uses: botocore's
@@ -93,40 +99,57 @@ def list_prefix(s3: Any, bucket: str, prefix: str) -> Iterator[Obj]:
         try:
             root = ET.fromstring(body)
         except ET.ParseError as exc:
-            raise ListError(f"listing s3://{bucket}/{prefix}: the answer is not S3 XML ({exc})") from None
+            raise ListError(f"listing s3://{bucket}/{prefix}: the answer is not S3 XML ({exc})", "ParseError") from None
         encoded = _text(root, "EncodingType") == "url"
         for c in root.iter(_NS + "Contents"):
             key = _text(c, "Key")
             rel = (urllib.parse.unquote_plus(key) if encoded else key)[len(prefix) :]
-            if rel and not rel.endswith("/"):
-                yield Obj(rel, int(_text(c, "Size") or 0), _text(c, "ETag").strip('"'))
+            if rel and (dirs or not rel.endswith("/")):
+                yield Obj(rel, int(_text(c, "Size") or 0), _text(c, "ETag").strip('"'), _text(c, "LastModified"))
         token = _text(root, "NextContinuationToken")
         if _text(root, "IsTruncated") != "true" or not token:
             return
 
 
 def _get(http: Any, url: str) -> bytes:
-    """GET a presigned URL through botocore's HTTP session, retrying what S3 asks to retry; the body."""
-    from botocore.awsrequest import AWSRequest  # type: ignore[import-untyped]
-    from botocore.exceptions import HTTPClientError  # type: ignore[import-untyped]
+    """GET a presigned URL through botocore's HTTP session, retrying what S3 asks to retry, with backoff; the body.
 
-    last = ""
+    Whatever ends it is a ListError naming the error class and the URL without its query string (the signature:
+    kiln/redact.py)."""
+    from botocore.awsrequest import AWSRequest  # type: ignore[import-untyped]
+    from botocore.exceptions import BotoCoreError  # type: ignore[import-untyped]
+
+    last, cause = "", ""
     for attempt in range(5):  # the client's own retries (lake.client: standard mode, 5 attempts)
         try:
             resp = http.send(AWSRequest(method="GET", url=url).prepare())
-        except HTTPClientError as exc:
-            last = str(exc)
+        except (BotoCoreError, OSError) as exc:  # connection refused or reset, DNS, timeouts
+            last, cause = type(exc).__name__, type(exc).__name__
         else:
             if resp.status_code == 200:
                 return bytes(resp.content)
             code = ""
             with contextlib.suppress(ET.ParseError):
                 code = _text(ET.fromstring(resp.content), "Code")
-            last = f"HTTP {resp.status_code} {code}".strip()
+            last, cause = f"HTTP {resp.status_code} {code}".strip(), code or f"HTTP {resp.status_code}"
             if resp.status_code < 500 and code not in ("SlowDown", "RequestTimeout"):
                 break
         time.sleep(min(0.1 * 2**attempt, 2.0))
-    raise ListError(f"listing {url.split('?', 1)[0]}: {last}")
+    raise ListError(f"listing {url.split('?', 1)[0]}: {last}", cause)
+
+
+def error_class(exc: BaseException) -> str:
+    """The class of the error behind `exc`: a ListError's cause, else the innermost exception's class name."""
+    if isinstance(exc, ListError):
+        return exc.cause
+    while exc.__cause__ is not None:
+        exc = exc.__cause__
+    return type(exc).__name__
+
+
+def head(s3: Any, bucket: str, key: str) -> dict[str, Any]:
+    """The object's HEAD: its size, ETag, LastModified and user metadata."""
+    return dict(s3.head_object(Bucket=bucket, Key=key))
 
 
 def file_md5(path: Path) -> bytes:

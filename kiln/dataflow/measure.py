@@ -18,7 +18,11 @@ Prints one JSON object. Every figure is measured in this pass on the same data (
 - checkpoint_restore_ratio: restore of that checkpoint from the lake ÷ from the fast tier (its pages dropped
   from the page cache first, so the read goes to the disk);
 - resume_lost_or_partial: an export killed mid-upload and run again: files missing or not checksum-identical
-  in the lake, plus objects that were visible in the lake before the restart without being whole.
+  in the lake, plus objects that were visible in the lake before the restart without being whole;
+- repair_failures: a staged link of four objects gets two faults on the fast tier: a bad download (the file
+  gone, a same-size copy with other bytes left in the mover's staging directory with the object's mtime, which is
+  what a download damaged in transit leaves) and a corrupted copy (bytes overwritten in place); the files with
+  wrong bytes under their name after the next pass plus those still not whole after the one after it.
 """
 
 from __future__ import annotations
@@ -36,8 +40,10 @@ from pathlib import Path
 from typing import Any
 
 from kiln.dataflow import engine, lake
+from kiln.dataflow.checkpoints import Root, export_checkpoints
+from kiln.dataflow.keys import STAGING
 from kiln.dataflow.lake import Credentials
-from kiln.dataflow.mover import LinkJob, Mover, export_checkpoints
+from kiln.dataflow.mover import LinkJob, Mover
 
 PREFIX = "kiln-measure/"
 
@@ -187,6 +193,35 @@ def _resume(
             "partial": partial, "lost": lost, "restart_rc": again.returncode}
 
 
+def _repair(creds: Credentials, s3: Any, bucket: str, work: Path, tuning: engine.Tuning) -> dict[str, int]:
+    """Damage two of four staged files on the fast tier as a bad download and as corruption; two passes repair."""
+    prefix, local = PREFIX + "repair/", work / "repair"
+    data = {f"r{i}.bin": os.urandom(256 << 10) for i in range(4)}
+    for k, v in data.items():
+        s3.put_object(Bucket=bucket, Key=prefix + k, Body=v)
+    mover = Mover(creds, work / "state-repair", tuning)
+    job = LinkJob("repair", bucket, prefix, local)
+    mover.stage(job)
+    st = (local / "r0.bin").stat()
+    (local / "r0.bin").unlink()
+    staged = local / STAGING / "r0.bin"
+    staged.parent.mkdir(parents=True, exist_ok=True)
+    staged.write_bytes(bytes(b ^ 0xFF for b in data["r0.bin"]))
+    os.utime(staged, ns=(st.st_atime_ns, st.st_mtime_ns))
+    with open(local / "r1.bin", "r+b") as f:
+        f.write(b"\0" * 4096)
+
+    def wrong() -> int:
+        return sum(1 for k, v in data.items() if (local / k).exists() and (local / k).read_bytes() != v)
+
+    first = mover.stage(job)
+    visible = wrong()
+    mover.stage(job)
+    missing = sum(1 for k in data if not (local / k).exists())
+    return {"bad_visible": visible, "unrepaired": wrong() + missing, "caught": int("r0.bin" in first.failed),
+            "restored": len(first.repaired)}
+
+
 def _children(pid: int) -> list[Path]:
     """The command names of the processes in pid's session (Linux /proc)."""
     out = []
@@ -231,8 +266,8 @@ def measure(
         write_s = time.perf_counter() - t0
         del data
         t1 = time.perf_counter()
-        ex = export_checkpoints(mover=mover, name="ck", root=work / "ckpt", bucket=bucket, prefix=PREFIX + "ck/",
-                                marker=".metadata", keep=1, release=False)
+        ex = export_checkpoints(mover, Root(name="ck", root=work / "ckpt", bucket=bucket, prefix=PREFIX + "ck/",
+                                            marker=".metadata"), keep=1, release=False)
         upload_s = time.perf_counter() - t1
         _drop_cache(ck)
         fast_s = _read_all(ck)
@@ -246,6 +281,9 @@ def measure(
         resume = _resume(creds=creds, s3=s3, bucket=bucket, work=work, tuning=tuning, big_MiB=shard_MiB)
         out.update({f"resume_{k}": v for k, v in resume.items()})
         out["resume_lost_or_partial"] = out["resume_lost"] + out["resume_partial"]
+        repair = _repair(creds=creds, s3=s3, bucket=bucket, work=work, tuning=tuning)
+        out.update({f"repair_{k}": v for k, v in repair.items()})
+        out["repair_failures"] = out["repair_bad_visible"] + out["repair_unrepaired"]
     finally:
         shutil.rmtree(work, ignore_errors=True)
         _empty(s3, bucket, PREFIX)

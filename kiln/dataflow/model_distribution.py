@@ -8,27 +8,28 @@ copies it from the relay to its own directory (local NVMe) under a temporary nam
 The lake serves each model byte once, however many receivers there are.
 
 Several followers may share one relay (on Kubernetes, one pod per receiver node, each delivering to its own
-node): the relay stage then runs under an exclusive lock in the mover's state directory, which they share on
-Lustre (mounted with `flock`, so the lock holds across clients). The first follower stages the object; the others
-wait, find it in the relay's manifest (same size and ETag, same file) and move nothing from the lake.
+node): the relay stage then runs under the mover's lock of the relay's link in the state directory, which they
+share on Lustre (mounted with `flock`, so the lock holds across clients; kiln/dataflow/lock.py). The first
+follower stages the object; the others wait, find it in the relay's manifest (same size and ETag, same file) and
+move nothing from the lake.
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
+import secrets
 import shutil
 import subprocess
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kiln.dataflow import engine, lake
+from kiln.dataflow.keys import PARTIAL_SUFFIX
 from kiln.dataflow.mover import LinkJob, Mover
 
 log = logging.getLogger(__name__)
@@ -86,7 +87,7 @@ def deliver(relay: Path, key: str, targets: Iterable[Path]) -> int:
         if dst.is_file() and dst.stat().st_size == src.stat().st_size and lake.file_md5(dst) == lake.file_md5(src):
             continue
         dst.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dst.with_name(dst.name + engine.PARTIAL_SUFFIX)
+        tmp = dst.with_name(f"{dst.name}.{os.getpid()}.{secrets.token_hex(4)}{PARTIAL_SUFFIX}")
         with open(src, "rb") as fi, open(tmp, "wb") as fo:
             shutil.copyfileobj(fi, fo, 8 << 20)
             fo.flush()
@@ -96,28 +97,16 @@ def deliver(relay: Path, key: str, targets: Iterable[Path]) -> int:
     return n
 
 
-@contextmanager
-def relay_lock(state_dir: Path, name: str) -> Iterator[None]:
-    """Hold <state_dir>/<name>.relay.lock exclusively (flock; blocks until the follower holding it is done)."""
-    state_dir.mkdir(parents=True, exist_ok=True)
-    with open(state_dir / f"{name}.relay.lock", "a+b") as f:
-        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
-
-
 def distribute(
     mover: Mover, name: str, bucket: str, prefix: str, keys: Iterable[str], relay: Path, targets: list[Path]
 ) -> Distribution:
     """Stage the keys once into the relay (verified against the lake), then deliver them to every target.
 
-    The stage holds the relay lock, so followers sharing the relay and the state directory pull each object from
-    the lake once between them; delivery to each follower's own targets runs outside it."""
+    The stage holds the relay's lock (the mover's lock of the link `name`), so followers sharing the relay and the
+    state directory pull each object from the lake once between them; delivery to each follower's own targets runs
+    outside it."""
     wanted = frozenset(keys)
-    with relay_lock(mover.state_dir, name):
-        res = mover.stage(LinkJob(name, bucket, prefix, relay, only=wanted))
+    res = mover.stage(LinkJob(name, bucket, prefix, relay, only=wanted))
     if res.failed:
         raise engine.EngineError(f"models {name}: {len(res.failed)} object(s) failed verification in the relay")
     present = tuple(sorted(k for k in wanted if (relay / k).is_file()))

@@ -18,12 +18,14 @@ from prometheus_client import CollectorRegistry, generate_latest, start_http_ser
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from kiln.redact import redact
+
 
 @dataclass
 class Status:
     link: str
     direction: str  # import | export | checkpoint
-    state: str = "idle"  # idle | listing | transferring | verifying | done | failed
+    state: str = "idle"  # idle | listing | transferring | verifying | done | failed (done and failed end a pass)
     bytes_total: int = 0  # bytes this pass decided to move (the backlog at its start)
     bytes_done: int = 0
     files_total: int = 0
@@ -37,6 +39,7 @@ class Status:
     updated: float = field(default_factory=time.time)
     last_success: float | None = None
     error: str = ""
+    error_class: str = ""  # what failed the pass: an exception's class (EndpointConnectionError …), or FileFailures
 
     def from_engine(self, stats: dict[str, Any]) -> None:
         """Fold one rclone stats record in (bytes and rate of the pass so far)."""
@@ -117,6 +120,7 @@ def exposition(statuses: Iterable[Status]) -> str:
 def write(status: Status, state_dir: Path, textfile_dir: Path | None) -> None:
     """status → <state_dir>/<link>.<direction>.status.json and, if given, <textfile_dir>/kiln_dataflow_<link>.prom."""
     status.updated = time.time()
+    status.error = redact(status.error)  # no signed URL or secret reaches the file (kiln/redact.py)
     _write_atomic(state_dir / f"{status.link}.{status.direction}.status.json", json.dumps(asdict(status), indent=1))
     if textfile_dir is None:
         return

@@ -139,6 +139,10 @@ def data_link(spec: ClusterSpec, link: DataLink, layouts: tuple[Layout, ...]) ->
         include=tuple(link.include),
         exclude=tuple(link.exclude),
         export_policy=link.export_policy,
+        conflict=link.conflict,
+        deletions=link.deletions,
+        max_delete_fraction=link.max_delete_fraction,
+        posix_metadata=link.posix_metadata,
         note=note,
     )
 
@@ -365,7 +369,7 @@ def stage_in_targets(spec: ClusterSpec, plan: DataflowPlan) -> list[AcceptanceTa
 
 def resync_targets(plan: DataflowPlan) -> list[AcceptanceTarget]:
     """A re-sync with nothing changed moves nothing and takes a small share of the stage's time; a mover killed
-    mid-transfer loses nothing."""
+    mid-transfer loses nothing; a bad download or a corrupted copy on the fast tier is repaired."""
     g = plan.mover_group
     return [
         AcceptanceTarget(
@@ -383,6 +387,12 @@ def resync_targets(plan: DataflowPlan) -> list[AcceptanceTarget]:
         AcceptanceTarget(
             check="dataflow.resume", metric="lost_or_partial_files", unit="count", expected=0, warn=0, fail=0,
             why="a mover killed mid-transfer and restarted loses nothing and exposes no partial file",
+            scope="aggregate", higher_is_better=False, group=g, requires=("objectstore",),
+        ),
+        AcceptanceTarget(
+            check="dataflow.repair", metric="corrupt_visible_or_unrepaired_files", unit="count", expected=0, warn=0,
+            fail=0, why="a bad download is never visible under its name and a corrupted fast-tier copy is restored; "
+            "the next passes repair both",
             scope="aggregate", higher_is_better=False, group=g, requires=("objectstore",),
         ),
     ]

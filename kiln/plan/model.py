@@ -312,6 +312,10 @@ class DataLinkPlan:
     include: tuple[str, ...]
     exclude: tuple[str, ...]
     export_policy: str
+    conflict: str  # fail | skip | overwrite-if-dirty | overwrite
+    deletions: str  # keep | propagate
+    max_delete_fraction: float
+    posix_metadata: bool
     note: str  # what the platform cannot do (on-access without HSM), '' when nothing
 
 

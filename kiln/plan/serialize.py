@@ -142,6 +142,10 @@ def _data_link(x: DataLinkPlan) -> dict[str, Any]:
         "include": list(x.include),
         "exclude": list(x.exclude),
         "export_policy": x.export_policy,
+        "conflict": x.conflict,
+        "deletions": x.deletions,
+        "max_delete_fraction": x.max_delete_fraction,
+        "posix_metadata": x.posix_metadata,
         "note": x.note,
     }
 

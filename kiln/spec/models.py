@@ -771,6 +771,32 @@ class DataLink(Model):
         description="none: read-only link; on-commit: `kiln data export` (an epilog) writes new or changed files "
         "back; continuous: the mover service writes them back every movers.poll_s.",
     )
+    conflict: Literal["fail", "skip", "overwrite-if-dirty", "overwrite"] = Field(
+        default="fail",
+        description="What a pass does with a file changed on both sides since the mover last verified it (or "
+        "found at the destination without a record and with other bytes): fail: leave both, the file fails the "
+        "pass; skip: leave both, report it; overwrite-if-dirty: the pass's source replaces the destination "
+        "unless the destination is newer; overwrite: the source always replaces it, each replacement reported "
+        "(Azure Managed Lustre's import conflict modes).",
+    )
+    deletions: Literal["keep", "propagate"] = Field(
+        default="keep",
+        description="keep: a file deleted on one side stays on the other; propagate: an import deletes local "
+        "files whose object is gone, an export deletes objects whose file is gone, and a rename moves no bytes "
+        "(FSx data repository association DELETED events).",
+    )
+    max_delete_fraction: float = Field(
+        default=0.1,
+        ge=0,
+        le=1,
+        description="Deletion guard: a pass that would delete more than this share of the link's files (at least "
+        "one file is always allowed) deletes none and fails, naming the count.",
+    )
+    posix_metadata: bool = Field(
+        default=False,
+        description="Keep POSIX mode, owner, group and mtime as object metadata on export and restore them on "
+        "import (one HEAD per object moved); symlinks and empty directories move either way.",
+    )
 
 
 class DataCheckpoints(Model):

@@ -6,6 +6,7 @@ skip and say why.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from kiln.dataflow.lake import Credentials, client
+from tests.dataflow.faulty_s3 import FaultyS3
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNNING: dict[str, str] = {}  # the server's weed binary and filer address, for the filer-subscription tests
@@ -121,6 +123,22 @@ def seaweedfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Credentials]
         proc.kill()
         proc.wait()
     log.close()
+
+
+def ensure_bucket(creds: Credentials, name: str) -> None:
+    """The bucket, created unless an earlier test of the session made it."""
+    s3 = client(creds)
+    if name not in {b["Name"] for b in s3.list_buckets()["Buckets"]}:
+        s3.create_bucket(Bucket=name)
+
+
+@pytest.fixture
+def faulty(seaweedfs: Credentials) -> Iterator[tuple[FaultyS3, Credentials]]:
+    """A fault-injecting proxy (TEST DOUBLE, tests/dataflow/faulty_s3.py) before the session's SeaweedFS, and
+    credentials that go through it."""
+    proxy = FaultyS3(seaweedfs.endpoint)
+    yield proxy, dataclasses.replace(seaweedfs, endpoint=proxy.endpoint)
+    proxy.stop()
 
 
 @pytest.fixture

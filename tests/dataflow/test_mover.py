@@ -16,8 +16,12 @@ from pathlib import Path
 import pytest
 
 from kiln.dataflow import engine
+from kiln.dataflow.checkpoints import Root, export_checkpoints
+from kiln.dataflow.keys import PARTIAL_SUFFIX, STAGING
 from kiln.dataflow.lake import Credentials, client, list_prefix
-from kiln.dataflow.mover import LinkJob, Mover, export_checkpoints, selected
+from kiln.dataflow.manifest import Manifest
+from kiln.dataflow.mover import LinkJob, Mover, selected
+from tests.dataflow.conftest import ensure_bucket
 
 
 def _put_tree(creds: Credentials, bucket: str, prefix: str, files: dict[str, bytes]) -> None:
@@ -98,22 +102,22 @@ def test_a_corrupted_download_is_not_recorded(
     _put_tree(seaweedfs, "lake", "ds2/", {"a.bin": b"a" * 5000, "b.bin": b"b" * 5000})
     mover = Mover(seaweedfs, tmp_path / "state")
     job = LinkJob("ds2", "lake", "ds2/", tmp_path / "fast")
-    real_copy = engine.copy
+    real_run = engine.run
 
-    def corrupting_copy(*args, **kwargs):  # type: ignore[no-untyped-def]
-        res = real_copy(*args, **kwargs)
-        # rclone checked and logged both; b.bin is then changed behind its back, and rclone's log is made to
-        # not vouch for it (as for a file it skipped as already there), so kiln must hash it itself.
+    def corrupting_run(*args, **kwargs):  # type: ignore[no-untyped-def]
+        res = real_run(*args, **kwargs)
+        # rclone checked and logged both; the staged b.bin is then changed behind its back, and rclone's log is
+        # made to not vouch for it (as for a file it skipped as already staged), so kiln must hash it itself.
         assert res.copied == {"a.bin", "b.bin"}
-        (job.local / "b.bin").write_bytes(b"B" * 5000)  # same size, other bytes
+        (job.local / STAGING / "b.bin").write_bytes(b"B" * 5000)  # same size, other bytes
         return dataclasses.replace(res, copied=res.copied - {"b.bin"})
 
-    monkeypatch.setattr(engine, "copy", corrupting_copy)
+    monkeypatch.setattr(engine, "run", corrupting_run)
     res = mover.stage(job)
-    assert res.failed == ("b.bin",)
-    manifest = json.loads((tmp_path / "state" / "ds2.import.manifest.json").read_text())
-    assert set(manifest["entries"]) == {"a.bin"}
-    monkeypatch.setattr(engine, "copy", real_copy)
+    assert res.failed == ("b.bin",) and not (job.local / "b.bin").exists()  # never visible under its name
+    with Manifest(tmp_path / "state", "ds2.link") as manifest:
+        assert set(manifest.keys()) == {"a.bin"}
+    monkeypatch.setattr(engine, "run", real_run)
     fixed = mover.stage(job)  # not in the manifest: moved again and now verified
     assert fixed.failed == () and (job.local / "b.bin").read_bytes() == b"b" * 5000
 
@@ -154,17 +158,22 @@ def test_kill_mid_transfer_then_resume(seaweedfs: Credentials, tmp_path: Path) -
         time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    # Whatever is visible under a final name is whole and correct; the rest is under *.kiln-partial.
-    visible = {p.name: p for p in local.iterdir() if not p.name.endswith(engine.PARTIAL_SUFFIX)}
+    # Whatever is visible under a final name is whole and correct; the rest is in the staging directory, where
+    # rclone renamed only whole files (verified by the next pass) and left the others under *.kiln-partial.
+    visible = {p.name: p for p in local.iterdir() if p.is_file()}
     for name, path in visible.items():
         assert path.read_bytes() == big[name], f"{name} visible but not whole"
-    assert len(visible) < len(big), "the pass finished before the kill; the test proves nothing"
+    staged = {p.name for p in (local / STAGING).iterdir() if not p.name.endswith(PARTIAL_SUFFIX)} \
+        if (local / STAGING).exists() else set()
+    for name in staged:
+        assert (local / STAGING / name).read_bytes() == big[name]
+    assert len(visible) + len(staged) < len(big), "the pass finished before the kill; the test proves nothing"
     # Resume: everything arrives, verified; the files finished before the kill are not sent again.
     out = subprocess.run(argv, env=env, capture_output=True, text=True, check=True).stdout.split()
     moved, files, failed = int(out[0]), int(out[1]), int(out[2])
-    assert failed == 0 and files == len(big) - len(visible)
-    assert moved == sum(len(big[n]) for n in big if n not in visible)
-    assert not list(local.rglob(f"*{engine.PARTIAL_SUFFIX}"))
+    assert failed == 0 and files == len(big) - len(visible) - len(staged)
+    assert moved == sum(len(big[n]) for n in big if n not in visible and n not in staged)
+    assert not (local / STAGING).exists()
     for name, data in big.items():
         assert (local / name).read_bytes() == data
 
@@ -182,7 +191,8 @@ def test_export_and_checkpoint_write_back(seaweedfs: Credentials, tmp_path: Path
         os.utime(d / ".metadata", ns=(step * 10**9, step * 10**9))
     (root / "step400").mkdir()
     (root / "step400" / "__0_0.distcp").write_bytes(b"partial")  # no marker: never uploaded or released
-    res = export_checkpoints(mover, "ck", root, "lake", "ck/", ".metadata", keep=2, release=True)
+    ck = Root(name="ck", root=root, bucket="lake", prefix="ck/", marker=".metadata")
+    res = export_checkpoints(mover, ck, keep=2, release=True)
     assert res.exported == ("step100", "step200", "step300") and res.pending == ("step400",)
     assert res.released == ("step100",)
     assert sorted(p.name for p in root.iterdir()) == ["step200", "step300", "step400"]
@@ -192,7 +202,7 @@ def test_export_and_checkpoint_write_back(seaweedfs: Credentials, tmp_path: Path
     assert "-" in keys["step300/__0_0.distcp"].etag
     body = s3.get_object(Bucket="lake", Key="ck/step300/__1_0.distcp")["Body"].read()
     assert body == (root / "step300" / "__1_0.distcp").read_bytes()
-    again = export_checkpoints(mover, "ck", root, "lake", "ck/", ".metadata", keep=2, release=True)
+    again = export_checkpoints(mover, ck, keep=2, release=True)
     assert again.exported == () and again.bytes_moved == 0 and again.released == ()
 
 
@@ -201,8 +211,7 @@ def test_cli_stage_status_for_a_prolog(
 ) -> None:
     from kiln.cli import main
 
-    s3 = client(seaweedfs)
-    s3.create_bucket(Bucket="datasets")
+    ensure_bucket(seaweedfs, "datasets")
     _put_tree(seaweedfs, "datasets", "corpus/", _dataset(12, 32 << 10, seed=3))
     monkeypatch.setenv("KILN_S3_SECRET_KEY", seaweedfs.secret_key)
     argv = [
@@ -239,7 +248,7 @@ def test_cli_run_once_writes_committed_checkpoints_back(
     from kiln.cli import main
 
     s3 = client(seaweedfs)
-    s3.create_bucket(Bucket="checkpoints")
+    ensure_bucket(seaweedfs, "checkpoints")
     root = tmp_path / "lustre/checkpoints/run"  # the lab stack's dataflow.checkpoints.path, re-rooted
     (root / "step10").mkdir(parents=True)
     (root / "step10" / "__0_0.distcp").write_bytes(b"w" * 4096)
@@ -261,7 +270,7 @@ def test_cli_run_once_writes_committed_checkpoints_back(
     ]
     assert main(argv) == 0
     keys = {o.key for o in list_prefix(s3, "checkpoints", "run/")}
-    assert keys == {"step10/__0_0.distcp", "step10/.metadata"}
+    assert keys == {"step10/__0_0.distcp", "step10/.metadata", "step10/.kiln-checkpoint.json"}
     status = json.loads((tmp_path / "state" / "checkpoints.checkpoint.status.json").read_text())
     assert status["state"] == "done" and status["backlog_bytes"] == 0
 
@@ -287,5 +296,6 @@ def test_one_measurement_pass_gives_every_dataflow_figure(seaweedfs: Credentials
     assert f["checkpoint_exported"] == 1 and f["checkpoint_blocked_ratio"] > 1
     assert f["checkpoint_restore_ratio"] > 0
     assert f["resume_lost_or_partial"] == 0 and f["resume_restart_rc"] == 0
+    assert f["repair_failures"] == 0 and f["repair_caught"] == 1 and f["repair_restored"] == 1
     assert not (tmp_path / "w").exists()  # the work directory is removed
     assert list(list_prefix(client(seaweedfs), "measure", "kiln-measure/")) == []  # and the lake prefix emptied

@@ -1,7 +1,7 @@
 """Data flow: the mover's ratios against the naive way, measured on a mover host against the lake.
 
 One pass of `python -m kiln.dataflow.measure` (the kiln the datamover role installed on the host) gives every
-figure on the same data; each repetition runs one pass, and the seven checks judge their figure from the pass of
+figure on the same data; each repetition runs one pass, and the eight checks judge their figure from the pass of
 that repetition, so `kiln verify` measures the data once per repetition, not once per check. Model distribution is
 not part of the pass: `dataflow.model_distribution` (kiln/verify/checks/dataflow_models.py) writes a model to the
 lake and waits for the model service to deliver it unasked.
@@ -190,3 +190,15 @@ class Resume(DataflowCheck):
         killed = "killed mid-upload" if f["resume_killed_mid_upload"] else "the kill came too late to interrupt it"
         return [f"export {killed}; {f['resume_visible_before_restart']} object(s) visible before the restart, "
                 f"{f['resume_partial']} partial, {f['resume_lost']} lost after it"]
+
+
+@register
+class Repair(DataflowCheck):
+    id = "dataflow.repair"
+    figure = "repair_failures"
+
+    def details(self, f: dict[str, Any]) -> list[str]:
+        caught = "caught by its checksum and deleted" if f["repair_caught"] else "not left in place by the engine"
+        return [f"bad download {caught}; {f['repair_restored']} corrupted copy restored from the lake in the next "
+                f"pass; {f['repair_bad_visible']} file(s) with wrong bytes under their name after it, "
+                f"{f['repair_unrepaired']} not whole after the pass after"]

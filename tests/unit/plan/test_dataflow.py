@@ -46,6 +46,7 @@ def test_lab_plan_has_links_checkpoints_models_and_targets() -> None:
         "dataflow.checkpoint_blocked",
         "dataflow.checkpoint_restore",
         "dataflow.model_distribution",
+        "dataflow.repair",
     }
     ck = df.checkpoints
     assert ck is not None and ck.blocked_s == pytest.approx(ck.write_s)

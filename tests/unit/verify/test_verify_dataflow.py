@@ -1,5 +1,5 @@
 """The dataflow.* checks (kiln/verify/checks/dataflow.py) against a FakeRemote test double: which host runs the
-pass, that one pass per repetition feeds all seven checks, that the secret never reaches a command line."""
+pass, that one pass per repetition feeds all eight checks, that the secret never reaches a command line."""
 
 from __future__ import annotations
 
@@ -22,11 +22,12 @@ FIGURES = {
     "checkpoint_restore_ratio": 9.0,
     "resume_killed_mid_upload": 1, "resume_visible_before_restart": 1, "resume_partial": 0, "resume_lost": 0,
     "resume_restart_rc": 0, "resume_lost_or_partial": 0,
+    "repair_bad_visible": 0, "repair_unrepaired": 0, "repair_caught": 1, "repair_restored": 1, "repair_failures": 0,
 }
 CHECKS = {
     "dataflow.stage_in": 3.5, "dataflow.stage_in_efficiency": 0.9, "dataflow.resync": 0.0,
     "dataflow.resync_time": 0.04, "dataflow.checkpoint_blocked": 10.0,
-    "dataflow.checkpoint_restore": 9.0, "dataflow.resume": 0.0,
+    "dataflow.checkpoint_restore": 9.0, "dataflow.resume": 0.0, "dataflow.repair": 0.0,
 }
 
 
