@@ -801,12 +801,13 @@ FAULTS: dict[str, tuple[str, str]] = {
 
 #: kiln-health's sub-checks (kiln/node/health.py run_checks), one acceptance row each on the compute hosts.
 HEALTH_CHECKS: dict[str, str] = {
-    "health.gpu": "GPUs present, no uncorrectable ECC errors, no hardware slowdown",
+    "health.gpu": "GPUs present, every value readable, no uncorrectable ECC errors, no hardware slowdown",
+    "health.xid": "no hardware or driver XID in this boot's kernel log",
     "health.rdma": "planned RDMA ports ACTIVE at their planned rate",
-    "health.lustre": "Lustre mounted with every OST/MDT import FULL",
+    "health.lustre": "Lustre mounted, an import of every planned OST/MDT, each FULL or IDLE",
     "health.lnet": "every Lustre server NID answers lnetctl ping",
     "health.clock": "the clock is synchronised",
-    "health.nvme": "local NVMe scratch mounted",
+    "health.nvme": "local NVMe scratch mounted read-write, not memory-backed",
 }
 
 
