@@ -125,7 +125,7 @@ class Result:
 def expectations(plan: Plan, host: str, nvme_mount: str | None = None) -> Expect:
     h = plan.host(host)
     servers = [n for x in plan.hosts if x.role in ("mgs", "mds", "oss") for n in x.nids]
-    client = "kiln_lustre_clients" in h.groups  # kiln.plan.groups.LUSTRE_CLIENTS (no kiln import on the node)
+    client = h.lustre_client
     return Expect(
         host=host,
         gpus=h.gpus,

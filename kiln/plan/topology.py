@@ -27,7 +27,13 @@ from kiln.spec.checks import mgt_attachment, rail_devices
 from kiln.spec.errors import SpecIssue
 from kiln.spec.models import ClusterSpec, NicGroup, TargetGroup
 from kiln.spec.naming import objectstore_family, pool_family, router_family, server_family
-from kiln.spec.protection import default_drive_base, default_level, ext4_raid_options, zfs_vdevs
+from kiln.spec.protection import (
+    default_drive_base,
+    default_level,
+    default_target_device,
+    ext4_raid_options,
+    zfs_vdevs,
+)
 
 
 @dataclass
@@ -305,13 +311,14 @@ def _target_storage(
     base = default_drive_base(kind, idx)
     drives = (base,) if n == 1 and backend == "ldiskfs" else tuple(f"{base}-{d}" for d in range(n))
     given = group.paths[idx] if group.paths else None
+    device = given or default_target_device(backend, fsname, kind, idx)
     if backend == "zfs":
-        return given or f"{fsname}-{kind}{idx}/{kind}{idx}", zfs_vdevs(level, drives), level, drives, (), 0
+        return device, zfs_vdevs(level, drives), level, drives, (), 0
     if level in ("none", "external"):
         return given or drives[0], (), level, (given or drives[0],), (), 0
     options = ext4_raid_options(level, n, group.chunk_KiB)
     chunk = group.chunk_KiB if options else 0  # raid1 has no chunk
-    return given or f"/dev/md/{fsname}-{kind}{idx:04d}", (), level, drives, options, chunk
+    return device, (), level, drives, options, chunk
 
 
 def _service(by_name: dict[str, Host], host: Host) -> tuple[tuple[str, ...], ...]:
