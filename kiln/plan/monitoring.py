@@ -565,17 +565,18 @@ def _rdma_port_errors_rising(every_s: int) -> AlertRule:
 def _fabric_rules(hosts: tuple[Host, ...], every_s: int) -> list[AlertRule]:
     # one rule per (host class, planned link rate): hosts of a pool (or a server role) share their NICs,
     # and every scrape target carries the role and pool labels (_scrape_targets)
-    by_rate: dict[tuple[str, float], list[str]] = {}
-    classes: dict[str, dict[str, str]] = {}
+    by_class: dict[tuple[str, str | None, float], dict[str, None]] = {}  # devices in order, once each
     for h in hosts:
         for n in h.nics:
             if n.device:
-                labels: dict[str, str] = {"role": h.role, **({"pool": h.pool} if h.pool else {})}
-                cls = ",".join(f'{k}="{v}"' for k, v in labels.items())
-                classes[cls] = labels
-                devices = by_rate.setdefault((cls, n.link_Gbps), [])
-                if n.device not in devices:
-                    devices.append(n.device)
+                by_class.setdefault((h.role, h.pool, n.link_Gbps), {})[n.device] = None
+    by_rate: dict[tuple[str, float], list[str]] = {}
+    classes: dict[str, dict[str, str]] = {}
+    for (role, pool, rate), devices in by_class.items():
+        labels: dict[str, str] = {"role": role, **({"pool": pool} if pool else {})}
+        cls = ",".join(f'{k}="{v}"' for k, v in labels.items())
+        classes[cls] = labels
+        by_rate[(cls, rate)] = list(devices)
     out: list[AlertRule] = []
     for (cls, rate), ds in sorted(by_rate.items()):
         out += _rdma_port_rules(classes[cls], rate, ds)

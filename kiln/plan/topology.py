@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import ipaddress
+import socket
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from kiln.plan.groups import (
@@ -42,11 +43,21 @@ class _Allocator:
 
     network: ipaddress.IPv4Network | ipaddress.IPv6Network
     next_offset: int = 2
+    _base: int = field(init=False, repr=False)
+    _size: int = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._base = int(self.network.network_address)
+        self._size = self.network.num_addresses
 
     def take(self) -> str:
-        addr = self.network[self.next_offset]
+        offset = self.next_offset
+        if offset >= self._size:
+            raise IndexError(f"{self.network} has no address at offset {offset}")
         self.next_offset += 1
-        return str(addr)
+        if self.network.version == 4:  # a hundred thousand hosts: ipaddress's formatting was a third of the plan
+            return socket.inet_ntoa((self._base + offset).to_bytes(4, "big"))
+        return str(self.network[offset])
 
 
 class _Storage:
