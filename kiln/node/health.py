@@ -7,16 +7,29 @@ line each and exits with the first fault's code (0 when healthy). In the kit's K
 (plain HTTPS with the pod's service-account token; `KubeApi`, `reconcile_node`). A check whose part the host lacks says
 NOT APPLICABLE with the reason and never counts as a pass or a fault. Fault codes (docs/monitoring.md):
 
-  10 GPU count differs from the plan       11 uncorrectable ECC errors      12 GPU in hardware slowdown
+  10 GPU count differs from the plan (or no nvidia-smi where the plan has GPUs)
+  11 uncorrectable ECC errors              12 GPU in hardware slowdown
+  13 a hardware or driver XID in this boot's kernel log (NVIDIA's Xid listing; application XIDs only noted)
+  14 nvidia-smi printed an error ([Unknown Error], ERR!, [N/A], ...) where a value is required
   20 planned RDMA device missing           21 RDMA port not ACTIVE          22 RDMA port below its planned rate
-  30 Lustre not mounted at the plan's mount point                           31 a Lustre import not FULL
+  30 Lustre not mounted at the plan's mount point (another filesystem there, or no client modules on a planned
+     client)                                31 a Lustre import neither FULL nor IDLE, or invalid/deactivated
+  32 fewer Lustre imports than the plan's targets (zero imports is not healthy)
   40 an LNet server NID does not answer `lnetctl ping`
   50 clock not synchronised (timedatectl NTPSynchronized; without systemd, the same test on adjtimex(2))
-  60 local NVMe scratch not mounted
+  60 local NVMe scratch not mounted         61 local NVMe scratch read-only or memory-backed (tmpfs, ramfs)
+  90 a probe failed: what the check reads could not be read (the error is the detail)
+
+Every check returns a verdict, whatever the host holds: a probe that raises becomes fault 90 with the error
+(`guarded`), so the `--every` loop never ends on a probe error. On a lab stand-in (`stand_in` in the
+expectations: kiln_allow_not_applicable) a planned part that is absent altogether is NOT APPLICABLE with that
+reason instead of a fault; a part that is present is judged as anywhere else.
 
 Formats: /sys/class/infiniband/<dev>/ports/<n>/{state,rate} ("4: ACTIVE", "400 Gb/sec (4X NDR)"), the
 Lustre import file ("import:" then "    state: FULL"; lustre-release v2_15_8
-lustre/obdclass/lprocfs_status.c, lprocfs_import_seq_show_locked).
+lustre/obdclass/lprocfs_status.c, lprocfs_import_seq_show_locked, with "    import_flags: [ ... ]" from
+obd_import_flags2str), the kernel's XID line ("NVRM: Xid (PCI:%04x:%02x:%02x): %d, ..."; NVIDIA
+open-gpu-kernel-modules src/nvidia/src/kernel/gpu/rc/kernel_rc.c).
 """
 
 from __future__ import annotations
@@ -47,15 +60,22 @@ FAULTS: dict[int, str] = {
     10: "GPU count differs from the plan",
     11: "uncorrectable ECC errors",
     12: "GPU in hardware slowdown",
+    13: "a hardware or driver XID in the kernel log",
+    14: "a GPU reports an error instead of a value",
     20: "planned RDMA device missing",
     21: "RDMA port not ACTIVE",
     22: "RDMA port below its planned rate",
     30: "Lustre not mounted at the plan's mount point",
-    31: "a Lustre import is not FULL",
+    31: "a Lustre import is neither FULL nor IDLE",
+    32: "fewer Lustre imports than the plan's targets",
     40: "an LNet server NID does not answer",
     50: "clock not synchronised",
     60: "local NVMe scratch not mounted",
+    61: "local NVMe scratch read-only or memory-backed",
+    90: "a probe failed",
 }
+#: The fault code of a probe that raised (guarded): the check could not read what it checks.
+PROBE_FAILED = 90
 
 #: Runs argv and returns (exit code, stdout); None when the program is not installed.
 Runner = Callable[[list[str]], tuple[int, str] | None]
@@ -81,6 +101,12 @@ class Expect:
     lustre_mount: str
     server_nids: list[str]
     nvme_mount: str | None = None
+    #: The OSTs and MDTs a Lustre client of this plan imports ([] : the plan makes this host no Lustre client;
+    #: None: an expectations file written before the field, which still asks for at least one import).
+    lustre_targets: list[str] | None = None
+    #: A lab stand-in (roles/monitoring monitoring_health_stand_in, set from kiln_allow_not_applicable): a
+    #: planned part that is absent altogether is NOT APPLICABLE instead of a fault.
+    stand_in: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +125,7 @@ class Result:
 def expectations(plan: Plan, host: str, nvme_mount: str | None = None) -> Expect:
     h = plan.host(host)
     servers = [n for x in plan.hosts if x.role in ("mgs", "mds", "oss") for n in x.nids]
+    client = h.lustre_client
     return Expect(
         host=host,
         gpus=h.gpus,
@@ -106,7 +133,16 @@ def expectations(plan: Plan, host: str, nvme_mount: str | None = None) -> Expect
         lustre_mount=plan.mount_point,
         server_nids=sorted(set(servers)),
         nvme_mount=nvme_mount,
+        lustre_targets=sorted(t.name for t in plan.lustre_targets if t.kind in ("ost", "mdt")) if client else [],
     )
+
+
+def _absent(e: Expect, check: str, planned: str, missing: str, code: int) -> Result:
+    """A planned part the host lacks altogether: a fault, or on a lab stand-in NOT APPLICABLE with the reason."""
+    if e.stand_in:
+        return Result(check, "not_applicable", f"lab stand-in (kiln_allow_not_applicable): {missing}; the plan has "
+                                               f"{planned}")
+    return Result(check, "fault", f"{missing}; the plan has {planned}", code)
 
 
 #: Why the host's mount table cannot be read (then the mount checks are NOT APPLICABLE, never a fault).
@@ -114,11 +150,20 @@ NO_HOST_MOUNTS = ("the host's /proc/1/mounts is not readable here (procfs hidepi
                   "--root would be this container's own mounts")
 
 
-def _mounts(root: Path) -> list[tuple[str, str]] | None:
-    """(mount point, fs type) of the host: /proc/1/mounts (init's mount namespace, so a pod reading the host's
-    /proc under --root sees the host's mounts, not its own), else /proc/mounts; node_exporter 1.5.0 reads them
-    the same way (collector/filesystem_linux.go, mountPointDetails). Under a --root that is a real procfs
-    (it has /proc/self), /proc/mounts is the reader's own mount namespace: None rather than a wrong answer."""
+@dataclass(frozen=True, slots=True)
+class Mount:
+    """One line of the mount table: where, which filesystem type, its options."""
+
+    point: str
+    fstype: str
+    options: tuple[str, ...]
+
+
+def _mounts(root: Path) -> list[Mount] | None:
+    """The host's mount table: /proc/1/mounts (init's mount namespace, so a pod reading the host's /proc under
+    --root sees the host's mounts, not its own), else /proc/mounts; node_exporter 1.5.0 reads them the same way
+    (collector/filesystem_linux.go, mountPointDetails). Under a --root that is a real procfs (it has
+    /proc/self), /proc/mounts is the reader's own mount namespace: None rather than a wrong answer."""
     names = ["proc/1/mounts"]
     if root == Path("/") or not (root / "proc/self").exists():
         names.append("proc/mounts")
@@ -127,38 +172,170 @@ def _mounts(root: Path) -> list[tuple[str, str]] | None:
             text = (root / name).read_text()
         except OSError:
             continue
-        return [(f[1], f[2]) for f in (line.split() for line in text.splitlines()) if len(f) >= 3]
+        return [Mount(f[1], f[2], tuple(f[3].split(",")) if len(f) > 3 else ())
+                for f in (line.split() for line in text.splitlines()) if len(f) >= 3]
     return None if len(names) == 1 else []
+
+
+def mounted_at(mounts: list[Mount], point: str) -> Mount | None:
+    """What is mounted at `point` now: the last line for it (a later mount hides the earlier ones)."""
+    return next((m for m in reversed(mounts) if m.point == point), None)
+
+
+# ------------------------------------------------------------------------------------------------- GPUs
+
+GPU_QUERY = ["nvidia-smi", "--query-gpu=index,ecc.errors.uncorrected.volatile.total,"
+             "clocks_throttle_reasons.hw_slowdown", "--format=csv,noheader,nounits"]
+#: What each queried column must hold; nvidia-smi prints "[N/A]", "[Not Supported]", "[Unknown Error]", "ERR!" or
+#: "[GPU requires reset]" where it has no value, and a check that needs the value cannot pass on it.
+GPU_COLUMNS = (("index", re.compile(r"\d+")), ("uncorrected ECC", re.compile(r"\d+")),
+               ("hw_slowdown", re.compile(r"(?i)active|not active")))
+
+
+def _gpu_rows(text: str) -> list[list[str]]:
+    return [[c.strip() for c in line.split(",")] for line in text.splitlines() if line.strip()]
+
+
+def _gpu_errors(rows: list[list[str]]) -> list[str]:
+    """'<column> of row <n>: <what nvidia-smi printed>' for every required value that is not one."""
+    out = []
+    for n, row in enumerate(rows):
+        for i, (name, shape) in enumerate(GPU_COLUMNS):
+            value = row[i] if i < len(row) else "(missing)"
+            if not shape.fullmatch(value):
+                out.append(f"{name} of GPU {row[0] if row and row[0].isdigit() else n}: {value}")
+    return out
 
 
 def check_gpus(e: Expect, runner: Runner) -> Iterator[Result]:
     if e.gpus == 0:
         yield Result("health.gpu", "not_applicable", "the plan gives this host no GPUs")
         return
-    out = runner(["nvidia-smi", "--query-gpu=index,ecc.errors.uncorrected.volatile.total,"
-                  "clocks_throttle_reasons.hw_slowdown", "--format=csv,noheader,nounits"])
+    out = runner(GPU_QUERY)
     if out is None:
-        yield Result("health.gpu", "not_applicable", "nvidia-smi is not installed (no NVIDIA driver on this host)")
+        yield _absent(e, "health.gpu", f"{e.gpus} GPUs", "nvidia-smi is not installed (no NVIDIA driver)", 10)
         return
     rc, text = out
-    rows = [[c.strip() for c in line.split(",")] for line in text.splitlines() if line.strip()]
+    rows = _gpu_rows(text)
     if rc != 0 or len(rows) != e.gpus:
         yield Result("health.gpu", "fault", f"{len(rows)} GPUs answer nvidia-smi (rc {rc}); the plan has {e.gpus}", 10)
         return
-    ecc = [r[0] for r in rows if len(r) > 1 and r[1].isdigit() and int(r[1]) > 0]
+    errors = _gpu_errors(rows)
+    if errors:
+        yield Result("health.gpu", "fault", f"nvidia-smi printed no value: {'; '.join(errors)}", 14)
+        return
+    ecc = [r[0] for r in rows if int(r[1]) > 0]
     if ecc:
         yield Result("health.gpu", "fault", f"uncorrectable ECC errors on GPU {', '.join(ecc)}", 11)
         return
-    slow = [r[0] for r in rows if len(r) > 2 and r[2].lower() == "active"]
+    slow = [r[0] for r in rows if r[2].lower() == "active"]
     if slow:
         yield Result("health.gpu", "fault", f"hardware slowdown active on GPU {', '.join(slow)}", 12)
         return
     yield Result("health.gpu", "ok", f"{e.gpus} GPUs, no uncorrectable ECC errors, no hardware slowdown")
 
 
+#: The XID line the NVIDIA driver logs (open-gpu-kernel-modules src/nvidia/src/kernel/gpu/rc/kernel_rc.c:
+#: "NVRM: Xid (PCI:%04x:%02x:%02x[ GPU-I:%02u GPU-CI:%02u]): %d, pid=%s, name=%s, %s").
+XID_LINE = re.compile(r"NVRM: Xid \((?:PCI:)?(?P<gpu>[0-9A-Fa-f:.]+)[^)]*\): (?P<xid>\d+),")
+#: XIDs whose possible causes in NVIDIA's Xid listing include a user application error (docs.nvidia.com/deploy/
+#: xid-errors, "Xid Error Listing": e.g. 13 Graphics Engine Exception, 31 GPU memory page fault, 43 GPU stopped
+#: processing): the application's, noted but never drained.
+XID_APPLICATION = frozenset({8, 13, 24, 25, 31, 43, 45, 66, 67, 68, 93, 106, 107, 109, 137})
+#: XIDs the listing marks with no cause (unused codes) and 154, which NVIDIA's Xid catalog
+#: (analyzing-xid-catalog.html) calls informational only, about another XID: noted, never drained.
+XID_INFORMATIONAL = frozenset({5, 10, 14, 15, 17, 23, 39, 40, 41, 49, 50, 51, 52, 53, 54, 55, 61, 87, 90, 91, 108,
+                               126, 127, 128, 129, 130, 131, 132, 134, 135, 136, 138, 139, 141, 142, 154})
+
+
+def xid_is_hardware(xid: int) -> bool:
+    """A hardware or driver XID (the listing names only hardware, driver, bus, thermal or memory causes: 48 DBE,
+    63/64 row remapping, 74 NVLink, 79 fallen off the bus, 92/94/95 ECC, ...) and any XID the listing does not
+    name as the application's or informational: those drain."""
+    return xid not in XID_APPLICATION and xid not in XID_INFORMATIONAL
+
+
+def _kmsg(root: Path) -> str | None:
+    """The kernel ring buffer from /dev/kmsg (one record per read, "prio,seq,usec,flags;message"), read without
+    blocking to its end; None when it cannot be opened (not root, or a container without /dev)."""
+    try:
+        fd = os.open(root / "dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+    records: list[str] = []
+    try:
+        while True:
+            try:
+                chunk = os.read(fd, 8192)
+            except BrokenPipeError:  # records overwritten while reading: go on with the next
+                continue
+            except BlockingIOError:
+                break
+            if not chunk:
+                break
+            records.append(chunk.decode("utf-8", "replace").split(";", 1)[-1])
+    finally:
+        os.close(fd)
+    return "".join(records)
+
+
+def kernel_log(runner: Runner, root: Path) -> tuple[str, str] | None:
+    """(where from, text) of this boot's kernel messages: `journalctl -k -b 0` where systemd's journal is (bare
+    metal; the kiln-health image has none), else <root>/dev/kmsg, the ring buffer; None: neither is readable."""
+    out = runner(["journalctl", "-k", "-b", "0", "-o", "cat", "--no-pager"])
+    if out is not None and out[0] == 0:
+        return "journalctl -k -b 0", out[1]
+    text = _kmsg(root)
+    return None if text is None else (str(root / "dev/kmsg"), text)
+
+
+def check_xid(e: Expect, runner: Runner, root: Path = Path("/")) -> Iterator[Result]:
+    if e.gpus == 0:
+        yield Result("health.xid", "not_applicable", "the plan gives this host no GPUs")
+        return
+    log = kernel_log(runner, root)
+    if log is None:
+        yield Result("health.xid", "not_applicable", "the kernel log is not readable here (no journalctl, and "
+                                                     "/dev/kmsg cannot be opened: not root, or a pod without /dev)")
+        return
+    source, text = log
+    seen = sorted({(int(m["xid"]), m["gpu"]) for m in XID_LINE.finditer(text)})
+    hardware = [f"XID {x} on {gpu}" for x, gpu in seen if xid_is_hardware(x)]
+    others = [f"XID {x} on {gpu}" for x, gpu in seen if not xid_is_hardware(x)]
+    noted = f" (the application's or informational, not drained: {', '.join(others)})" if others else ""
+    if hardware:
+        yield Result("health.xid", "fault", f"{source}: hardware or driver {', '.join(hardware)}{noted}", 13)
+    else:
+        yield Result("health.xid", "ok", f"{source}: no hardware or driver XID this boot{noted}")
+
+
+# ------------------------------------------------------------------------------------------------- RDMA
+
 def _rate_Gbps(text: str) -> float | None:
     m = re.match(r"\s*([\d.]+) Gb/sec", text)
     return float(m.group(1)) if m else None
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _rdma_port(dev: str, planned: float, port: Path) -> Result | None:
+    """The fault of one planned port, None when it is ACTIVE at its planned rate."""
+    state = _read(port / "state")
+    if state is None:
+        return Result("health.rdma", "fault", f"{dev} port 1: {port / 'state'} is not readable", 21)
+    if not state.strip().endswith("ACTIVE"):
+        return Result("health.rdma", "fault", f"{dev} port 1 is {state.strip()}", 21)
+    text = _read(port / "rate")
+    rate = None if text is None else _rate_Gbps(text)
+    if rate is None or rate < planned:
+        shown = "unreadable" if text is None else f"{rate} Gb/s"
+        return Result("health.rdma", "fault", f"{dev} runs at {shown}; the plan expects {planned:g}", 22)
+    return None
 
 
 def check_rdma(e: Expect, root: Path) -> Iterator[Result]:
@@ -167,44 +344,107 @@ def check_rdma(e: Expect, root: Path) -> Iterator[Result]:
         return
     base = root / "sys/class/infiniband"
     if not base.is_dir():
-        yield Result("health.rdma", "fault", f"{base} is absent: no RDMA devices (planned {sorted(e.rdma)})", 20)
+        yield _absent(e, "health.rdma", f"RDMA devices {sorted(e.rdma)}", f"{base} is absent: no RDMA devices", 20)
         return
     for dev, planned in sorted(e.rdma.items()):
         port = base / dev / "ports" / "1"
         if not port.is_dir():
             yield Result("health.rdma", "fault", f"planned device {dev} is missing", 20)
             return
-        state = (port / "state").read_text().strip()
-        if not state.endswith("ACTIVE"):
-            yield Result("health.rdma", "fault", f"{dev} port 1 is {state}", 21)
-            return
-        rate = _rate_Gbps((port / "rate").read_text())
-        if rate is None or rate < planned:
-            yield Result("health.rdma", "fault", f"{dev} runs at {rate} Gb/s; the plan expects {planned:g}", 22)
+        bad = _rdma_port(dev, planned, port)
+        if bad is not None:
+            yield bad
             return
     yield Result("health.rdma", "ok", f"{len(e.rdma)} RDMA ports ACTIVE at their planned rate")
 
 
-def check_lustre(e: Expect, root: Path) -> Iterator[Result]:
-    if not (root / "sys/fs/lustre").is_dir():
-        yield Result("health.lustre", "not_applicable", "no Lustre client modules loaded (/sys/fs/lustre absent)")
-        return
+# ----------------------------------------------------------------------------------------------- Lustre
+
+#: Import states a client works with: Lustre ≥ 2.12 moves an unused OSC import to IDLE after osc_idle_timeout
+#: (20 s by default; lustre/osc/osc_request.c) and reconnects it on the next RPC; osc_import_not_healthy()
+#: (lustre/osc/osc_io.c, v2_15_8) counts FULL and IDLE as healthy unless the import is invalid or deactivated.
+HEALTHY_IMPORT_STATES = ("FULL", "IDLE")
+_IMPORT_BAD_FLAGS = ("invalid", "deactive")
+
+
+def import_verdict(text: str) -> str | None:
+    """None when an import file says healthy (osc_import_not_healthy's test), else what is wrong."""
+    state = re.search(r"^\s+state:\s*(\S+)", text, re.MULTILINE)
+    if state is None:
+        return "no state line"
+    flags = re.search(r"^\s+import_flags:\s*\[([^\]]*)\]", text, re.MULTILINE)
+    bad = [f for f in (x.strip() for x in (flags.group(1) if flags else "").split(",")) if f in _IMPORT_BAD_FLAGS]
+    if state.group(1) not in HEALTHY_IMPORT_STATES:
+        return state.group(1)
+    return f"{state.group(1)}, {'/'.join(bad)}" if bad else None
+
+
+def _target(import_dir: str) -> str:
+    """The target of an import directory: lab-OST0000-osc-ffff8a1b2c3d4000 → lab-OST0000."""
+    return import_dir.rsplit("-", 2)[0]
+
+
+def _imports(root: Path) -> tuple[dict[str, str | None], list[str]]:
+    """{import directory: verdict} of every OSC/MDC import, and the import files that could not be read."""
+    verdicts: dict[str, str | None] = {}
+    unreadable = []
+    for imp in sorted((root / "proc/fs/lustre").glob("[om][sd]c/*/import")):
+        text = _read(imp)
+        if text is None:
+            unreadable.append(imp.parent.name)
+            continue
+        verdicts[imp.parent.name] = import_verdict(text)
+    return verdicts, unreadable
+
+
+def _lustre_mount(e: Expect, root: Path) -> Result | None:
+    """The fault or not-applicable of the Lustre mount point; None when Lustre is mounted there."""
     mounts = _mounts(root)
     if mounts is None:
-        yield Result("health.lustre", "not_applicable", NO_HOST_MOUNTS)
+        return Result("health.lustre", "not_applicable", NO_HOST_MOUNTS)
+    there = mounted_at(mounts, e.lustre_mount)
+    if there is None:
+        return Result("health.lustre", "fault", f"no Lustre mount at {e.lustre_mount}", 30)
+    if there.fstype != "lustre":
+        return Result("health.lustre", "fault", f"{e.lustre_mount} holds a {there.fstype} filesystem, not Lustre", 30)
+    return None
+
+
+def _import_counts(e: Expect, verdicts: dict[str, str | None]) -> Result | None:
+    """Fault 32 when a planned target has no import (or, without the plan's list, when there is none at all)."""
+    have = {_target(name) for name in verdicts}
+    wanted = e.lustre_targets if e.lustre_targets is not None else []
+    missing = sorted(set(wanted) - have) or ([] if have else ["any target"])
+    if not missing:
+        return None
+    planned = "" if e.lustre_targets is None else f" of the plan's {len(e.lustre_targets)}"
+    return Result("health.lustre", "fault", f"{len(have)} targets imported{planned}; no import of "
+                                            f"{', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}", 32)
+
+
+def check_lustre(e: Expect, root: Path) -> Iterator[Result]:
+    if e.lustre_targets == []:
+        yield Result("health.lustre", "not_applicable", "the plan makes this host no Lustre client")
         return
-    if (e.lustre_mount, "lustre") not in mounts:
-        yield Result("health.lustre", "fault", f"no Lustre mount at {e.lustre_mount}", 30)
+    if not (root / "sys/fs/lustre").is_dir():
+        yield _absent(e, "health.lustre", f"a Lustre client at {e.lustre_mount}",
+                      "no Lustre client modules loaded (/sys/fs/lustre absent)", 30)
         return
-    bad = []
-    for imp in sorted((root / "proc/fs/lustre").glob("[om][sd]c/*/import")):
-        m = re.search(r"^\s+state:\s*(\S+)", imp.read_text(), re.MULTILINE)
-        if not m or m.group(1) != "FULL":
-            bad.append(f"{imp.parent.name} ({m.group(1) if m else 'unknown'})")
+    bad_mount = _lustre_mount(e, root)
+    if bad_mount is not None:
+        yield bad_mount
+        return
+    verdicts, unreadable = _imports(root)
+    bad = [f"{name} ({why})" for name, why in verdicts.items() if why] + [f"{n} (import unreadable)"
+                                                                           for n in unreadable]
     if bad:
-        yield Result("health.lustre", "fault", f"imports not FULL: {', '.join(bad)}", 31)
+        yield Result("health.lustre", "fault", f"imports not healthy (FULL or IDLE): {', '.join(bad)}", 31)
         return
-    yield Result("health.lustre", "ok", f"{e.lustre_mount} mounted, every OST/MDT import FULL")
+    short = _import_counts(e, verdicts)
+    if short is not None:
+        yield short
+        return
+    yield Result("health.lustre", "ok", f"{e.lustre_mount} mounted, {len(verdicts)} OST/MDT imports FULL or IDLE")
 
 
 def check_lnet(e: Expect, runner: Runner, root: Path = Path("/")) -> Iterator[Result]:
@@ -283,24 +523,53 @@ def check_clock(runner: Runner, root: Path = Path("/"),
         yield Result("health.clock", "fault", f"NTPSynchronized={out[1].strip() or '?'}", 50)
 
 
+#: Filesystems held in memory: a local NVMe scratch replaced by one is gone at the next reboot and small.
+MEMORY_FILESYSTEMS = ("tmpfs", "ramfs")
+
+
 def check_nvme(e: Expect, root: Path) -> Iterator[Result]:
-    mounts = _mounts(root) if e.nvme_mount else []
     if not e.nvme_mount:
         yield Result("health.nvme", "not_applicable", "the plan gives this host no local NVMe")
-    elif mounts is None:
+        return
+    mounts = _mounts(root)
+    if mounts is None:
         yield Result("health.nvme", "not_applicable", NO_HOST_MOUNTS)
-    elif any(mp == e.nvme_mount for mp, _ in mounts):
-        yield Result("health.nvme", "ok", f"{e.nvme_mount} mounted")
-    else:
+        return
+    there = mounted_at(mounts, e.nvme_mount)
+    if there is None:
         yield Result("health.nvme", "fault", f"nothing mounted at {e.nvme_mount}", 60)
+    elif there.fstype in MEMORY_FILESYSTEMS:
+        yield Result("health.nvme", "fault", f"{e.nvme_mount} is a {there.fstype} (memory), not the NVMe", 61)
+    elif "ro" in there.options:
+        yield Result("health.nvme", "fault", f"{e.nvme_mount} ({there.fstype}) is mounted read-only", 61)
+    else:
+        yield Result("health.nvme", "ok", f"{e.nvme_mount} mounted read-write ({there.fstype})")
+
+
+#: Every check of run_checks, in order: its name and the part of the host it reads.
+CHECKS = ("health.gpu", "health.xid", "health.rdma", "health.lustre", "health.lnet", "health.clock", "health.nvme")
+
+
+def guarded(check: str, results: Callable[[], Iterator[Result]]) -> list[Result]:
+    """A check's results, or, when its probe raises, fault PROBE_FAILED with the error: never an exception."""
+    try:
+        return list(results())
+    except Exception as exc:  # any probe error is a verdict, never the end of the --every loop
+        return [Result(check, "fault", f"probe failed: {type(exc).__name__}: {exc}", PROBE_FAILED)]
 
 
 def run_checks(e: Expect, root: Path = Path("/"), runner: Runner = run,
                maxerror: Callable[[], int | None] | None = None) -> list[Result]:
-    return [
-        *check_gpus(e, runner), *check_rdma(e, root), *check_lustre(e, root), *check_lnet(e, runner, root),
-        *check_clock(runner, root, maxerror), *check_nvme(e, root),
-    ]
+    checks: dict[str, Callable[[], Iterator[Result]]] = {
+        "health.gpu": lambda: check_gpus(e, runner),
+        "health.xid": lambda: check_xid(e, runner, root),
+        "health.rdma": lambda: check_rdma(e, root),
+        "health.lustre": lambda: check_lustre(e, root),
+        "health.lnet": lambda: check_lnet(e, runner, root),
+        "health.clock": lambda: check_clock(runner, root, maxerror),
+        "health.nvme": lambda: check_nvme(e, root),
+    }
+    return [r for name in CHECKS for r in guarded(name, checks[name])]
 
 
 def scheduler_actions(kind: str, host: str, fault: Result | None, runner: Runner = run) -> list[list[str]]:
@@ -486,10 +755,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kiln-health: {exc}", file=sys.stderr)
         return 2
     while True:
-        code = _once(e, args, api)
+        code = _round(e, args, api)
         if args.every <= 0:
             return code
         time.sleep(args.every)
+
+
+def _round(e: Expect, args: argparse.Namespace, api: KubeApi | None) -> int:
+    """One round that never raises: an error outside the checks (printing, the scheduler) is said on stderr and
+    the round counts as the probe failure it is, so `--every` goes on."""
+    try:
+        return _once(e, args, api)
+    except Exception as exc:  # the loop outlives any one round
+        print(f"kiln-health: round failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return PROBE_FAILED
 
 
 def _once(e: Expect, args: argparse.Namespace, api: KubeApi | None) -> int:

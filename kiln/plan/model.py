@@ -6,6 +6,7 @@ import ipaddress
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from kiln.plan.groups import LUSTRE_CLIENTS
 from kiln.spec.errors import SpecIssue
 from kiln.spec.models import Acceptance
 
@@ -58,6 +59,11 @@ class Host:
     @property
     def nids(self) -> tuple[str, ...]:
         return tuple(n.nid for n in self.nics if n.nid)
+
+    @property
+    def lustre_client(self) -> bool:
+        """Whether the plan mounts Lustre on this host (the Lustre clients' inventory group)."""
+        return LUSTRE_CLIENTS in self.groups
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

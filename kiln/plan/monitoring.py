@@ -85,6 +85,9 @@ class PromtoolCase:
     series: tuple[Series, ...]
     fires: Firing | None = None
     kind: CaseKind = "rule"
+    #: A "rule" case whose fault is repaired in its series: the alert must be silent again at this evaluation time
+    #: (seconds from the first sample), after firing (or staying silent) at the case's own evaluation time.
+    cleared_s: int | None = None
 
 
 # --- an alert's injectable fault ------------------------------------------------------------------------
@@ -109,10 +112,10 @@ class FilesystemFill:
     fraction: float
 
 
-#: Where kiln verify injects a fault: on the first selected object-store host, or on the first or the last
-#: selected host that does not run Prometheus (compute hosts first; "last" keeps a fault that silences a host's
-#: exporter off the host the other faults change).
-FaultHost = Literal["objectstore", "first", "last"]
+#: Where kiln verify injects a fault: on the first selected object-store host, on the first selected data mover
+#: host, or on the first or the last selected host that does not run Prometheus (compute hosts first; "last" keeps
+#: a fault that silences a host's exporter off the host the other faults change).
+FaultHost = Literal["objectstore", "first", "last", "mover"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -294,9 +297,14 @@ BAD_HOST = {"host": "bad-host", "instance": "bad-host:1"}
 GOOD_SAMPLES = 3
 
 
-def _held(metric: str, labels: dict[str, str], value: object) -> Series:
-    """A series that holds one value for SAMPLES samples."""
-    return Series(metric=metric, labels=labels, values=f"{value}x{SAMPLES}")
+def _held(metric: str, labels: dict[str, str], value: object, samples: int = SAMPLES) -> Series:
+    """A series that holds one value for `samples` samples (SAMPLES unless a rule looks further)."""
+    return Series(metric=metric, labels=labels, values=f"{value}x{samples}")
+
+
+def _samples(horizon_s: int, every_s: int) -> int:
+    """Samples that reach past `horizon_s` seconds and the case's evaluations, at least SAMPLES."""
+    return max(SAMPLES, (horizon_s + 600) // every_s + 2 * GOOD_SAMPLES + 10)
 
 
 def _onset(case: PromtoolCase) -> PromtoolCase:
@@ -342,19 +350,54 @@ def _fill_case(total: str, free: str, ok: dict[str, str], bad: dict[str, str], u
 # --- the alerts -----------------------------------------------------------------------------------------
 
 
-def _lustre_fill(m: Monitoring) -> list[AlertRule]:
+#: The share of an OST's or MDT's space used as `lfs df` prints it: used / (used + available), used = total - free
+#: (lustre-release v2_15_8 lustre/utils/lfs.c, obd_statfs_ratio): kbytesavail, not kbytesfree, is what clients may
+#: still write (free counts blocks reserved for root and the filesystem), so a target is full when avail is 0.
+LUSTRE_SPACE_USED = ("(lustre_target_capacity_bytes - lustre_target_free_bytes) / (lustre_target_capacity_bytes - "
+                     "lustre_target_free_bytes + lustre_target_available_bytes)")
+
+
+def _space_case(ok: dict[str, str], bad: dict[str, str], used: float) -> PromtoolCase:
+    """`bad` has 1000 units, 100 of them free but reserved, and `used` of the rest used as lfs df counts it: free
+    alone (900 - used share) would read emptier. It fills, then frees space again by sample 20 (cleared)."""
+    avail = round(900 * (1 - used))
+    used_bytes = 900 - avail  # total - free, with free = avail + 100 reserved
+    cap, free, av = "lustre_target_capacity_bytes", "lustre_target_free_bytes", "lustre_target_available_bytes"
+    return PromtoolCase(
+        series=(_held(cap, ok, 1000), _held(free, ok, 550), _held(av, ok, 450),
+                _held(cap, bad, 1000), _held(free, bad, avail + 100), _held(av, bad, avail)),
+        fires=Firing(labels=bad, value=used_bytes / (used_bytes + avail)),
+    )
+
+
+def _space_cleared(rule_for_s: int, every_s: int, ok: dict[str, str], bad: dict[str, str],
+                   used: float) -> PromtoolCase:
+    """The same target filling while the rule evaluates, then emptied (files deleted): silent again."""
+    fill = _space_case(ok, bad, used)
+    k = (max(rule_for_s, 600) + 2 * every_s) // every_s + 2  # full until just past the case's evaluation
+    n = _samples(rule_for_s, every_s)
+    empty = {"lustre_target_free_bytes": 550, "lustre_target_available_bytes": 450}
+    series = tuple(
+        replace(x, values=f"{x.values.split('x')[0]}x{k} {empty[x.metric]}x{n}")
+        if x.labels == bad and x.metric in empty else replace(x, values=f"{x.values.split('x')[0]}x{k + n + 1}")
+        for x in fill.series)
+    return replace(fill, series=series, cleared_s=(k + 2) * every_s)
+
+
+def _lustre_fill(m: Monitoring, every_s: int) -> list[AlertRule]:
     ok = {"target": "t-OST0000", "kind": "ost", **OK_HOST}
     full = {"target": "t-OST0001", "kind": "ost", **BAD_HOST}
     out: list[AlertRule] = []
     for sev, pct, used in _fill_levels(m):
         frac = round(pct / 100, 4)
+        for_s = 300
         out.append(AlertRule(
             alert="LustreTargetSpaceFilling" if sev == "warning" else "LustreTargetSpaceFull", group="lustre",
-            expr=f"1 - lustre_target_free_bytes / lustre_target_capacity_bytes > {frac}", for_s=300, severity=sev,
+            expr=f"{LUSTRE_SPACE_USED} > {frac}", for_s=for_s, severity=sev,
             summary="Lustre {{ $labels.target }} is {{ $value | humanizePercentage }} full",
-            description=f"{{{{ $labels.target }}}} on {{{{ $labels.host }}}} has used more than {pct:g}% of its "
-            "space (monitoring.fill_*_percent).",
-            tests=(_fill_case("lustre_target_capacity_bytes", "lustre_target_free_bytes", ok, full, used),),
+            description=f"{{{{ $labels.target }}}} on {{{{ $labels.host }}}} has used more than {pct:g}% of the "
+            "space clients may write (used / (used + available), as lfs df; monitoring.fill_*_percent).",
+            tests=(_space_case(ok, full, used), _space_cleared(for_s, every_s, ok, full, used)),
         ))
         out.append(AlertRule(
             alert="LustreTargetInodesFilling" if sev == "warning" else "LustreTargetInodesFull", group="lustre",
@@ -397,32 +440,45 @@ def _lustre_recovering() -> AlertRule:
     )
 
 
-def _placement_cases(placed: list[LustreTarget]) -> tuple[PromtoolCase, ...]:
-    """One pair of cases for every placement rule: each target on its planned server is silent; the first moved
-    to another host, it alone fires."""
+def _placement_cases(placed: list[LustreTarget], every_s: int) -> tuple[PromtoolCase, ...]:
+    """One set of cases for every placement rule: each target on its planned server is silent; the first moved to
+    another host, it alone fires, and is silent again once back; its server's Lustre exporter down (a restart),
+    no placement alert fires (ExporterDown does)."""
     at = [{"target": t.name, "host": t.host} for t in placed]
+    servers = sorted({t.host for t in placed})
+    up = tuple(_held("up", {"job": "lustre", "host": h, "instance": f"{h}:1"}, 1) for h in servers)
     home = tuple(_held("lustre_target_info", {**w, "instance": f"{w['host']}:1"}, 1) for w in at)
     moved = _held("lustre_target_info", {**at[0], "host": "elsewhere", "instance": "elsewhere:1"}, 1)
+    k = (600 + 2 * every_s) // every_s + 2  # moved until just past the case's evaluation, then home again
+    back = replace(home[0], values=f"_x{k} 1x{SAMPLES}")
+    gone = replace(moved, values=f"1x{k} _x{SAMPLES}")
+    restart = tuple(replace(u, values="0x200") if u.labels["host"] == at[0]["host"] else u for u in up)
     return (
-        PromtoolCase(series=home, kind="alert"),
-        PromtoolCase(series=(moved, *home[1:]), fires=Firing(labels=at[0], value=1), kind="alert"),
+        PromtoolCase(series=(*up, *home), kind="alert"),
+        PromtoolCase(series=(*up, moved, *home[1:]), fires=Firing(labels=at[0], value=1), kind="alert"),
+        PromtoolCase(series=(*up, gone, back, *home[1:]), fires=Firing(labels=at[0], value=1), kind="alert",
+                     cleared_s=(k + 2) * every_s),
+        PromtoolCase(series=(*restart, *home[1:]), kind="alert"),
     )
 
 
-def _lustre_target_not_on_planned_server(targets: tuple[LustreTarget, ...]) -> list[AlertRule]:
-    """One rule per MDT and OST; the first carries the cases of all of them (_placement_cases)."""
+def _lustre_target_not_on_planned_server(targets: tuple[LustreTarget, ...], every_s: int) -> list[AlertRule]:
+    """One rule per MDT and OST; the first carries the cases of all of them (_placement_cases). A rule fires only
+    while its planned server's Lustre exporter is up: one exporter restart is ExporterDown, not one critical per
+    target on top of it."""
     placed = [t for t in targets if t.kind != "mgt"]
     out: list[AlertRule] = []
     for i, t in enumerate(placed):
         out.append(AlertRule(
             alert="LustreTargetNotOnPlannedServer", group="lustre",
-            expr=f'absent(lustre_target_info{{target="{t.name}",host="{t.host}"}})', for_s=120, severity="critical",
+            expr=f'absent(lustre_target_info{{target="{t.name}",host="{t.host}"}}) '
+                 f'and on(host) up{{job="lustre",host="{t.host}"}} == 1', for_s=120, severity="critical",
             summary=f"{t.name} is not mounted on its planned server {t.host}",
             description=f"The plan places {t.name} on {t.host}"
             + (f" (failover partner {t.failover_host})" if t.failover_host else "")
-            + "; its exporter does not report it mounted there (down, or failed over).",
+            + "; its exporter there is up and does not report it mounted (stopped, or failed over).",
             labels={"target": t.name, "planned_host": t.host},
-            tests=_placement_cases(placed) if i == 0 else (),
+            tests=_placement_cases(placed, every_s) if i == 0 else (),
         ))
     return out
 
@@ -444,11 +500,12 @@ def _lnet_network_interface_down() -> AlertRule:
 
 
 def _lustre_rules(spec: ClusterSpec, targets: tuple[LustreTarget, ...]) -> list[AlertRule]:
+    every_s = spec.monitoring.scrape_interval_s
     return [
-        *_lustre_fill(spec.monitoring),
+        *_lustre_fill(spec.monitoring, every_s),
         _lustre_not_healthy(),
         _lustre_recovering(),
-        *_lustre_target_not_on_planned_server(targets),
+        *_lustre_target_not_on_planned_server(targets, every_s),
         _lnet_network_interface_down(),
     ]
 
@@ -508,17 +565,18 @@ def _rdma_port_errors_rising(every_s: int) -> AlertRule:
 def _fabric_rules(hosts: tuple[Host, ...], every_s: int) -> list[AlertRule]:
     # one rule per (host class, planned link rate): hosts of a pool (or a server role) share their NICs,
     # and every scrape target carries the role and pool labels (_scrape_targets)
-    by_rate: dict[tuple[str, float], list[str]] = {}
-    classes: dict[str, dict[str, str]] = {}
+    by_class: dict[tuple[str, str | None, float], dict[str, None]] = {}  # devices in order, once each
     for h in hosts:
         for n in h.nics:
             if n.device:
-                labels: dict[str, str] = {"role": h.role, **({"pool": h.pool} if h.pool else {})}
-                cls = ",".join(f'{k}="{v}"' for k, v in labels.items())
-                classes[cls] = labels
-                devices = by_rate.setdefault((cls, n.link_Gbps), [])
-                if n.device not in devices:
-                    devices.append(n.device)
+                by_class.setdefault((h.role, h.pool, n.link_Gbps), {})[n.device] = None
+    by_rate: dict[tuple[str, float], list[str]] = {}
+    classes: dict[str, dict[str, str]] = {}
+    for (role, pool, rate), devices in by_class.items():
+        labels: dict[str, str] = {"role": role, **({"pool": pool} if pool else {})}
+        cls = ",".join(f'{k}="{v}"' for k, v in labels.items())
+        classes[cls] = labels
+        by_rate[(cls, rate)] = list(devices)
     out: list[AlertRule] = []
     for (cls, rate), ds in sorted(by_rate.items()):
         out += _rdma_port_rules(classes[cls], rate, ds)
@@ -534,19 +592,78 @@ def _gpu_case(metric: str, ok_value: int, bad_value: int) -> PromtoolCase:
                         fires=Firing(labels=bad, value=bad_value))
 
 
+#: XIDs that never alert nor drain: those whose possible causes in NVIDIA's Xid listing include a user application
+#: error, and those it lists with no cause or that its catalog calls informational (154). The same sets as
+#: kiln/node/health.py's XID_APPLICATION | XID_INFORMATIONAL (that file runs alone on the nodes; a test pins them).
+XID_NOT_HARDWARE = frozenset({8, 13, 24, 25, 31, 43, 45, 66, 67, 68, 93, 106, 107, 109, 137,
+                              5, 10, 14, 15, 17, 23, 39, 40, 41, 49, 50, 51, 52, 53, 54, 55, 61, 87, 90, 91, 108,
+                              126, 127, 128, 129, 130, 131, 132, 134, 135, 136, 138, 139, 141, 142, 154})
+#: How long GpuXidError fires after a hardware XID first appears on a GPU.
+XID_WINDOW_S = 3600
+
+
+def _gpu_xid_error(every_s: int) -> AlertRule:
+    """dcgm-exporter's DCGM_FI_DEV_XID_ERRORS (DCGM field 230) is a gauge holding the last XID, labelled err_code
+    (dcgm-exporter 3.3.9-3.6.1 pkg/dcgmexporter/gpu_collector.go): a new XID is a new series. increase() would read
+    the jump 0 → 79 as 79 errors and a later 13 as a counter reset, so the rule fires while a hardware XID's series
+    is new, for XID_WINDOW_S, and ignores the application's and informational XIDs."""
+    codes = "|".join(str(x) for x in sorted(XID_NOT_HARDWARE | {0}))
+    metric = "DCGM_FI_DEV_XID_ERRORS"
+    base = {"gpu": "0"}
+    bad = {**base, "Hostname": "bad-host", **BAD_HOST, "err_code": "79"}
+    app = {**base, "Hostname": "ok-host", **OK_HOST, "err_code": "13"}
+    n = _samples(XID_WINDOW_S, every_s)
+    first = 2  # err_code 0 for two samples, then the XID (a sample later: '_xN' is N + 1 missing samples)
+    series = (Series(metric=metric, labels={**bad, "err_code": "0"}, values=f"0x{first - 1}"),
+              Series(metric=metric, labels=bad, values=f"_x{first} 79x{n}"),
+              Series(metric=metric, labels={**app, "err_code": "0"}, values=f"0x{first - 1}"),
+              Series(metric=metric, labels=app, values=f"_x{first} 13x{n}"))
+    return AlertRule(
+        alert="GpuXidError", group="gpu",
+        expr=f'{metric}{{err_code!~"{codes}"}} unless on(Hostname, gpu, err_code) {metric} offset {XID_WINDOW_S}s',
+        for_s=0, severity="critical",
+        summary="GPU {{ $labels.gpu }} on {{ $labels.Hostname }} reported hardware or driver XID {{ $value }}",
+        description="dcgm-exporter reports an XID that NVIDIA's Xid listing does not attribute to the application "
+        f"(DCGM_FI_DEV_XID_ERRORS, err_code {{{{ $labels.err_code }}}}); the alert holds for {XID_WINDOW_S // 60} "
+        "minutes after it first appears. kiln-health's health.xid drains the node.",
+        tests=(PromtoolCase(series=series, fires=Firing(labels=bad, value=79),
+                            cleared_s=(first + 2) * every_s + XID_WINDOW_S),),
+    )
+
+
+def _gpu_memory_error(every_s: int) -> AlertRule:
+    """Pending row remaps (DCGM field 396, DCGM_FI_DEV_ROW_REMAP_PENDING: a reset is needed) and remap failures
+    (395, DCGM_FI_DEV_ROW_REMAP_FAILURE) are the signal; a remapped row (393) is the repair and never alerts."""
+    pending, failed = "DCGM_FI_DEV_ROW_REMAP_PENDING", "DCGM_FI_DEV_ROW_REMAP_FAILURE"
+    remapped = "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS"
+    bad = {"gpu": "0", "Hostname": "bad-host", **BAD_HOST}
+    ok = {"gpu": "0", "Hostname": "ok-host", **OK_HOST}
+    k = (600 + 2 * every_s) // every_s + 2  # pending until just past the evaluation, then reset and remapped
+    healthy_after_repair = (_held(remapped, ok, 1), _held(pending, ok, 0), _held(failed, ok, 0))
+    return AlertRule(
+        alert="GpuUncorrectableMemoryError", group="gpu", expr=f"{pending} > 0 or {failed} > 0", for_s=0,
+        severity="critical",
+        summary="GPU {{ $labels.gpu }} on {{ $labels.Hostname }} has a pending or failed row remap",
+        description="An uncorrectable memory error left a row remap pending (the GPU must be reset to apply it), or "
+        "remapping failed (the GPU is out of spare rows: replace it). Rows already remapped are the repair and do "
+        "not alert.",
+        tests=(
+            PromtoolCase(series=(*healthy_after_repair, Series(metric=pending, labels=bad, values=f"1x{k} 0x{SAMPLES}"),
+                                 Series(metric=remapped, labels=bad, values=f"0x{k} 1x{SAMPLES}"),
+                                 _held(failed, bad, 0)),
+                         fires=Firing(labels=bad, value=1), cleared_s=(k + 2) * every_s),
+            PromtoolCase(series=(*healthy_after_repair, _held(pending, bad, 0), _held(failed, bad, 1)),
+                         fires=Firing(labels=bad, value=1)),
+        ),
+    )
+
+
 def _gpu_rules(spec: ClusterSpec) -> list[AlertRule]:
     t = spec.monitoring.gpu_temp_max_C
+    every_s = spec.monitoring.scrape_interval_s
     return [
-        AlertRule(alert="GpuXidError", group="gpu", expr="DCGM_FI_DEV_XID_ERRORS > 0", for_s=0, severity="critical",
-                  summary="GPU {{ $labels.gpu }} on {{ $labels.Hostname }} reported XID {{ $value }}",
-                  description="dcgm-exporter's DCGM_FI_DEV_XID_ERRORS is the last XID the driver logged.",
-                  tests=(_gpu_case("DCGM_FI_DEV_XID_ERRORS", 0, 79),)),
-        AlertRule(alert="GpuUncorrectableMemoryError", group="gpu",
-                  expr="DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS > 0 or DCGM_FI_DEV_ROW_REMAP_FAILURE > 0", for_s=0,
-                  severity="critical",
-                  summary="GPU {{ $labels.gpu }} on {{ $labels.Hostname }} has uncorrectable memory errors",
-                  description="Rows were remapped for uncorrectable (double-bit) ECC errors, or remapping failed.",
-                  tests=(_gpu_case("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", 0, 1),)),
+        _gpu_xid_error(every_s),
+        _gpu_memory_error(every_s),
         AlertRule(alert="GpuTooHot", group="gpu", expr=f"DCGM_FI_DEV_GPU_TEMP > {t}", for_s=300, severity="warning",
                   summary="GPU {{ $labels.gpu }} on {{ $labels.Hostname }} is at {{ $value }} °C",
                   description=f"Above monitoring.gpu_temp_max_C ({t} °C) for 5 minutes: the GPU throttles.",
@@ -673,11 +790,11 @@ def _objectstore_rules(os_: ObjectStorePlan) -> list[AlertRule]:
 EXPORT_LAG = 'kiln_dataflow_lag_s{direction="checkpoint"}'
 
 
-def _datamover_rules(spec: ClusterSpec) -> list[AlertRule]:
+def _checkpoint_export_lagging(spec: ClusterSpec) -> AlertRule:
     budget = int(spec.workload.checkpoint.interval_min * 60)
     lag = {"link": "checkpoints", "direction": "checkpoint"}
     late = {**lag, **BAD_HOST}
-    return [AlertRule(
+    return AlertRule(
         alert="CheckpointExportLagging", group="datamover", expr=f"{EXPORT_LAG} > {budget}", for_s=0,
         severity="warning", summary="Checkpoint export to the object store lags {{ $value }} s",
         description=f"The export of checkpoints to the object store is behind by more than one checkpoint interval "
@@ -689,7 +806,77 @@ def _datamover_rules(spec: ClusterSpec) -> list[AlertRule]:
                     _held("kiln_dataflow_lag_s", {**late, "direction": "export"}, budget + 60)),
             fires=Firing(labels=late, value=budget + 60),
         ),),
-    )]
+    )
+
+
+#: How long every pass of a link and direction may fail before DataMoverFailing fires.
+MOVER_FAILING_S = 3600
+#: A chain of its own the mover fault adds on the mover host and deletes again (nftables).
+FAULT_NFT_TABLE = "kiln_fault"
+
+
+def _mover_fault(spec: ClusterSpec, lake_port: int) -> Fault | None:
+    """The mover's lake access refused on the mover host (an nftables table of its own rejects TCP to the S3 port),
+    and one pass of the first link run through its stage unit, which must fail; repaired by deleting the table and
+    running the pass again, which must succeed. None without a link."""
+    df = spec.dataflow
+    if df is None or not df.links:
+        return None
+    link = df.links[0].name
+    unit = shlex.quote(f"kiln-datamover-stage@{link}")
+    table = f"inet {FAULT_NFT_TABLE}"
+    return Fault(name="mover_failing", on="mover", labels={"link": link, "direction": "import"}, how=Commands(
+        inject=f"nft add table {table} && nft add chain {table} out '{{ type filter hook output priority 0; }}' && "
+               f"nft add rule {table} out tcp dport {lake_port} reject with tcp reset && ! systemctl restart {unit}",
+        repair=f"nft delete table {table}; systemctl restart {unit}",
+        note=f"link {link}: TCP to the lake's port {lake_port} rejected on the mover host; one stage pass run",
+    ))
+
+
+def _mover_failing(spec: ClusterSpec, lake_port: int, every_s: int) -> AlertRule:
+    """Every pass of a link and direction has failed for MOVER_FAILING_S: a failed status was seen within the
+    window (kiln_dataflow_up 0; the pass in progress between two failed ones reports 1) and the latest status is not
+    a success (kiln_dataflow_last_success is set only by a pass that verified everything; kiln/dataflow/progress.py
+    families). One verified pass clears it at once."""
+    w = f"{MOVER_FAILING_S}s"
+    link = {"link": "corpus", "direction": "import"}
+    ok, bad = {**link, **OK_HOST}, {**link, **BAD_HOST}
+    n = _samples(MOVER_FAILING_S, every_s)
+    k = (MOVER_FAILING_S + 600 + 2 * every_s) // every_s  # failing until just past the evaluation, then a success
+    fires = PromtoolCase(
+        series=(_held("kiln_dataflow_up", ok, 1, n), _held("kiln_dataflow_last_success", ok, 1.7e9, n),
+                _held("kiln_dataflow_up", bad, 0, n), _held("kiln_dataflow_last_success", bad, 0, n)),
+        fires=Firing(labels=bad, value=0),
+    )
+    # retries: failed, then a pass in progress (up 1, no success yet) every fourth sample; then one verified pass
+    retrying = PromtoolCase(
+        series=(Series(metric="kiln_dataflow_up", labels=bad, values=" ".join(["0 0 0 1"] * (k // 4 + 1))
+                       + f" 1x{n}"),
+                Series(metric="kiln_dataflow_last_success", labels=bad,
+                       values=f"0x{(k // 4 + 1) * 4 - 1} 1.7e9x{n}")),
+        fires=Firing(labels=bad, value=0), cleared_s=((k // 4 + 1) * 4 + 2) * every_s,
+    )
+    return AlertRule(
+        alert="DataMoverFailing", group="datamover",
+        expr=f"min_over_time(kiln_dataflow_up[{w}]) == 0 unless kiln_dataflow_last_success > 0",
+        for_s=MOVER_FAILING_S, severity="critical",
+        summary="Data mover: every {{ $labels.direction }} pass of link {{ $labels.link }} on {{ $labels.host }} "
+        "fails",
+        description="No pass of this link and direction has succeeded for an hour and passes keep failing (lake "
+        "unreachable or refusing, credentials, the fast tier): data is not moving. `kiln data status` on the host "
+        "shows the error.",
+        labels={"failing_for_s": str(MOVER_FAILING_S)},
+        tests=(fires, retrying, _onset(fires)),
+        fault=_mover_fault(spec, lake_port),
+    )
+
+
+def _datamover_rules(spec: ClusterSpec, lake_port: int) -> list[AlertRule]:
+    every_s = spec.monitoring.scrape_interval_s
+    rules = [_checkpoint_export_lagging(spec)]
+    if spec.dataflow is not None:
+        rules.append(_mover_failing(spec, lake_port, every_s))
+    return rules
 
 
 def _issues(spec: ClusterSpec, hosts: tuple[Host, ...]) -> list[SpecIssue]:
@@ -759,7 +946,7 @@ def build_monitoring(
         + _fabric_rules(hosts, m.scrape_interval_s)
         + (_gpu_rules(spec) if any(h.gpus for h in hosts) else [])
         + _objectstore_rules(objectstore)
-        + _datamover_rules(spec)
+        + _datamover_rules(spec, objectstore.s3_port)
     )
     if m.alert_for_max_s is not None:
         cap = m.alert_for_max_s
@@ -797,16 +984,18 @@ FAULTS: dict[str, tuple[str, str]] = {
     "disk_fill": ("HostFilesystemFilling", "fill a planned filesystem past fill_warn_percent"),
     "sysctl_drift": ("SysctlDrift", "set a planned sysctl to another value"),
     "exporter_down": ("ExporterDown", "stop node_exporter on a host"),
+    "mover_failing": ("DataMoverFailing", "refuse the data mover's lake access and run a pass of its first link"),
 }
 
 #: kiln-health's sub-checks (kiln/node/health.py run_checks), one acceptance row each on the compute hosts.
 HEALTH_CHECKS: dict[str, str] = {
-    "health.gpu": "GPUs present, no uncorrectable ECC errors, no hardware slowdown",
+    "health.gpu": "GPUs present, every value readable, no uncorrectable ECC errors, no hardware slowdown",
+    "health.xid": "no hardware or driver XID in this boot's kernel log",
     "health.rdma": "planned RDMA ports ACTIVE at their planned rate",
-    "health.lustre": "Lustre mounted with every OST/MDT import FULL",
+    "health.lustre": "Lustre mounted, an import of every planned OST/MDT, each FULL or IDLE",
     "health.lnet": "every Lustre server NID answers lnetctl ping",
     "health.clock": "the clock is synchronised",
-    "health.nvme": "local NVMe scratch mounted",
+    "health.nvme": "local NVMe scratch mounted read-write, not memory-backed",
 }
 
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import ipaddress
+import socket
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from kiln.plan.groups import (
@@ -27,7 +28,13 @@ from kiln.spec.checks import mgt_attachment, rail_devices
 from kiln.spec.errors import SpecIssue
 from kiln.spec.models import ClusterSpec, NicGroup, TargetGroup
 from kiln.spec.naming import objectstore_family, pool_family, router_family, server_family
-from kiln.spec.protection import default_drive_base, default_level, ext4_raid_options, zfs_vdevs
+from kiln.spec.protection import (
+    default_drive_base,
+    default_level,
+    default_target_device,
+    ext4_raid_options,
+    zfs_vdevs,
+)
 
 
 @dataclass
@@ -36,11 +43,21 @@ class _Allocator:
 
     network: ipaddress.IPv4Network | ipaddress.IPv6Network
     next_offset: int = 2
+    _base: int = field(init=False, repr=False)
+    _size: int = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._base = int(self.network.network_address)
+        self._size = self.network.num_addresses
 
     def take(self) -> str:
-        addr = self.network[self.next_offset]
+        offset = self.next_offset
+        if offset >= self._size:
+            raise IndexError(f"{self.network} has no address at offset {offset}")
         self.next_offset += 1
-        return str(addr)
+        if self.network.version == 4:  # a hundred thousand hosts: ipaddress's formatting was a third of the plan
+            return socket.inet_ntoa((self._base + offset).to_bytes(4, "big"))
+        return str(self.network[offset])
 
 
 class _Storage:
@@ -305,13 +322,14 @@ def _target_storage(
     base = default_drive_base(kind, idx)
     drives = (base,) if n == 1 and backend == "ldiskfs" else tuple(f"{base}-{d}" for d in range(n))
     given = group.paths[idx] if group.paths else None
+    device = given or default_target_device(backend, fsname, kind, idx)
     if backend == "zfs":
-        return given or f"{fsname}-{kind}{idx}/{kind}{idx}", zfs_vdevs(level, drives), level, drives, (), 0
+        return device, zfs_vdevs(level, drives), level, drives, (), 0
     if level in ("none", "external"):
         return given or drives[0], (), level, (given or drives[0],), (), 0
     options = ext4_raid_options(level, n, group.chunk_KiB)
     chunk = group.chunk_KiB if options else 0  # raid1 has no chunk
-    return given or f"/dev/md/{fsname}-{kind}{idx:04d}", (), level, drives, options, chunk
+    return device, (), level, drives, options, chunk
 
 
 def _service(by_name: dict[str, Host], host: Host) -> tuple[tuple[str, ...], ...]:

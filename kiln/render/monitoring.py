@@ -179,6 +179,8 @@ def _test(m: MonitoringPlan, r: AlertRule, case: PromtoolCase, shared: _Written)
         evals = [(t0 + r.for_s, []), (t0 + fire_bound_s(m, r), fires)]
     else:
         evals = [(max(r.for_s, 600) + 2 * iv, fires)]
+    if case.cleared_s is not None:
+        evals.append((case.cleared_s, []))
     return {
         "interval": f"{iv}s",
         "input_series": [_series(s, shared) for s in case.series],

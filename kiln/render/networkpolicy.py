@@ -19,22 +19,38 @@ from __future__ import annotations
 from typing import Any
 
 from kiln import knowledge
+from kiln.knowledge.kubernetes import kubernetes
 from kiln.plan.model import Plan
 
 NAME_LABEL = "app.kubernetes.io/name"
+INSTANCE_LABEL = "app.kubernetes.io/instance"
+COMPONENT_LABEL = "app.kubernetes.io/component"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set on every namespace by the API server (1.22+)
 BACKEND_ROLES = ("master", "volume", "filer")
+
+
+def seaweedfs_labels(component: str) -> dict[str, str]:
+    """The labels the SeaweedFS chart puts on a component's pods and Services: name = the chart's name (no
+    nameOverride), instance = the release, component = master, volume, filer or s3 (chart 4.44.0
+    k8s/charts/seaweedfs/templates/<component>/*-statefulset.yaml, s3-deployment.yaml and *-service.yaml)."""
+    chart = kubernetes().charts["seaweedfs"]
+    return {NAME_LABEL: chart.chart, INSTANCE_LABEL: chart.release, COMPONENT_LABEL: component}
+
+
+def seaweedfs_selector(*components: str) -> dict[str, Any]:
+    """A label selector of the chart's pods of these components."""
+    labels = seaweedfs_labels(components[0])
+    if len(components) == 1:
+        return {"matchLabels": labels}
+    del labels[COMPONENT_LABEL]
+    return {"matchLabels": labels,
+            "matchExpressions": [{"key": COMPONENT_LABEL, "operator": "In", "values": list(components)}]}
 
 
 def _meta(plan: Plan, name: str, namespace: str) -> dict[str, Any]:
     return {"name": name, "namespace": namespace,
             "labels": {"app.kubernetes.io/part-of": "kiln", "kiln.io/stack": plan.stack,
                        "kiln.io/component": "objectstore"}}
-
-
-def _names(roles: tuple[str, ...]) -> dict[str, Any]:
-    return {"matchExpressions": [{"key": NAME_LABEL, "operator": "In",
-                                  "values": [f"seaweedfs-{r}" for r in roles]}]}
 
 
 def network_policies(plan: Plan, s3_clients: tuple[str, ...] = ()) -> list[dict[str, Any]]:
@@ -48,13 +64,14 @@ def network_policies(plan: Plan, s3_clients: tuple[str, ...] = ()) -> list[dict[
     backend = {
         "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
         "metadata": _meta(plan, "seaweedfs-backend", storage),
-        "spec": {"podSelector": _names(BACKEND_ROLES), "policyTypes": ["Ingress"],
-                 "ingress": [{"from": [{"podSelector": _names((*BACKEND_ROLES, "s3"))}], "ports": backend_ports}]},
+        "spec": {"podSelector": seaweedfs_selector(*BACKEND_ROLES), "policyTypes": ["Ingress"],
+                 "ingress": [{"from": [{"podSelector": seaweedfs_selector(*BACKEND_ROLES, "s3")}],
+                              "ports": backend_ports}]},
     }
     gateway = {
         "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
         "metadata": _meta(plan, "seaweedfs-s3-gateway", storage),
-        "spec": {"podSelector": {"matchLabels": {NAME_LABEL: "seaweedfs-s3"}}, "policyTypes": ["Ingress"],
+        "spec": {"podSelector": seaweedfs_selector("s3"), "policyTypes": ["Ingress"],
                  "ingress": [{"from": [{"namespaceSelector": {"matchExpressions": [
                      {"key": NAMESPACE_NAME_LABEL, "operator": "In",
                       "values": sorted({storage, training, *s3_clients})}]}}],

@@ -13,7 +13,7 @@ from kiln.spec.checks_dataflow import check_dataflow
 from kiln.spec.errors import SpecIssue, suggest
 from kiln.spec.models import ClusterSpec, ComputePool, Device, NicGroup
 from kiln.spec.naming import host_families, pool_prefix
-from kiln.spec.protection import default_drive_base, default_level, level_problem
+from kiln.spec.protection import default_drive_base, default_level, default_target_device, level_problem
 from kiln.spec.types import dns_name
 
 FABRIC_NIC_SUPPORT = {"infiniband": "infiniband", "roce": "roce"}
@@ -169,15 +169,23 @@ def _compute(spec: ClusterSpec) -> Iterator[SpecIssue]:
                         "not a compute-rail device of this node",
                         f"use devices of compute_rails ({', '.join(rails) or 'none'}) or drop nccl_hcas",
                     )
-        if pool.compute_rails is not None and pool.compute_rails.devices and pool.storage_nics.devices:
-            both = set(pool.compute_rails.devices) & set(pool.storage_nics.devices)
-            if both:
-                yield SpecIssue(
-                    f"{p}.storage_nics.devices",
-                    sorted(both),
-                    "the same device is listed as compute rail and storage NIC",
-                    "give each NIC one role",
-                )
+        if pool.compute_rails is not None:
+            yield from _one_role(p, pool.compute_rails, pool.storage_nics)
+
+
+def _one_role(p: str, rails: NicGroup, storage: NicGroup) -> Iterator[SpecIssue]:
+    """A port is a compute rail or a storage NIC, never both under one name (shared_storage_rails says when a rail
+    also carries storage): the RDMA device and the interface name alike."""
+    for field in ("devices", "interfaces"):
+        both = set(getattr(rails, field) or ()) & set(getattr(storage, field) or ())
+        if both:
+            yield SpecIssue(
+                f"{p}.storage_nics.{field}",
+                sorted(both),
+                f"the same {field[:-1]} is listed as compute rail and storage NIC",
+                "give each NIC one role (name the storage ports as the host shows them; a rail that also carries "
+                "storage goes in shared_storage_rails)",
+            )
 
 
 def _shared_rails(p: str, pool: ComputePool, rails: list[str], fabric: str) -> Iterator[SpecIssue]:
@@ -678,16 +686,7 @@ def _targets(spec: ClusterSpec) -> Iterator[SpecIssue]:
         if problem:
             yield SpecIssue(f"lustre.{key}.protection", level, *problem)
     if lu.mgs.device is not None and lu.mds.mdts.paths is None:
-        # The MGT must not be formatted over a default MDT drive either.
-        for idx in range(lu.mds.nodes * lu.mds.mdts.per_node):
-            base = default_drive_base("mdt", idx)
-            if lu.mgs.device == base or lu.mgs.device.startswith(base + "-"):
-                yield SpecIssue(
-                    "lustre.mgs.device",
-                    lu.mgs.device,
-                    f"the MGT would be formatted on a drive of MDT{idx:04x} (its default device)",
-                    "give the MGT a device of its own (or drop lustre.mgs.device for the default mirrored pair)",
-                )
+        yield from _mgt_on_default_mdt(spec, lu.mgs.device)
     mgt = lu.mgs.protection
     if lu.mgs.device is None and mgt is not None:
         problem = level_problem(mgt, lu.backend, 1 if mgt == "none" else 2)
@@ -695,6 +694,23 @@ def _targets(spec: ClusterSpec) -> Iterator[SpecIssue]:
             problem = (f"the MGT is a pair of drives; {mgt} needs more", "use mirror (zfs) or raid1 (ldiskfs)")
         if problem:
             yield SpecIssue("lustre.mgs.protection", mgt, *problem)
+
+
+def _mgt_on_default_mdt(spec: ClusterSpec, device: str) -> Iterator[SpecIssue]:
+    """The MGT must not be formatted over a default MDT: one of its drives, its md array (ldiskfs) or its pool
+    (zfs): formatting one destroys the other."""
+    lu = spec.lustre
+    for idx in range(lu.mds.nodes * lu.mds.mdts.per_node):
+        drive = default_drive_base("mdt", idx)
+        assembled = default_target_device(lu.backend, lu.fsname, "mdt", idx)
+        pool = assembled.split("/")[0] if lu.backend == "zfs" else assembled
+        if device in (drive, assembled, pool) or device.startswith((drive + "-", pool + "/")):
+            yield SpecIssue(
+                "lustre.mgs.device",
+                device,
+                f"the MGT would be formatted on MDT{idx:04x}'s default device ({assembled}, drives {drive}-*)",
+                "give the MGT a device of its own (or drop lustre.mgs.device for the default mirrored pair)",
+            )
 
 
 def _ha(spec: ClusterSpec) -> Iterator[SpecIssue]:

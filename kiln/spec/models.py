@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import math
+import typing
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -20,6 +21,7 @@ from pydantic import (
     PlainValidator,
     TypeAdapter,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -64,12 +66,26 @@ def _walk_plain(value: Any) -> None:
             _walk_plain(item)
 
 
+def _takes_bool(annotation: Any) -> bool:
+    """Whether a field's type admits a boolean (bool itself, or inside a union, Annotated or container)."""
+    return annotation is bool or any(_takes_bool(a) for a in typing.get_args(annotation))
+
+
 class Model(BaseModel):
     """Base of every spec model: unknown fields, inf/NaN and strings longer than 4 KiB are refused."""
 
     model_config = ConfigDict(
         extra="forbid", frozen=True, str_strip_whitespace=True, allow_inf_nan=False, str_max_length=4096
     )
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_boolean_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        # pydantic's lax mode reads true as 1 and false as 0 for a number: `nodes: true` would plan one node.
+        field = cls.model_fields.get(info.field_name or "")
+        if isinstance(value, bool) and field is not None and not _takes_bool(field.annotation):
+            raise ValueError(f"{str(value).lower()} is a yes/no value, not a number; fix: write the number itself")
+        return value
 
     @field_validator("*", mode="after")
     @classmethod
@@ -891,6 +907,10 @@ class Dataflow(Model):
     movers: DataMovers = Field(default_factory=DataMovers, description="Mover hosts and concurrency.")
 
 
+#: Namespaces Kubernetes reserves for its own components (kube-system, kube-public, kube-node-lease).
+KUBERNETES_NAMESPACE_PREFIX = "kube-"
+
+
 class Kubernetes(Model):
     version: str = Field(default="1.31", pattern=r"^1\.\d{2}$", description="Kubernetes minor version (schemas).")
     gpu_node_label: LabelKey = Field(default="nvidia.com/gpu.present", description="Label selecting GPU nodes.")
@@ -915,6 +935,18 @@ class Kubernetes(Model):
     storage_class: K8sName | Literal[""] = Field(
         default="", description="StorageClass for SeaweedFS volumes ('' = default)."
     )
+
+    @field_validator("storage_namespace", "system_namespace", "training_namespace", "health_namespace",
+                     "models_namespace")
+    @classmethod
+    def _not_a_kubernetes_namespace(cls, value: str) -> str:
+        if value.startswith(KUBERNETES_NAMESPACE_PREFIX):
+            raise ValueError(
+                f"{value!r} is a Kubernetes system namespace: the prefix {KUBERNETES_NAMESPACE_PREFIX} is reserved for "
+                "them (kube-system, kube-public, kube-node-lease; Kubernetes docs, Namespaces), where the cluster's "
+                "own components run; fix: use a namespace of kiln's, such as the default of this field"
+            )
+        return value
 
     @model_validator(mode="after")
     def _models_namespace_apart(self) -> Kubernetes:

@@ -114,3 +114,12 @@ def default_drive_base(kind: str, idx: int) -> str:
     group of several are <base>-0, <base>-1, ...): named by the target's index in the filesystem, so failover
     partners address a shared LUN alike and no two targets share one."""
     return f"/dev/disk/by-id/kiln-{kind}{idx:04d}"
+
+
+def default_target_device(backend: str, fsname: str, kind: str, idx: int) -> str:
+    """What target `idx` of `kind` is formatted on when the stack names no paths and its drives are assembled: the
+    md array /dev/md/<fsname>-<kind><idx:04d> (ldiskfs) or the pool/dataset <fsname>-<kind><idx>/<kind><idx> (zfs).
+    A single drive (ldiskfs none or external) is formatted directly: default_drive_base."""
+    if backend == "zfs":
+        return f"{fsname}-{kind}{idx}/{kind}{idx}"
+    return f"/dev/md/{fsname}-{kind}{idx:04d}"

@@ -35,12 +35,23 @@ def check_plain(value: str) -> str:
     return value
 
 
+#: The longest name of one directory entry, bytes (Linux <linux/limits.h> NAME_MAX; Lustre's limit is the same).
+NAME_MAX = 255
+
+
 def _canonical_path(value: str) -> str:
     """Absolute path, canonicalised ('//', '/.', trailing '/' removed), '..' refused."""
     check_plain(value)
     parts = value.split("/")
     if ".." in parts:
         raise ValueError("'..' is not allowed in a path; fix: write the absolute path without '..'")
+    long = [p for p in parts if len(p.encode()) > NAME_MAX]
+    if long:
+        raise ValueError(
+            f"the name {long[0][:32]}... is {len(long[0].encode())} bytes, longer than a file name may be "
+            f"(NAME_MAX {NAME_MAX}: Linux <linux/limits.h>; ext4, ZFS and Lustre alike); fix: shorten each name "
+            f"between '/' to at most {NAME_MAX} bytes"
+        )
     canonical = posixpath.normpath(value)
     # normpath keeps a leading '//' (POSIX leaves it implementation-defined); kiln means '/'.
     return "/" + canonical.lstrip("/")

@@ -214,10 +214,11 @@ def test_model_pods_reach_the_filer_grpc_port_the_s3_gateway_and_dns_only() -> N
     own = _one(comps[DATAFLOW], "NetworkPolicy", "kiln-models")
     assert own["metadata"]["namespace"] == ns and own["spec"]["ingress"] == []
     assert own["spec"]["policyTypes"] == ["Ingress", "Egress"]
-    reach = {(peer["podSelector"]["matchLabels"].get("app.kubernetes.io/name") or
+    # the SeaweedFS chart tells its pods apart by component (tests/fixtures/kubernetes: its pod labels)
+    reach = {(peer["podSelector"]["matchLabels"].get("app.kubernetes.io/component") or
               peer["podSelector"]["matchLabels"].get("k8s-app"), p["port"])
              for rule in own["spec"]["egress"] for peer in rule["to"] for p in rule["ports"]}
-    assert reach == {("seaweedfs-filer", 18888), ("seaweedfs-s3", plan.objectstore.s3_port), ("kube-dns", 53)}
+    assert reach == {("filer", 18888), ("s3", plan.objectstore.s3_port), ("kube-dns", 53)}
     filer = _one(comps[DATAFLOW], "NetworkPolicy", "seaweedfs-filer-models")
     assert filer["metadata"]["namespace"] == storage
     (rule,) = filer["spec"]["ingress"]

@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from kiln.knowledge.kubernetes import kubernetes
 from kiln.plan import build_plan
 from kiln.render.manifests import build_manifests
 from kiln.render.manifests.dataflow import metrics_port
@@ -25,28 +28,59 @@ def _matches(selector: dict[str, Any], labels: dict[str, str]) -> bool:
     return True
 
 
+def _peer(peer: dict[str, Any], own_ns: str, ns: str, labels: dict[str, str]) -> bool:
+    """Whether a rule's peer (from or to) names the pod `labels` in namespace `ns`; without a namespaceSelector the
+    peer is in the policy's own namespace."""
+    ns_ok = (_matches(peer["namespaceSelector"], {"kubernetes.io/metadata.name": ns}) if "namespaceSelector" in peer
+             else ns == own_ns)
+    return ns_ok and ("podSelector" not in peer or _matches(peer["podSelector"], labels))
+
+
+def _direction(policies: list[dict[str, Any]], kind: str, ns: str, pod: dict[str, str], peer_ns: str,
+               peer: dict[str, str], port: int) -> bool:
+    """NetworkPolicy's rule for one end: a pod no policy of this kind selects is not isolated; a selected one allows
+    what some rule of some selecting policy allows (Kubernetes docs, "Network Policies", "Isolation")."""
+    key, peers = ("ingress", "from") if kind == "Ingress" else ("egress", "to")
+    selecting = [p for p in policies if p["metadata"]["namespace"] == ns
+                 and _matches(p["spec"]["podSelector"], pod) and kind in p["spec"]["policyTypes"]]
+    if not selecting:
+        return True
+    return any(port in [x["port"] for x in rule.get("ports", [])]
+               and any(_peer(x, ns, peer_ns, peer) for x in rule.get(peers, []))
+               for p in selecting for rule in p["spec"].get(key, []))
+
+
 def allowed(policies: list[dict[str, Any]], src_ns: str, src: dict[str, str], dst_ns: str,
             dst: dict[str, str], port: int) -> bool:
-    selecting = [p for p in policies if p["metadata"]["namespace"] == dst_ns
-                 and _matches(p["spec"]["podSelector"], dst) and "Ingress" in p["spec"]["policyTypes"]]
-    if not selecting:
-        return True  # not isolated
-    for p in selecting:
-        for rule in p["spec"].get("ingress", []):
-            if port not in [x["port"] for x in rule.get("ports", [])]:
-                continue
-            for peer in rule["from"]:
-                ns_ok = ("namespaceSelector" in peer
-                         and _matches(peer["namespaceSelector"], {"kubernetes.io/metadata.name": src_ns})) \
-                    or ("namespaceSelector" not in peer and src_ns == dst_ns)
-                pod_ok = "podSelector" not in peer or _matches(peer["podSelector"], src)
-                if ns_ok and pod_ok:
-                    return True
-    return False
+    """A connection is made when the source's egress and the destination's ingress both allow it."""
+    return (_direction(policies, "Egress", src_ns, src, dst_ns, dst, port)
+            and _direction(policies, "Ingress", dst_ns, dst, src_ns, src, port))
+
+
+#: How the SeaweedFS chart at the pinned version labels its pods, read from its templates (the file says where).
+CHART_LABELS = yaml.safe_load((Path(__file__).resolve().parents[1] / "fixtures/kubernetes/"
+                               "seaweedfs-4.44.0-pod-labels.yaml").read_text())
 
 
 def _pod(role: str) -> dict[str, str]:
-    return {"app.kubernetes.io/name": f"seaweedfs-{role}"}
+    """A SeaweedFS pod as the chart labels it (never as kiln's own selectors would have it)."""
+    return dict(CHART_LABELS["pods"][role]["labels"])
+
+
+def test_the_chart_labels_are_read_at_the_pinned_version() -> None:
+    chart = kubernetes().charts["seaweedfs"]
+    assert (CHART_LABELS["chart"], CHART_LABELS["version"], CHART_LABELS["release"]) == (
+        chart.chart, chart.version, chart.release), "re-read the pod labels from the chart's templates at the new pin"
+
+
+def test_every_seaweedfs_policy_selects_the_charts_pods(lab: Any) -> None:
+    """A policy that selects no pod is no policy: each one's podSelector (and its SeaweedFS peers) match the pods
+    the chart makes."""
+    _plan, _spec, pols = lab
+    mine = [p for p in pols if p["metadata"]["name"].startswith("seaweedfs-")]
+    assert mine
+    for p in mine:
+        assert any(_matches(p["spec"]["podSelector"], _pod(r)) for r in CHART_LABELS["pods"]), p["metadata"]["name"]
 
 
 @pytest.fixture(scope="module")

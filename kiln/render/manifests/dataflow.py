@@ -44,7 +44,7 @@ from kiln.render.manifests.context import (
     pool_label,
 )
 from kiln.render.manifests.lustre import lustre_claim_name, lustre_root_volume
-from kiln.render.networkpolicy import NAME_LABEL, NAMESPACE_NAME_LABEL
+from kiln.render.networkpolicy import NAMESPACE_NAME_LABEL, seaweedfs_selector
 from kiln.spec.loader import CONFIG_KEY
 from kiln.spec.types import dns_name
 
@@ -242,16 +242,16 @@ def _models_network_policies(c: Ctx, ns: str) -> list[Obj]:
         obj(net, "NetworkPolicy", c.meta(DATAFLOW, MODELS, ns), spec={
             "podSelector": pods, "policyTypes": ["Ingress", "Egress"], "ingress": [],
             "egress": [
-                {"to": [{**in_storage, "podSelector": {"matchLabels": {NAME_LABEL: "seaweedfs-filer"}}}],
+                {"to": [{**in_storage, "podSelector": seaweedfs_selector("filer")}],
                  "ports": [{"protocol": "TCP", "port": grpc}]},
-                {"to": [{**in_storage, "podSelector": {"matchLabels": {NAME_LABEL: "seaweedfs-s3"}}}],
+                {"to": [{**in_storage, "podSelector": seaweedfs_selector("s3")}],
                  "ports": [{"protocol": "TCP", "port": c.plan.objectstore.s3_port}]},
                 {"to": [{"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: "kube-system"}},
                          "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
                  "ports": [{"protocol": "UDP", "port": dns}, {"protocol": "TCP", "port": dns}]},
             ]}),
         obj(net, "NetworkPolicy", c.meta(DATAFLOW, "seaweedfs-filer-models", c.storage), spec={
-            "podSelector": {"matchLabels": {NAME_LABEL: "seaweedfs-filer"}}, "policyTypes": ["Ingress"],
+            "podSelector": seaweedfs_selector("filer"), "policyTypes": ["Ingress"],
             "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: ns}},
                                    "podSelector": pods}],
                          "ports": [{"protocol": "TCP", "port": grpc}]}]}),

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 
-from kiln.knowledge.kubernetes import kubernetes
 from kiln.render.manifests.context import MONITORING, Ctx, Obj, obj
 from kiln.render.manifests.health import node_health
 from kiln.render.manifests.helm import helm_release, helm_source
 from kiln.render.monitoring import alertmanager_config, dashboards, rules_file
+from kiln.render.networkpolicy import seaweedfs_labels
 
 MONITORING_API = "monitoring.coreos.com/v1"
 #: The node name as `host` (Prometheus Operator relabeling of the pod's node; ServiceMonitor endpoints).
@@ -63,14 +63,12 @@ def kube_prometheus_values(c: Ctx) -> Obj:
 def _service_monitors(c: Ctx) -> list[Obj]:
     if c.plan.objectstore.backend != "seaweedfs":
         return []
-    release = kubernetes().charts["seaweedfs"].release
     every = f"{c.plan.monitoring.scrape_interval_s}s"
     out = []
     for comp in SEAWEEDFS_COMPONENTS:
         out.append(obj(MONITORING_API, "ServiceMonitor", c.meta(MONITORING, f"seaweedfs-{comp}", c.storage), spec={
             # the job label is the Service name, seaweedfs-<component>: the names the rules use
-            "selector": {"matchLabels": {"app.kubernetes.io/name": "seaweedfs", "app.kubernetes.io/instance": release,
-                                         "app.kubernetes.io/component": comp}},
+            "selector": {"matchLabels": seaweedfs_labels(comp)},
             "endpoints": [{"port": "metrics", "interval": every, "relabelings": [HOST_RELABEL]}],
         }))
     return out

@@ -253,6 +253,11 @@ def _fault_host(ctx: Context, fault: Fault) -> str:
         if not stores:
             raise NotApplicable("no object-store host is selected")
         return stores[0]
+    if fault.on == "mover":
+        movers = [h for h in (ctx.plan.dataflow.mover_hosts if ctx.plan.dataflow else ()) if h in ctx.remotes]
+        if not movers:
+            raise NotApplicable("no data mover host of the plan is selected")
+        return movers[0]
     victims = _victims(ctx)
     if not victims:
         raise NotApplicable("no selected host besides the Prometheus host to inject a fault on")
@@ -419,7 +424,7 @@ class FaultCheck(Check):
     kind = "benchmark"
     single_run = True
     runbook = RUNBOOK
-    tools = ("systemctl / sysctl / head (fault)", "Prometheus HTTP API (ALERTS)")
+    tools = ("systemctl / sysctl / head / nft (fault)", "Prometheus HTTP API (ALERTS)")
     fault = ""
 
     def subjects(self, ctx: Context, target: AcceptanceTarget) -> list[Subject]:

@@ -34,6 +34,7 @@ HEALTHY_TOOLS = {
     "nvidia-smi": (0, "0, 0, Not Active\n1, 0, Not Active\n"),
     "lnetctl": (0, "ping:\n    - primary nid: 10.89.20.4@tcp\n"),
     "timedatectl": (0, "yes\n"),
+    "journalctl": (0, "Linux version 6.1.0-27-amd64\n"),  # this boot's kernel log: no XID
 }
 
 
@@ -44,7 +45,7 @@ def by_check(results: list[Result]) -> dict[str, Result]:
 def test_healthy_node_passes_every_check() -> None:
     res = by_check(run_checks(EXPECT, FIX / "healthy", fake(HEALTHY_TOOLS)))
     assert {k: r.status for k, r in res.items()} == {
-        "health.gpu": "ok", "health.rdma": "ok", "health.lustre": "ok", "health.lnet": "ok",
+        "health.gpu": "ok", "health.xid": "ok", "health.rdma": "ok", "health.lustre": "ok", "health.lnet": "ok",
         "health.clock": "ok", "health.nvme": "ok",
     }
 
@@ -69,16 +70,17 @@ def test_missing_gpu_and_throttled_gpu() -> None:
     assert by_check(hot)["health.gpu"].code == 12
 
 
-def test_host_without_the_parts_says_not_applicable() -> None:
+def test_host_without_the_parts_faults_on_planned_ones_and_says_why_on_the_rest() -> None:
     res = by_check(run_checks(EXPECT, FIX / "bare", fake({}), lambda: None))  # no timedatectl, no adjtimex
-    assert res["health.gpu"].status == "not_applicable" and "nvidia-smi" in res["health.gpu"].detail
-    assert res["health.lustre"].status == "not_applicable"
-    assert res["health.lnet"].status == "not_applicable"
-    assert res["health.clock"].status == "not_applicable"
-    # planned parts that are absent are faults, not "not applicable"
+    # planned parts that are absent are faults, not "not applicable": the plan says what should be there
+    assert res["health.gpu"].code == 10 and "nvidia-smi is not installed" in res["health.gpu"].detail
+    assert res["health.lustre"].code == 30
     assert res["health.rdma"].code == 20
     assert res["health.nvme"].code == 60
-    assert res["health.gpu"].line().startswith("health.gpu: NOT APPLICABLE: ")
+    # what the plan does not say, or what no tool here can show, is not applicable with the reason
+    assert res["health.lnet"].status == "not_applicable"
+    assert res["health.clock"].status == "not_applicable"
+    assert res["health.xid"].line().startswith("health.xid: NOT APPLICABLE: ")
 
 
 def test_expectations_from_the_plan() -> None:

@@ -218,7 +218,7 @@ def test_main_in_a_pod_reads_the_host_under_root_and_takes_the_node_out(
     (host / "proc/mounts").write_text("tmpfs /mnt/local-nvme tmpfs rw 0 0\n")  # a pod's own: must not count
     expect = tmp_path / "gpu001.json"
     expect.write_text(json.dumps({"host": "gpu001", "gpus": 0, "rdma": {}, "lustre_mount": "/lustre",
-                                  "server_nids": [], "nvme_mount": "/mnt/local-nvme"}))
+                                  "server_nids": [], "nvme_mount": "/mnt/local-nvme", "lustre_targets": []}))
     monkeypatch.setattr(KubeApi, "in_cluster", classmethod(lambda cls: KubeApi(server.url, token)))
     monkeypatch.setattr(health, "_namespace", lambda: "kiln-health")
     monkeypatch.setenv("NODE_NAME", "gpu001")

@@ -62,7 +62,8 @@ def test_every_target_has_a_placement_alert() -> None:
     _, plan = load("lab")
     placed = {r.labels["target"]: r for r in plan.monitoring.rules if r.alert == "LustreTargetNotOnPlannedServer"}
     assert set(placed) == {t.name for t in plan.lustre_targets if t.kind != "mgt"}
-    assert placed["lab-OST0002"].expr == 'absent(lustre_target_info{target="lab-OST0002",host="oss02"})'
+    assert placed["lab-OST0002"].expr == ('absent(lustre_target_info{target="lab-OST0002",host="oss02"}) '
+                                          'and on(host) up{job="lustre",host="oss02"} == 1')
 
 
 def test_fill_thresholds_come_from_the_spec() -> None:
@@ -159,7 +160,7 @@ def test_filesystem_rules_watch_the_planned_mounts() -> None:
 def test_for_cap_applies_to_every_rule() -> None:
     uncapped = build_plan(_spec("lab", alert_for_max_s=None)).monitoring
     capped = build_plan(_spec("lab", alert_for_max_s=7)).monitoring
-    assert max(r.for_s for r in uncapped.rules) == 900  # LustreTargetRecovering
+    assert max(r.for_s for r in uncapped.rules) == 3600  # DataMoverFailing
     assert [min(r.for_s, 7) for r in uncapped.rules] == [r.for_s for r in capped.rules]
 
 
@@ -168,7 +169,8 @@ def test_monitoring_targets_only_with_fault_injection() -> None:
     checks = {t.check: t for t in plan.targets}
     faults = {c for c in checks if c.startswith("monitoring.fault_")}
     assert faults == {"monitoring.fault_objectstore_volume_down", "monitoring.fault_disk_fill",
-                      "monitoring.fault_sysctl_drift", "monitoring.fault_exporter_down"}
+                      "monitoring.fault_sysctl_drift", "monitoring.fault_exporter_down",
+                      "monitoring.fault_mover_failing"}
     # 2 scrape intervals + the capped for: 2 × 5 + 0, the monitoring requirement's "within two scrape intervals"
     assert checks["monitoring.fault_exporter_down"].fail == 10
     capped = {t.check: t for t in build_plan(_spec("lab", alert_for_max_s=10)).targets}

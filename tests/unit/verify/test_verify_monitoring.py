@@ -168,11 +168,15 @@ def _fault_hosts(prom: FakeProm, fire_after: float, clock: Clock, stuck: str = "
     remotes["oss02"].on(r"systemctl stop prometheus-node-exporter",
                         fault("ExporterDown", {"alertname": "ExporterDown", "job": "node", "host": "oss02"}))
     remotes["oss02"].on(r"systemctl start prometheus-node-exporter", repair("ExporterDown"))
+    remotes["gpu001"].on(r"nft add table inet kiln_fault",
+                         fault("DataMoverFailing", {"alertname": "DataMoverFailing", "host": "gpu001",
+                                                    "link": "corpus", "direction": "import"}))
+    remotes["gpu001"].on(r"nft delete table inet kiln_fault", repair("DataMoverFailing"))
     return remotes
 
 
 FAULT_CHECKS = ("monitoring.fault_objectstore_volume_down", "monitoring.fault_disk_fill",
-                "monitoring.fault_sysctl_drift", "monitoring.fault_exporter_down")
+                "monitoring.fault_sysctl_drift", "monitoring.fault_exporter_down", "monitoring.fault_mover_failing")
 
 
 def test_faults_fire_and_clear_in_one_session(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -192,8 +196,13 @@ def test_faults_fire_and_clear_in_one_session(monkeypatch: pytest.MonkeyPatch) -
     cmds = remotes["gpu001"].commands + remotes["s3-01"].commands + remotes["oss02"].commands
     for pattern in ("systemctl stop seaweedfs-volume", "systemctl start seaweedfs-volume",
                     "head -c", "arp_ignore=0", "arp_ignore=1", "stop prometheus-node-exporter",
-                    "start prometheus-node-exporter"):
+                    "start prometheus-node-exporter", "nft add table inet kiln_fault",
+                    "nft delete table inet kiln_fault"):
         assert sum(pattern in c for c in cmds) == 1, pattern
+    # the mover fault runs on the first mover host: a stage pass that must fail, then one that must succeed
+    mover = [c for c in remotes["gpu001"].commands if "kiln_fault" in c]
+    assert mover[0].endswith("! systemctl restart kiln-datamover-stage@corpus")
+    assert mover[1].endswith("; systemctl restart kiln-datamover-stage@corpus")
     fill = next(c for c in remotes["gpu001"].commands if "head -c" in c)
     written = int(re.search(r"head -c (\d+)", fill).group(1))  # type: ignore[union-attr]
     assert written == int((32 << 20) * 0.85) - 4096  # half-way between warn 80 % and critical 90 %

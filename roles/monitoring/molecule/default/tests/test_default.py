@@ -54,6 +54,10 @@ def test_lustre_exporter_says_not_applicable_without_lustre(host):
 def test_kiln_health_reports_every_check(host):
     res = host.run("kiln-health --json")
     rows = {r["check"]: r for r in json.loads(res.stdout)}
-    assert set(rows) == {"health.gpu", "health.rdma", "health.lustre", "health.lnet", "health.clock", "health.nvme"}
+    assert set(rows) == {"health.gpu", "health.xid", "health.rdma", "health.lustre", "health.lnet", "health.clock",
+                         "health.nvme"}
+    assert rows["health.lustre"]["status"] == "not_applicable"
+    assert rows["health.lustre"]["detail"].startswith("lab stand-in")
     assert rows["health.gpu"]["status"] == "not_applicable" and rows["health.gpu"]["detail"]
-    assert json.loads(host.file("/etc/kiln/health.json").content_string)["host"] == "monitoring-instance"
+    written = json.loads(host.file("/etc/kiln/health.json").content_string)
+    assert written["host"] == "monitoring-instance" and written["stand_in"] is True
