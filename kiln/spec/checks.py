@@ -248,19 +248,21 @@ def _failover_pairs(spec: ClusterSpec) -> Iterator[SpecIssue]:
     lu = spec.lustre
     if lu.failover != "pairs":
         return
-    if lu.oss.nodes % 2:
+    if "oss" in lu.ha.tiers and lu.oss.nodes % 2:
         yield SpecIssue(
             "lustre.oss.nodes",
             lu.oss.nodes,
             "failover pairs need an even number of OSS nodes",
-            f"set lustre.oss.nodes to {lu.oss.nodes + 1} (or {lu.oss.nodes - 1}), or lustre.failover: none",
+            f"set lustre.oss.nodes to {lu.oss.nodes + 1} (or {lu.oss.nodes - 1}), leave oss out of lustre.ha.tiers, "
+            "or lustre.failover: none",
         )
-    if lu.mds.nodes % 2:
+    if "mds" in lu.ha.tiers and lu.mds.nodes % 2:
         yield SpecIssue(
             "lustre.mds.nodes",
             lu.mds.nodes,
             "failover pairs need an even number of MDS nodes",
-            f"set lustre.mds.nodes to {lu.mds.nodes + 1}, or lustre.failover: none",
+            f"set lustre.mds.nodes to {lu.mds.nodes + 1}, leave mds out of lustre.ha.tiers (MGS and MDTs without "
+            "failover), or lustre.failover: none",
         )
 
 

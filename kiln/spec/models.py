@@ -364,6 +364,20 @@ class Ha(Model):
 
     manager: Literal["pacemaker"] = Field(default="pacemaker", description="Cluster manager (Pacemaker/Corosync).")
     fencing: Fencing | None = Field(default=None, description="Fencing (STONITH); required with failover pairs.")
+    tiers: list[Literal["mds", "oss"]] = Field(
+        default_factory=lambda: ["mds", "oss"],
+        min_length=1,
+        max_length=2,
+        description="Server tiers that pair up with failover: pairs (default both). Leaving mds out keeps the MGS "
+        "and MDTs on single servers (the plan warns); the lab pairs its OSS only.",
+    )
+
+    @field_validator("tiers")
+    @classmethod
+    def _unique_tiers(cls, v: list[str]) -> list[str]:
+        if len(set(v)) != len(v):
+            raise ValueError("a tier is named twice; fix: list mds and oss at most once each")
+        return v
 
 
 class Mds(Model):

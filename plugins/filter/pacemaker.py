@@ -1,0 +1,162 @@
+"""Filters of the lustre_ha role: the pcs commands that build one failover pair's Pacemaker configuration.
+
+``pcs_commands(pair)`` returns one argv (without ``pcs -f <file>``) per command, in the order pcs must run them on
+a copy of the CIB whose resources and constraints were emptied (the role then pushes the copy with
+``pcs cluster cib-push <copy> diff-against=<original>``, so an unchanged configuration changes nothing). Syntax:
+pcs 0.11 ``pcs --help`` (pcs/usage.py): ``resource create``, ``stonith create``, ``constraint location ... prefers |
+avoids | rule``, ``constraint order``, ``constraint colocation add``, ``property set``, ``resource defaults update``.
+
+What it encodes:
+
+- fencing: one device per node that may only run on the partner; the device that targets the first node carries
+  ``pcmk_delay_base`` (Pacemaker 2.1.5 pacemaker-fenced metadata: "a static delay ... to avoid death matches"),
+  so in a split the first node fences first;
+- healthLNET (lustre-release lustre/conf/resource/healthLNET): ``ping_update()`` reads the carrier of one
+  ``device`` and scores the number of ``host_list`` NIDs answering ``lctl ping`` (``lctl_check()``); so one
+  instance per node and storage interface, pinned to its node, sets attribute ``lnet_<interface>``, and each
+  target is banned from a node where every one of the node's interfaces scores below the node's threshold;
+- an md array (ocf:heartbeat:mdraid: ``mdadm_conf``, ``md_dev``) or a zpool (ocf:heartbeat:ZFS: ``pool``) per
+  target, which the target runs with and after;
+- MGS, then MDTs, then OSTs (Optional orders: moving one target never stops another).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+_TIER_WORD = {0: "MGS", 1: "MDTs", 2: "OSTs"}
+
+
+def lnet_attribute(device: str) -> str:
+    """The node attribute healthLNET sets for a storage interface (its `name` parameter): lnet_<interface>."""
+    return "lnet_" + re.sub(r"[^A-Za-z0-9_]", "_", device)
+
+
+def lnet_rule(node: str, devices: list[str], threshold: int) -> list[str]:
+    """Rule words (pcs constraint location ... rule): true on `node` when every interface scores below threshold."""
+    words = ["#uname", "eq", node]
+    for dev in devices:
+        attr = lnet_attribute(dev)
+        words += ["and", "(", "not_defined", attr, "or", attr, "lt", "integer", str(threshold), ")"]
+    return words
+
+
+def _fencing(pair: dict[str, Any]) -> list[list[str]]:
+    fence = pair["fencing"]
+    if fence["agent"] == "none-lab":
+        return []
+    out = []
+    for node in pair["nodes"]:
+        argv = ["stonith", "create", f"fence-{node['name']}", fence["agent"], f"pcmk_host_list={node['name']}"]
+        if fence.get("address"):
+            argv.append("ip=" + fence["address"].replace("{host}", node["name"]))
+        if fence.get("username"):
+            argv += [f"username={fence['username']}", "password_script=cat /etc/kiln/fence-password"]
+        argv += [f"{k}={v}" for k, v in sorted((fence.get("options") or {}).items())]
+        if node.get("fence_delay_s"):
+            argv.append(f"pcmk_delay_base={node['fence_delay_s']}s")
+        argv += ["op", "monitor", "interval=60s"]
+        out.append(argv)
+        # A node never runs the device that fences it.
+        out.append(["constraint", "location", f"fence-{node['name']}", "avoids", node["name"]])
+    return out
+
+
+def _lnet(pair: dict[str, Any]) -> list[list[str]]:
+    timing = pair["timing"]
+    out = []
+    for check in pair["lnet_checks"]:
+        partner = next(n["name"] for n in pair["nodes"] if n["name"] != check["node"])
+        for dev in check["devices"]:
+            rid = f"lnet-{check['node']}-{re.sub(r'[^A-Za-z0-9_-]', '_', dev)}"
+            out.append([
+                "resource", "create", rid, "ocf:lustre:healthLNET", "lctl=true", "multiplier=1",
+                f"dampen={timing['lnet_dampen_s']}s", f"timeout={timing['lnet_ping_timeout_s']}",
+                f"device={dev}", f"name={lnet_attribute(dev)}", "host_list=" + " ".join(check["host_list"]),
+                "op", "monitor", f"interval={timing['lnet_monitor_s']}s", "timeout=60s",
+            ])
+            out.append(["constraint", "location", rid, "prefers", check["node"]])
+            out.append(["constraint", "location", rid, "avoids", partner])
+    return out
+
+
+def _storage(r: dict[str, Any], md_conf: str) -> list[list[str]]:
+    """The md array or pool under a target: created, colocated with it and started before it."""
+    if r.get("md_device"):
+        sub, argv = f"{r['name']}-md", ["ocf:heartbeat:mdraid", f"mdadm_conf={md_conf}", f"md_dev={r['md_device']}"]
+    elif r.get("zpool"):
+        sub, argv = f"{r['name']}-zpool", ["ocf:heartbeat:ZFS", f"pool={r['zpool']}", "importargs=-d /dev/disk/by-id"]
+    else:
+        return []
+    return [
+        ["resource", "create", sub, *argv, "op", "start", "timeout=120s", "op", "stop", "timeout=120s",
+         "op", "monitor", "interval=30s", "timeout=60s"],
+        ["constraint", "colocation", "add", r["name"], "with", sub, "INFINITY", f"id={r['name']}-with-storage"],
+        ["constraint", "order", "start", sub, "then", "start", r["name"], "kind=Mandatory",
+         f"id={r['name']}-after-storage"],
+    ]
+
+
+def _target(r: dict[str, Any], pair: dict[str, Any]) -> list[list[str]]:
+    params = [f"{k}={v}" for k, v in (r.get("params") or {}).items()]
+    out = [
+        ["resource", "create", r["name"], r["agent"], *params, "op", "start", "timeout=450s", "op", "stop",
+         "timeout=300s", "op", "monitor", "interval=20s", "timeout=300s"],
+        ["constraint", "location", r["name"], "prefers", f"{r['node']}=100"],
+    ]
+    for check in pair["lnet_checks"]:
+        out.append(["constraint", "location", r["name"], "rule", f"constraint-id={r['name']}-lnet-{check['node']}",
+                    "score=-INFINITY", *lnet_rule(check["node"], check["devices"], check["threshold"])])
+    return out
+
+
+def _orders(resources: list[dict[str, Any]]) -> list[list[str]]:
+    out = []
+    for r in resources:
+        for lower in resources:
+            if lower["tier"] < r["tier"]:
+                out.append(["constraint", "order", "start", lower["name"], "then", "start", r["name"],
+                            "kind=Optional", f"id={lower['name']}-before-{r['name']}"])
+    return out
+
+
+def pcs_commands(pair: dict[str, Any]) -> list[list[str]]:
+    """Every pcs command (argv after `pcs -f FILE`) of one pair's configuration.
+
+    `pair`: nodes [{name, fence_delay_s}], resources [{name, agent, tier, node, params, md_device, zpool}] (those
+    whose agents are installed), lnet_checks [{node, devices, host_list, threshold}] (empty without healthLNET),
+    fencing {agent, address, username, options}, timing {lnet_monitor_s, lnet_dampen_s, lnet_ping_timeout_s},
+    stickiness, md_conf.
+    """
+    stonith = "false" if pair["fencing"]["agent"] == "none-lab" else "true"
+    out = [
+        ["property", "set", f"stonith-enabled={stonith}", "no-quorum-policy=stop"],
+        # Stickiness above the preference (100): a target stays where it runs when its own server comes back.
+        ["resource", "defaults", "update", f"resource-stickiness={pair['stickiness']}"],
+        *_fencing(pair),
+        *_lnet(pair),
+    ]
+    resources = sorted(pair["resources"], key=lambda r: (r["tier"], r["name"]))
+    for r in resources:
+        out += _storage(r, pair["md_conf"]) + _target(r, pair)
+    return out + _orders(resources)
+
+
+def usable_resources(resources: list[dict[str, Any]], missing: list[str]) -> list[dict[str, Any]]:
+    """The resources whose agent is installed, and whose md array's (ocf:heartbeat:mdraid) or pool's
+    (ocf:heartbeat:ZFS) agent too: a target without the resource that brings up its storage cannot start."""
+    def usable(r: dict[str, Any]) -> bool:
+        needs = {r["agent"]}
+        if r.get("md_device"):
+            needs.add("ocf:heartbeat:mdraid")
+        if r.get("zpool"):
+            needs.add("ocf:heartbeat:ZFS")
+        return not needs & set(missing)
+
+    return [r for r in resources if usable(r)]
+
+
+class FilterModule:
+    def filters(self) -> dict[str, Any]:
+        return {"pcs_commands": pcs_commands, "usable_resources": usable_resources, "lnet_attribute": lnet_attribute}
