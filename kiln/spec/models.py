@@ -359,13 +359,17 @@ class Fencing(Model):
         return v
 
 
+def _both_tiers() -> list[Literal["mds", "oss"]]:
+    return ["mds", "oss"]
+
+
 class Ha(Model):
     """The HA manager that fails targets over between the servers of a pair."""
 
     manager: Literal["pacemaker"] = Field(default="pacemaker", description="Cluster manager (Pacemaker/Corosync).")
     fencing: Fencing | None = Field(default=None, description="Fencing (STONITH); required with failover pairs.")
     tiers: list[Literal["mds", "oss"]] = Field(
-        default_factory=lambda: ["mds", "oss"],
+        default_factory=_both_tiers,
         min_length=1,
         max_length=2,
         description="Server tiers that pair up with failover: pairs (default both). Leaving mds out keeps the MGS "
