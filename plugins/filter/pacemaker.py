@@ -14,7 +14,8 @@ What it encodes:
 - healthLNET (lustre-release lustre/conf/resource/healthLNET): ``ping_update()`` reads the carrier of one
   ``device`` and scores the number of ``host_list`` NIDs answering ``lctl ping`` (``lctl_check()``); so one
   instance per node and storage interface, pinned to its node, sets attribute ``lnet_<interface>``, and each
-  target is banned from a node where every one of the node's interfaces scores below the node's threshold;
+  target has one rule that bans it from a node where every one of that node's interfaces scores below the
+  node's threshold (one clause per node, joined with or);
 - an md array (ocf:heartbeat:mdraid: ``mdadm_conf``, ``md_dev``) or a zpool (ocf:heartbeat:ZFS: ``pool``) per
   target, which the target runs with and after;
 - MGS, then MDTs, then OSTs (Optional orders: moving one target never stops another).
@@ -25,7 +26,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
-_TIER_WORD = {0: "MGS", 1: "MDTs", 2: "OSTs"}
+# pcs 0.11 refuses an agent whose metadata <version> is not an OCF version it knows (1.0, 1.1) unless forced
+# (pcs/lib/resource_agent: "implements unsupported OCF version ... use --force to override"). Lustre's agents put
+# their own release there (lustre/conf/resource/Lustre: 1.0.1, healthLNET: 0.99.4), so their resources are
+# created with --force; their parameters are the ones those files declare.
+_FORCED_PROVIDERS = ("ocf:lustre:",)
+
+
+def _forced(agent: str) -> list[str]:
+    return ["--force"] if agent.startswith(_FORCED_PROVIDERS) else []
 
 
 def lnet_attribute(device: str) -> str:
@@ -74,7 +83,7 @@ def _lnet(pair: dict[str, Any]) -> list[list[str]]:
                 "resource", "create", rid, "ocf:lustre:healthLNET", "lctl=true", "multiplier=1",
                 f"dampen={timing['lnet_dampen_s']}s", f"timeout={timing['lnet_ping_timeout_s']}",
                 f"device={dev}", f"name={lnet_attribute(dev)}", "host_list=" + " ".join(check["host_list"]),
-                "op", "monitor", f"interval={timing['lnet_monitor_s']}s", "timeout=60s",
+                "op", "monitor", f"interval={timing['lnet_monitor_s']}s", "timeout=60s", "--force",
             ])
             out.append(["constraint", "location", rid, "prefers", check["node"]])
             out.append(["constraint", "location", rid, "avoids", partner])
@@ -102,12 +111,14 @@ def _target(r: dict[str, Any], pair: dict[str, Any]) -> list[list[str]]:
     params = [f"{k}={v}" for k, v in (r.get("params") or {}).items()]
     out = [
         ["resource", "create", r["name"], r["agent"], *params, "op", "start", "timeout=450s", "op", "stop",
-         "timeout=300s", "op", "monitor", "interval=20s", "timeout=300s"],
+         "timeout=300s", "op", "monitor", "interval=20s", "timeout=300s", *_forced(r["agent"])],
         ["constraint", "location", r["name"], "prefers", f"{r['node']}=100"],
     ]
-    for check in pair["lnet_checks"]:
-        out.append(["constraint", "location", r["name"], "rule", f"constraint-id={r['name']}-lnet-{check['node']}",
-                    "score=-INFINITY", *lnet_rule(check["node"], check["devices"], check["threshold"])])
+    clauses = [["(", *lnet_rule(c["node"], c["devices"], c["threshold"]), ")"] for c in pair["lnet_checks"]]
+    if clauses:
+        expr = [word for i, clause in enumerate(clauses) for word in (["or"] if i else []) + clause]
+        out.append(["constraint", "location", r["name"], "rule", f"constraint-id={r['name']}-lnet", "score=-INFINITY",
+                    *expr])
     return out
 
 

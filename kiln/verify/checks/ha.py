@@ -245,7 +245,7 @@ class LnetLoss(_Drill):
         finally:
             _links(ctx, victim, "up")
         timing = ctx.plan.ha.timing
-        window = 3 * (timing.lnet_monitor_s + timing.lnet_dampen_s)
+        window = 2 * (timing.lnet_monitor_s + timing.lnet_dampen_s)
         seen: list[Placement] = []
         end = time.monotonic() + window
         while time.monotonic() < end:

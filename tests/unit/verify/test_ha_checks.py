@@ -111,7 +111,7 @@ def test_partner_loss_measures_the_takeover_and_restores_the_pair(tmp_path: Path
 def test_lnet_loss_takes_the_link_down_and_up_and_moves_targets_back(tmp_path: Path) -> None:
     cluster = Cluster()
     ctx, remotes = drill_ctx(tmp_path, cluster)
-    # a short stability window (3 × (monitor + dampen) = 3 s) for a unit test
+    # a short stability window (2 × (monitor + dampen) = 2 s) for a unit test
     ha = replace(ctx.plan.ha, timing=replace(ctx.plan.ha.timing, lnet_monitor_s=0, lnet_dampen_s=1))
     ctx = Context(replace(ctx.plan, ha=ha), ctx.acceptance, ctx.inventory, ctx.remotes, ctx.options)
     sample = LnetLoss().measure(ctx, target("ha.lnet_loss"), Subject("pair", ("oss01", "oss02")), Rep(1, 1, False))

@@ -71,8 +71,9 @@ def test_lnet_check_runs_on_each_node_and_sets_its_attribute(ha1):
 
 def test_targets_are_banned_where_lnet_is_bad(ha1):
     cfg = ha1.check_output("cibadmin --query --scope constraints")
-    assert 'id="lab-OST0000-lnet-lustre_ha-a"' in cfg and 'score="-INFINITY"' in cfg
-    assert 'attribute="lnet_eth0" operation="lt"' in cfg and 'value="1"' in cfg
+    assert 'id="lab-OST0000-lnet"' in cfg and 'score="-INFINITY"' in cfg
+    assert 'attribute="#uname" value="lustre_ha-a"' in cfg and 'attribute="#uname" value="lustre_ha-b"' in cfg
+    assert 'operation="lt" attribute="lnet_eth0" type="integer" value="1"' in cfg
 
 
 def test_no_fence_device_without_fencing(ha1):
