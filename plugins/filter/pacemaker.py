@@ -150,7 +150,9 @@ def pcs_commands(pair: dict[str, Any]) -> list[list[str]]:
     ]
     resources = sorted(pair["resources"], key=lambda r: (r["tier"], r["name"]))
     for r in resources:
-        out += _storage(r, pair["md_conf"]) + _target(r, pair)
+        storage = _storage(r, pair["md_conf"])
+        # the array or pool, then the target, then the constraints that name both
+        out += storage[:1] + _target(r, pair)[:1] + storage[1:] + _target(r, pair)[1:]
     return out + _orders(resources)
 
 
