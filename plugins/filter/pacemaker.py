@@ -19,12 +19,23 @@ What it encodes:
 - an md array (ocf:heartbeat:mdraid: ``mdadm_conf``, ``md_dev``) or a zpool (ocf:heartbeat:ZFS: ``pool``) per
   target, which the target runs with and after;
 - MGS, then MDTs, then OSTs (Optional orders: moving one target never stops another).
+
+Where agents live: an agent ``ocf:<provider>:<type>`` is the executable ``/usr/lib/ocf/resource.d/<provider>/<type>``
+(the OCF resource agent API, "Installation"; ``ocf:lustre:*`` come with Lustre's lustre-resource-agents,
+``ocf:heartbeat:*`` with resource-agents); a fence agent ``stonith:<agent>`` is ``/usr/sbin/<agent>`` (fence-agents
+install their executables there; Pacemaker's pacemaker-fenced looks them up in that directory).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+from ansible.errors import AnsibleFilterError
+
+OCF_ROOT = "/usr/lib/ocf/resource.d"
+FENCE_ROOT = "/usr/sbin"
 
 # pcs 0.11 refuses an agent whose metadata <version> is not an OCF version it knows (1.0, 1.1) unless forced
 # (pcs/lib/resource_agent: "implements unsupported OCF version ... use --force to override"). Lustre's agents put
@@ -170,6 +181,35 @@ def usable_resources(resources: list[dict[str, Any]], missing: list[str]) -> lis
     return [r for r in resources if usable(r)]
 
 
+def ocf_agent_path(agent: str) -> str:
+    """``ocf:lustre:Lustre`` → ``/usr/lib/ocf/resource.d/lustre/Lustre``; ``stonith:fence_ipmilan`` →
+    ``/usr/sbin/fence_ipmilan``.
+
+    The name is split at its first two colons into class, provider and type (as ``IFS=: read -r class
+    provider type`` splits it); a name of another class gets a path where no agent is installed, so it is
+    reported missing rather than refused here.
+    """
+    parts = [*str(agent).split(":", 2), "", ""][:3]
+    if parts[0] == "stonith":
+        return f"{FENCE_ROOT}/{parts[1]}"
+    return f"{OCF_ROOT}/{parts[1]}/{parts[2]}"
+
+
+def ocf_agents_missing(agents: Sequence[str], paths: Mapping[str, Any]) -> list[str]:
+    """The agents whose file a host_probe (paths) found missing or not executable, in the order given."""
+    missing = []
+    for agent in agents:
+        answer = paths.get(ocf_agent_path(agent))
+        if not isinstance(answer, Mapping):
+            raise AnsibleFilterError(f"the probe did not look at {ocf_agent_path(agent)} (agent {agent})")
+        if not answer.get("executable"):
+            missing.append(agent)
+    return missing
+
+
 class FilterModule:
+    """Pacemaker: the pcs commands of a pair and where its agents live."""
+
     def filters(self) -> dict[str, Any]:
-        return {"pcs_commands": pcs_commands, "usable_resources": usable_resources, "lnet_attribute": lnet_attribute}
+        return {"pcs_commands": pcs_commands, "usable_resources": usable_resources, "lnet_attribute": lnet_attribute,
+                "ocf_agent_path": ocf_agent_path, "ocf_agents_missing": ocf_agents_missing}

@@ -1,32 +1,30 @@
 """The lustre_ha role's pcs commands (plugins/filter/pacemaker.py) for a prod-like pair: what a real cluster gets
 from `kiln inventory prod-h100` — the md arrays under ocf:heartbeat:mdraid (resource-agents 4.12 metadata:
 mdadm_conf and md_dev, both required), colocated with and started before their targets, a healthLNET per node and
-interface pinned to its node, location rules per node, fencing with one delayed device, tier ordering."""
+interface pinned to its node, location rules per node, fencing with one delayed device, tier ordering; and where
+the agents those commands name live."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
+import re
 from types import ModuleType
 from typing import Any
 
 import pytest
+from ansible.errors import AnsibleFilterError
+from kiln_filters import filter_plugin
 
 from kiln.plan import build_plan
 from kiln.render.inventory import render_inventory
 from kiln.spec import load_stack
 from kiln.yamlio import load_inventory
 
-PLUGIN = Path(__file__).resolve().parents[3] / "plugins" / "filter" / "pacemaker.py"
+F = filter_plugin("pacemaker")
 
 
 @pytest.fixture(scope="module")
 def pm() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("kiln_filter_pacemaker", PLUGIN)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return F
 
 
 def pair_of(stack: str, host: str) -> dict[str, Any]:
@@ -58,19 +56,20 @@ def test_each_md_array_is_a_mdraid_resource_under_its_target(prod: list[list[str
 
 def test_healthlnet_per_node_and_interface_with_its_own_nids(prod: list[list[str]]) -> None:
     lnet = [c for c in prod if c[:2] == ["resource", "create"] and c[3] == "ocf:lustre:healthLNET"]
-    assert [c[2] for c in lnet] == ["lnet-mds01-ib0", "lnet-mds01-ib1", "lnet-mds02-ib0", "lnet-mds02-ib1"]
+    assert [c[2] for c in lnet] == ["lnet-mds01-ibp65s0", "lnet-mds01-ibp193s0", "lnet-mds02-ibp65s0",
+                                     "lnet-mds02-ibp193s0"]
     first = lnet[0]
-    assert "device=ib0" in first and "name=lnet_ib0" in first and "lctl=true" in first
+    assert "device=ibp65s0" in first and "name=lnet_ibp65s0" in first and "lctl=true" in first
     hosts = next(a for a in first if a.startswith("host_list="))
     assert "@o2ib0" in hosts and len(hosts.split()) == 3
-    assert ["constraint", "location", "lnet-mds01-ib0", "avoids", "mds02"] in prod
+    assert ["constraint", "location", "lnet-mds01-ibp65s0", "avoids", "mds02"] in prod
 
 
 def test_a_target_is_banned_only_where_every_interface_is_below_the_threshold(prod: list[list[str]]) -> None:
     rule = next(c for c in prod if "constraint-id=MGS-lnet" in c)
     assert rule[:6] == ["constraint", "location", "MGS", "rule", "constraint-id=MGS-lnet", "score=-INFINITY"]
-    per_node = ["and", "(", "not_defined", "lnet_ib0", "or", "lnet_ib0", "lt", "integer", "2", ")",
-                "and", "(", "not_defined", "lnet_ib1", "or", "lnet_ib1", "lt", "integer", "2", ")"]
+    per_node = ["and", "(", "not_defined", "lnet_ibp65s0", "or", "lnet_ibp65s0", "lt", "integer", "2", ")",
+                "and", "(", "not_defined", "lnet_ibp193s0", "or", "lnet_ibp193s0", "lt", "integer", "2", ")"]
     assert rule[6:] == ["(", "#uname", "eq", "mds01", *per_node, ")", "or",
                         "(", "#uname", "eq", "mds02", *per_node, ")"]
 
@@ -103,3 +102,30 @@ def test_lab_pair_has_no_md_and_uses_the_lab_fence_agent(pm: ModuleType) -> None
     assert not any("ocf:heartbeat:mdraid" in c for c in cmds)
     fence = next(c for c in cmds if c[:3] == ["stonith", "create", "fence-oss01"])
     assert fence[3:6] == ["fence_kiln_lab", "pcmk_host_list=oss01", "ip=kiln-lab-oss01"]
+
+
+@pytest.mark.parametrize(("agent", "path"), [
+    ("ocf:lustre:Lustre", "/usr/lib/ocf/resource.d/lustre/Lustre"),
+    ("ocf:heartbeat:ZFS", "/usr/lib/ocf/resource.d/heartbeat/ZFS"),
+    # As `IFS=: read -r class provider type` splits it: the type keeps any further colon; a name of
+    # another class gets a path where nothing is installed (reported missing, not refused).
+    ("ocf:acme:a:b", "/usr/lib/ocf/resource.d/acme/a:b"),
+    ("stonith:fence_ipmilan", "/usr/sbin/fence_ipmilan"),
+])
+def test_agent_path(agent: str, path: str) -> None:
+    assert F.ocf_agent_path(agent) == path
+
+
+def test_missing_agents_in_the_order_given() -> None:
+    paths = {
+        "/usr/lib/ocf/resource.d/lustre/Lustre": {"exists": True, "executable": True},
+        "/usr/lib/ocf/resource.d/lustre/healthLNET": {"exists": True, "executable": False},
+        "/usr/lib/ocf/resource.d/heartbeat/ZFS": {"exists": False, "executable": False},
+    }
+    agents = ["ocf:lustre:Lustre", "ocf:lustre:healthLNET", "ocf:heartbeat:ZFS"]
+    assert F.ocf_agents_missing(agents, paths) == ["ocf:lustre:healthLNET", "ocf:heartbeat:ZFS"]
+
+
+def test_an_agent_the_probe_did_not_look_at_is_a_role_bug() -> None:
+    with pytest.raises(AnsibleFilterError, match=re.escape("did not look at /usr/lib/ocf/resource.d/lustre/Lustre")):
+        F.ocf_agents_missing(["ocf:lustre:Lustre"], {})

@@ -7,8 +7,6 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from verify_fakes import FakeRemote, context
-
 from kiln.plan import build_plan
 from kiln.plan.model import AcceptanceTarget
 from kiln.spec import load_stack
@@ -16,6 +14,7 @@ from kiln.verify.checks.check import Rep, Subject
 from kiln.verify.checks.context import Context
 from kiln.verify.checks.ha import LnetLoss, PartnerLoss, parse_crm_mon
 from kiln.verify.checks.options import Options
+from tests.unit.verify.verify_fakes import FakeRemote, context
 
 TARGETS = ("lab-OST0000", "lab-OST0001", "lab-OST0002", "lab-OST0003")
 HOME = {"lab-OST0000": "oss01", "lab-OST0001": "oss01", "lab-OST0002": "oss02", "lab-OST0003": "oss02"}
