@@ -262,6 +262,10 @@ def tuning_reference() -> str:
     lines += ["", "## protocol facts", "", "| name | value | why | source |", "|---|---|---|---|"]
     for name, p in t.protocol:
         lines.append(f"| `{name}` | `{p.value}` | {p.reason} | {p.source} |")
+    lines += ["", "## failover pairs (Pacemaker, Corosync, healthLNET)", "", "| name | value | why | source |",
+              "|---|---|---|---|"]
+    for name, p in t.ha:
+        lines.append(f"| `ha.{name}` | `{p.value}` | {' '.join(p.reason.split())} | {' '.join(p.source.split())} |")
     lines += ["", "## layout constants", "", "| name | value | why | source |", "|---|---|---|---|"]
     for name, lay in t.layouts:
         lines.append(f"| `{name}` | `{lay.value}` | {lay.reason} | {lay.source} |")

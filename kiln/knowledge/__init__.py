@@ -254,6 +254,18 @@ class Layouts(Entry):
     smallfile_stripes: Sourced[int]
 
 
+class HaTiming(Entry):
+    corosync_token_ms: Sourced[int]
+    corosync_consensus_factor: Sourced[float]
+    fence_delay_s: Sourced[int]
+    fence_action_s: Sourced[int]
+    lnet_monitor_s: Sourced[int]
+    lnet_dampen_s: Sourced[int]
+    lnet_ping_timeout_s: Sourced[int]
+    lnet_ping_hosts: Sourced[int]
+    resource_start_s: Sourced[int]
+
+
 class TuningFile(_File):
     lustre: dict[str, Rule]
     lnet: dict[str, Rule]
@@ -261,6 +273,7 @@ class TuningFile(_File):
     layouts: Layouts
     host: HostSettings
     protocol: Protocol
+    ha: HaTiming
 
 
 class SeaweedFs(Entry):
@@ -278,6 +291,7 @@ class ObjectStoreFile(_File):
 class HostPorts(Entry):
     ssh: Sourced[int]
     lnet_acceptor: Sourced[int]
+    corosync_knet: Sourced[int]
 
 
 class AcceptancePorts(Entry):

@@ -45,6 +45,16 @@ FAULT_TMPFS_MIB = 32  # the size of the lab's fault filesystem (monitoring.fault
 STEPS = ("prepare", "hosts", "inventory", "configure", "verify")
 # The lab's fast tier: a directory on each client host behind the mover's --mount-point (no Lustre kernel).
 LAB_FAST_TIER = "/srv/kiln-fast"
+# Failover pairs: the lab-only stand-ins (TEST DOUBLEs) of Lustre's OCF agents and of a BMC fence agent, copied into
+# the pair's server containers, and where those containers see the host's podman API (fence_kiln_lab).
+DOUBLES = Path(__file__).resolve().parent / "doubles"
+LAB_AGENTS = {
+    "/usr/lib/ocf/resource.d/lustre/Lustre": DOUBLES / "Lustre",
+    "/usr/lib/ocf/resource.d/lustre/healthLNET": DOUBLES / "healthLNET",
+    "/usr/sbin/fence_kiln_lab": DOUBLES / "fence_kiln_lab",
+}
+LAB_FENCE_AGENT = "fence_kiln_lab"
+API_DIR_IN_CONTAINER = "/var/lib/kiln-lab"
 
 # The lab's benchmark runs are short: its figures show that the suite measures for real, not what
 # hardware can do (docs/lab.md), and a warm `make lab` must stay within a few minutes. The stack's
@@ -58,6 +68,7 @@ VERIFY_OPTIONS = {
     "objectstore.warp.concurrent": "16",
     "dataflow.fast_tier": LAB_FAST_TIER,  # the datamover role's stand-in for the Lustre mount (lab_vars)
     "dataflow.shard_MiB": "32",  # about 250 MB per pass and a 34 MB model: the lab's lake is sized at 0.5 GB
+    "ha.drill": "true",  # the lab's pair is there to be failed over (kiln/verify/checks/ha.py)
 }
 
 
@@ -228,6 +239,15 @@ class Lab:
         for name, subnet in ((mgmt, self.plan.networks.management), (storage, self.plan.networks.storage)):
             made = podman.ensure_network(name, subnet, self.plan.stack)
             self.say("hosts", f"network {name} {subnet}: {'created' if made else 'exists'}")
+        if self.fences_containers():
+            try:
+                started = podman.api_service(self.api_dir / "podman.sock", self.state / "podman-api.pid")
+            except podman.PodmanError as exc:
+                raise LabError("hosts", str(exc)) from None
+            where = self.api_dir.relative_to(self.root)
+            self.say("hosts", f"podman API for the lab's fence agent at {where}/podman.sock: "
+                              f"{'started' if started else 'running'} (lab-only; the pair's servers can stop and "
+                              "start lab containers through it)")
         for h in self.plan.hosts:
             storage_ips = [n.address for n in h.nics if n.carries_storage and n.address]
             nets = [(mgmt, h.management_address)] + [(storage, ip) for ip in storage_ips[:1]]
@@ -246,6 +266,7 @@ class Lab:
                 labels={podman.LABEL: self.plan.stack, "io.kiln.role": h.role},
                 hosts=tuple((o.name, o.management_address) for o in self.plan.hosts if o.name != h.name),
                 tmpfs=self.fault_tmpfs(),
+                binds=self.api_binds(h.name),
             )
             try:
                 done = podman.ensure_container(host_spec)
@@ -256,6 +277,8 @@ class Lab:
                         raise
                     done = podman.recreate_container(host_spec)  # a stale container of an earlier run
                     state = podman.wait_for_systemd(host_spec.container)
+                if host_spec.binds:
+                    podman.copy_into(host_spec.container, LAB_AGENTS)
                 podman.authorize_key(host_spec.container, public_key)
                 known[h.management_address] = podman.ssh_host_key(host_spec.container)
             except podman.PodmanError as exc:
@@ -263,6 +286,21 @@ class Lab:
             self.say("hosts", f"{h.name} ({h.role}) {h.management_address}: {done}, systemd {state}, sshd up")
         self.write_ssh_files(known)
         self.say("hosts", f"SSH: key, known_hosts and config in {self.ssh_dir.relative_to(self.root)}")
+
+    @property
+    def api_dir(self) -> Path:
+        return self.state / "podman-api"
+
+    def fences_containers(self) -> bool:
+        """The stack's pairs are fenced by the lab's stand-in, which needs the host's podman API."""
+        fencing = self.plan.lustre.fencing
+        return bool(self.plan.ha.pairs) and fencing is not None and fencing.agent == LAB_FENCE_AGENT
+
+    def api_binds(self, host: str) -> tuple[tuple[str, str], ...]:
+        """A failover pair's servers see the podman API directory (the lab's fence agent); other hosts nothing."""
+        if not self.fences_containers() or self.plan.ha.pair_of(host) is None:
+            return ()
+        return ((str(self.api_dir), API_DIR_IN_CONTAINER),)
 
     def fault_tmpfs(self) -> tuple[tuple[str, int], ...]:
         """The small tmpfs every lab host gets at monitoring.fault_filesystem: the disk the disk-fill fault of
@@ -326,6 +364,8 @@ class Lab:
             "bench_tools_apt_cache_valid_time": 86400,
         }
         data.update(self.datamover_vars())
+        if self.fences_containers():
+            data["lustre_ha_install_fence_packages"] = False  # fence_kiln_lab is copied in by the hosts step
         path = self.state / "lab-vars.yml"
         _write_if_changed(path, "# Written by kiln lab: lab-only settings.\n" + yaml.safe_dump(data, sort_keys=True))
         return path
@@ -411,6 +451,8 @@ class Lab:
         ]
         for key, value in VERIFY_OPTIONS.items():
             cmd += ["--option", f"{key}={value}"]
+        # ha.partner_loss: a server "loses power" when its container is killed (then the partner fences it).
+        cmd += ["--option", f"ha.crash_command=podman kill --signal KILL {container_name(self.plan.stack, '{host}')}"]
         if self.stacks_dir is not None:
             cmd += ["--stacks-dir", str(self.stacks_dir)]
         if only:
@@ -469,6 +511,8 @@ class Lab:
         podman.remove("volume", vols)
         nets = podman.networks(self.plan.stack)
         podman.remove("network", nets)
+        if podman.stop_api_service(self.state / "podman-api.pid"):
+            self.say("down", "stopped the lab's podman API service")
         self.say("down", f"removed {len(vols)} volumes, {len(nets)} networks (state kept in .kiln/{self.plan.stack}/)")
 
     def status(self) -> dict[str, list[str]]:

@@ -91,6 +91,7 @@ class HostSpec:
     labels: dict[str, str]
     hosts: tuple[tuple[str, str], ...] = ()  # /etc/hosts entries: every lab host by name
     tmpfs: tuple[tuple[str, int], ...] = ()  # (mount point, size in MiB): small filesystems of the container's own
+    binds: tuple[tuple[str, str], ...] = ()  # (host directory, container directory): bind mounts (lab-only services)
 
 
 # /proc/sys is read-only in a podman container, so the roles could not apply even the sysctls a
@@ -122,8 +123,8 @@ def ensure_container(h: HostSpec) -> str:
     """Create and start a systemd container; start it if it exists but stopped. Returns what was done."""
     state = container_state(h.container)
     recreated = False
-    if state is not None and not _has_tmpfs(h):
-        # made by an older kiln without a tmpfs the stack now plans: remake it (the converge restores it)
+    if state is not None and not (_has_tmpfs(h) and _has_binds(h)):
+        # made by an older kiln without a tmpfs or bind mount the stack now plans: remake it (the converge restores it)
         _run(["rm", "-f", h.container])
         state, recreated = None, True
     if state == "running":
@@ -142,11 +143,13 @@ def ensure_container(h: HostSpec) -> str:
         args += ["-v", f"{vol}:{path}"]
     for path, mib in h.tmpfs:
         args += ["--tmpfs", f"{path}:rw,size={mib}m,mode=0755"]
+    for src, dst in h.binds:
+        args += ["-v", f"{src}:{dst}"]
     for k, v in h.labels.items():
         args += ["--label", f"{k}={v}"]
     args += [h.image, "/sbin/init"]
     _run(args)
-    return "recreated (new tmpfs mount)" if recreated else "created"
+    return "recreated (new mount)" if recreated else "created"
 
 
 def _has_tmpfs(h: HostSpec) -> bool:
@@ -159,6 +162,68 @@ def _has_tmpfs(h: HostSpec) -> bool:
     except ValueError:
         return False
     return all(path in have for path, _ in h.tmpfs)
+
+
+def _has_binds(h: HostSpec) -> bool:
+    """Whether an existing container was made with every bind mount of `h`."""
+    if not h.binds:
+        return True
+    proc = _run(["container", "inspect", h.container, "--format", "{{json .Mounts}}"], check=False)
+    try:
+        have = {m.get("Destination") for m in json.loads(proc.stdout or "null") or []}
+    except (ValueError, AttributeError):
+        return False
+    return all(dst in have for _, dst in h.binds)
+
+
+def copy_into(name: str, files: dict[str, Path]) -> None:
+    """Copy local files into a running container (destination path -> local file), executable."""
+    for dest, src in files.items():
+        _run(["exec", name, "mkdir", "-p", str(Path(dest).parent)])
+        _run(["cp", str(src), f"{name}:{dest}"])
+        _run(["exec", name, "chmod", "0755", dest])
+
+
+def api_service(socket_path: Path, pid_file: Path) -> bool:
+    """Start the host's podman REST API on a unix socket (lab-only: the lab's fence agent stand-in drives the
+    server containers through it), unless one answers there. True when started."""
+    if socket_path.exists() and _run(["--url", f"unix://{socket_path}", "version"], check=False).returncode == 0:
+        return False
+    podman = shutil.which("podman")
+    if podman is None:
+        raise PodmanError("podman is not installed; run scripts/host-prereqs.sh (make lab does)")
+    socket_path.parent.mkdir(parents=True, exist_ok=True)
+    socket_path.unlink(missing_ok=True)
+    proc = subprocess.Popen([podman, "system", "service", "--time=0", f"unix://{socket_path}"],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    pid_file.write_text(f"{proc.pid}\n")
+    deadline = time.monotonic() + 30
+    while not socket_path.exists():
+        if time.monotonic() > deadline or proc.poll() is not None:
+            raise PodmanError(f"podman system service did not open {socket_path} within 30 s")
+        time.sleep(0.2)
+    return True
+
+
+def stop_api_service(pid_file: Path) -> bool:
+    """Stop the API service api_service() started (by the pid it recorded). True when one was stopped."""
+    try:
+        pid = int(pid_file.read_text().strip())
+    except (OSError, ValueError):
+        return False
+    pid_file.unlink(missing_ok=True)
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    if b"service" not in cmdline or not any(arg.endswith(b"podman") for arg in cmdline[:1]):
+        return False  # the pid was reused by another process: not ours to stop
+    try:
+        os.kill(pid, 15)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def wait_for_systemd(name: str, timeout: float = 240) -> str:

@@ -19,6 +19,7 @@ import hashlib
 import json
 
 from kiln.plan.dataflow import build_dataflow
+from kiln.plan.ha import build_ha, ha_targets
 from kiln.plan.layouts import build_layouts
 from kiln.plan.mkfs import mkfs_issues
 from kiln.plan.model import PLAN_SCHEMA, AcceptanceTarget, LustreTarget, Plan, Sizing
@@ -129,16 +130,17 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
         spec=spec, hosts=hosts, targets=lustre_targets, tunables=tunables, objectstore=objectstore,
         demand_read_GBps=sizing.demand_read_GBps,
     )
+    ha, ha_issues = build_ha(spec, hosts, lustre_targets)
     found = [
         *tunable_issues, *layout_issues, *quota_issues, *mkfs_issues(spec, lustre_targets, mgs_nids),
-        *sizing_issues, *os_issues, *df_issues, *mon_issues,
+        *sizing_issues, *os_issues, *df_issues, *mon_issues, *ha_issues,
     ]
     errors = [i for i in found if i.severity == "error"]
     if errors:
         raise SpecError(source, errors)
     # The dataflow.* targets join the others: kiln verify runs those checks (kiln/verify/checks/dataflow.py).
     targets = (build_targets(spec, sizing) + tuple(monitoring_targets(monitoring))
-               + (dataflow.targets if dataflow is not None else ()))
+               + (dataflow.targets if dataflow is not None else ()) + tuple(ha_targets(ha)))
     digest = hashlib.sha256(json.dumps(spec.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:16]
     warnings = (plan_warnings(spec, sizing, lustre_targets) + tuple(i for i in found if i.severity != "error")
                 + tuple(waiver_issues(spec, targets)) + tuple(link_mtu_issues(spec)) + tuple(naming_warnings(spec)))
@@ -175,4 +177,5 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
         lustre=build_lustre(spec, lustre_targets),
         compute_pools=build_compute_pools(spec),
         kubernetes=build_kubernetes(spec),
+        ha=ha,
     )

@@ -458,6 +458,76 @@ class FencingPlan:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class HaLnetCheck:
+    """ocf:lustre:healthLNET on one server of a pair. ping_update() reads the carrier of one device, then counts the
+    NIDs of host_list that answer lctl ping (lctl_check()); one agent instance runs per device."""
+
+    devices: tuple[str, ...]  # the server's storage interfaces (LNet), one healthLNET instance each
+    host_list: tuple[str, ...]  # NIDs of hosts outside the pair: other servers, routers, then clients
+    threshold: int  # fewest answering NIDs for the node's LNet to count as good (a majority of host_list)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HaNode:
+    """One server of a failover pair."""
+
+    name: str
+    links: tuple[str, ...]  # Corosync knet link addresses, link 0 first: management, then storage where separate
+    lnet: HaLnetCheck | None  # None: no host outside the pair has a NID to ping
+    fence_delay_s: int  # pcmk_delay_base of the fence device that targets this node (0: none)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HaResource:
+    """One Lustre target under Pacemaker, with what must start before it on the same node."""
+
+    name: str  # the target name: the resource id
+    kind: TargetKind
+    tier: int  # 0 MGS, 1 MDT, 2 OST: start order
+    node: str  # preferred node (the target's primary server)
+    device: str
+    mount_point: str
+    md_device: str = ""  # ldiskfs on md RAID: the array (ocf:heartbeat:mdraid) assembled before the mount
+    md_members: tuple[str, ...] = ()  # its member drives (the md superblocks that name the array)
+    zpool: str = ""  # zfs: the pool (ocf:heartbeat:ZFS) imported before the mount
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HaPair:
+    cluster: str  # Corosync cluster name (at most 32 characters)
+    nodes: tuple[HaNode, ...]  # the two servers, sorted by name
+    resources: tuple[HaResource, ...]  # every target either server may run, MGS, MDTs, OSTs
+
+    def node(self, name: str) -> HaNode:
+        return next(n for n in self.nodes if n.name == name)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HaTimingPlan:
+    """The timing every pair runs with (kiln/knowledge/tuning.yaml `ha`) and the takeover bounds derived from it."""
+
+    token_ms: int
+    consensus_ms: int
+    fence_delay_s: int
+    lnet_monitor_s: int
+    lnet_dampen_s: int
+    lnet_ping_timeout_s: int
+    partner_loss_bound_s: float  # worst case over both nodes: detection + fence delay + fencing + starts
+    lnet_loss_bound_s: float  # a monitor interval + dampening + stop and start of the node's targets
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HaPlan:
+    """Failover pairs under Pacemaker (role lustre_ha); no pairs with failover none."""
+
+    pairs: tuple[HaPair, ...]
+    timing: HaTimingPlan
+
+    def pair_of(self, host: str) -> HaPair | None:
+        return next((p for p in self.pairs if any(n.name == host for n in p.nodes)), None)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LustrePlan:
     """Lustre settings the servers, their HA and the node health checks apply as the spec gives them."""
 
@@ -534,6 +604,7 @@ class Plan:
     lustre: LustrePlan
     compute_pools: tuple[ComputePoolPlan, ...]
     kubernetes: KubernetesPlan
+    ha: HaPlan  # failover pairs (kiln/plan/ha.py)
 
     def host(self, name: str) -> Host:
         for h in self.hosts:

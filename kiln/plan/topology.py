@@ -251,7 +251,7 @@ def build_hosts(spec: ClusterSpec) -> tuple[Host, ...]:
             if (role == "mds" or colocated) and i == 1 and lu.mgs.mode == "combined":
                 groups = (LUSTRE_MGS, *groups)
             partner = None
-            if pairs:
+            if pairs and role in lu.ha.tiers:
                 partner = names.name(i + 1 if i % 2 else i - 1)
             hosts.append(_server(name=names.name(i), role=role,  # type: ignore[arg-type]
                                  groups=groups, spec=spec, nics=nics, mgmt=mgmt, stor=stor, partner=partner))

@@ -12,6 +12,8 @@ kiln/knowledge/ports.yaml:
   storage addresses of that entry's receivers, which subscribe to its change events;
 - Lustre servers, clients and LNet routers on an LNet TCP network: the LNet acceptor port (988) from the
   storage network;
+- servers of a failover pair: Corosync's knet port (UDP) from the partner's link addresses (management and
+  storage), nothing else;
 - compute hosts: iperf3's port from the storage network (acceptance `network.iperf3` runs between them);
 - compute hosts: every TCP port from the other compute hosts (MPI launchers and NCCL bootstrap use
   ephemeral ports) and perftest's port from the management network (`fabric.ib_*_bw` exchange);
@@ -63,6 +65,7 @@ def firewall_rules(plan: Plan, h: Host) -> list[dict[str, Any]]:
     }
     if any(n.lnd == "tcp" for n in plan.lnet) and h.name in lustre and _storage_addresses(h):
         rules.append(_rule("lnet", "tcp", [ports.host.lnet_acceptor.value], storage, "LNet TCP (socklnd) acceptor"))
+    rules += _corosync_rules(plan, h)
     compute = plan.groups.get(COMPUTE, ())
     if h.name in compute and _storage_addresses(h):
         rules.append(_rule("iperf3", "tcp", [ports.acceptance.iperf3.value], storage, "acceptance network.iperf3"))
@@ -75,6 +78,16 @@ def firewall_rules(plan: Plan, h: Host) -> list[dict[str, Any]]:
                            "acceptance fabric.ib_*_bw exchange"))
     rules += _monitoring_rules(plan, h)
     return rules
+
+
+def _corosync_rules(plan: Plan, h: Host) -> list[dict[str, Any]]:
+    """A server of a failover pair: Corosync's knet links (UDP) from its partner's link addresses only."""
+    pair = plan.ha.pair_of(h.name)
+    if pair is None:
+        return []
+    partner = next(n for n in pair.nodes if n.name != h.name)
+    return [_rule("corosync", "udp", [knowledge.load().ports.host.corosync_knet.value],
+                  [f"{a}/32" for a in partner.links], f"Corosync knet links with the failover partner {partner.name}")]
 
 
 def _monitoring_rules(plan: Plan, h: Host) -> list[dict[str, Any]]:

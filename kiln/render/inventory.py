@@ -137,7 +137,9 @@ def _server_host_vars(plan: Plan, h: Host) -> dict[str, Any]:
         out["lustre_server_params_local"] = local
     if h.failover_partner:
         out["kiln_failover_partner"] = h.failover_partner
-        out.update(_ha_vars(plan, h, [*targets, *standby]))
+        # Pacemaker owns the mounts of a failover pair (role lustre_ha): units written, not started at boot.
+        out["lustre_server_manage_mounts"] = False
+        out.update(_ha_vars(plan, h))
     return out
 
 
@@ -191,31 +193,34 @@ def _target(plan: Plan, t: LustreTarget) -> dict[str, Any]:
     }
 
 
-_TIER = {"mgt": 0, "mdt": 1, "ost": 2}
-
-
-def _ha_vars(plan: Plan, h: Host, targets: list[LustreTarget]) -> dict[str, Any]:
-    """lustre_ha role input for one server of a failover pair."""
-    by_name = {x.name: x for x in plan.hosts}
-    partner = by_name[h.failover_partner] if h.failover_partner else h
-    pair = sorted([h, partner], key=lambda x: x.name)
+def _ha_vars(plan: Plan, h: Host) -> dict[str, Any]:
+    """lustre_ha role input for one server of a failover pair: the pair as the plan has it (kiln/plan/ha.py)."""
+    pair = plan.ha.pair_of(h.name)
+    if pair is None:
+        return {}
     return {
-        "lustre_ha_cluster_name": f"{plan.fsname}-{pair[0].name}-{pair[1].name}"[:32],
-        "lustre_ha_nodes": [{"name": x.name, "address": x.management_address} for x in pair],
+        "lustre_ha_cluster_name": pair.cluster,
+        "lustre_ha_nodes": [
+            {"name": n.name, "address": n.links[0], "links": list(n.links), "fence_delay_s": n.fence_delay_s}
+            for n in pair.nodes
+        ],
         "lustre_ha_resources": [
             {
-                "name": t.name,
+                "name": r.name,
                 "agent": "ocf:lustre:Lustre",
-                "tier": _TIER[t.kind],
-                "node": t.host,
-                "params": {"target": t.device, "mountpoint": t.mount_point},
-                # zfs: the target's pool, imported by ocf:heartbeat:ZFS (with -o cachefile=none) before the mount.
-                "zpool": t.device.split("/", 1)[0] if t.vdevs or not t.device.startswith("/") else "",
+                "tier": r.tier,
+                "node": r.node,
+                "params": {"target": r.device, "mountpoint": r.mount_point},
+                "md_device": r.md_device,
+                "zpool": r.zpool,
             }
-            for t in sorted(targets, key=lambda t: (_TIER[t.kind], t.index))
+            for r in pair.resources
         ],
-        # healthLNET pings the partner's NIDs with lctl ping.
-        "lustre_ha_lnet_check": {"host_list": list(partner.nids), "lctl": True},
+        "lustre_ha_lnet_checks": [
+            {"node": n.name, "devices": list(n.lnet.devices), "host_list": list(n.lnet.host_list),
+             "threshold": n.lnet.threshold}
+            for n in pair.nodes if n.lnet is not None
+        ],
     }
 
 
@@ -360,8 +365,11 @@ def _lustre_server_vars(plan: Plan) -> dict[str, Any]:
         ],
     }
     if plan.lustre.failover == "pairs":
-        # Pacemaker owns the mounts of a failover pair (role lustre_ha): units written, not started at boot.
-        out["lustre_server_manage_mounts"] = False
+        t = plan.ha.timing
+        out["lustre_ha_timing"] = {
+            "token_ms": t.token_ms, "lnet_monitor_s": t.lnet_monitor_s, "lnet_dampen_s": t.lnet_dampen_s,
+            "lnet_ping_timeout_s": t.lnet_ping_timeout_s,
+        }
         fencing = plan.lustre.fencing
         if fencing is not None:
             out["lustre_ha_fencing"] = {

@@ -259,19 +259,21 @@ def _failover_pairs(spec: ClusterSpec) -> Iterator[SpecIssue]:
     lu = spec.lustre
     if lu.failover != "pairs":
         return
-    if lu.oss.nodes % 2:
+    if "oss" in lu.ha.tiers and lu.oss.nodes % 2:
         yield SpecIssue(
             "lustre.oss.nodes",
             lu.oss.nodes,
             "failover pairs need an even number of OSS nodes",
-            f"set lustre.oss.nodes to {lu.oss.nodes + 1} (or {lu.oss.nodes - 1}), or lustre.failover: none",
+            f"set lustre.oss.nodes to {lu.oss.nodes + 1} (or {lu.oss.nodes - 1}), leave oss out of lustre.ha.tiers, "
+            "or lustre.failover: none",
         )
-    if lu.mds.nodes % 2:
+    if "mds" in lu.ha.tiers and lu.mds.nodes % 2:
         yield SpecIssue(
             "lustre.mds.nodes",
             lu.mds.nodes,
             "failover pairs need an even number of MDS nodes",
-            f"set lustre.mds.nodes to {lu.mds.nodes + 1}, or lustre.failover: none",
+            f"set lustre.mds.nodes to {lu.mds.nodes + 1}, leave mds out of lustre.ha.tiers (MGS and MDTs without "
+            "failover), or lustre.failover: none",
         )
 
 
@@ -281,19 +283,23 @@ def mgt_attachment(spec: ClusterSpec) -> str:
 
 
 def _shared_storage(spec: ClusterSpec) -> Iterator[SpecIssue]:
-    """Failover pairs need drives both servers of a pair reach: a target on drives inside one server cannot move."""
+    """Failover pairs need drives both servers of a pair reach: a target on drives inside one server cannot move.
+    Only the tiers that pair up (lustre.ha.tiers) are asked: an MDS left out of the pairs keeps internal drives."""
     lu = spec.lustre
     if lu.failover != "pairs":
         return
-    kinds: list[tuple[str, str, str]] = [("lustre.oss.osts.attachment", lu.oss.osts.attachment, "OSTs"),
-             ("lustre.mds.mdts.attachment", lu.mds.mdts.attachment, "MDTs")]
-    if lu.mgs.mode == "combined":  # a standalone MGS has no partner
-        kinds.append(("lustre.mgs.attachment", mgt_attachment(spec), "MGT"))
-    for path, attachment, what in kinds:
+    kinds: list[tuple[str, str, str]] = []
+    if "oss" in lu.ha.tiers:
+        kinds.append(("lustre.oss.osts.attachment", lu.oss.osts.attachment, "OSTs'"))
+    if "mds" in lu.ha.tiers:
+        kinds.append(("lustre.mds.mdts.attachment", lu.mds.mdts.attachment, "MDTs'"))
+        if lu.mgs.mode == "combined":  # a standalone MGS has no partner
+            kinds.append(("lustre.mgs.attachment", mgt_attachment(spec), "MGT's"))
+    for path, attachment, whose in kinds:
         if attachment == "internal":
             yield SpecIssue(
                 path, attachment,
-                f"failover pairs need the {what}' drives reachable from both servers of a pair; drives inside one "
+                f"failover pairs need the {whose} drives reachable from both servers of a pair; drives inside one "
                 "server cannot fail over, so the partner could never mount them",
                 "describe shared storage (shared-enclosure: dual-ported drives cabled to both servers; san; "
                 "nvmeof), or set lustre.failover: none",

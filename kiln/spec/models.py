@@ -420,11 +420,29 @@ class Fencing(Model):
         return v
 
 
+def _both_tiers() -> list[Literal["mds", "oss"]]:
+    return ["mds", "oss"]
+
+
 class Ha(Model):
     """The HA manager that fails targets over between the servers of a pair."""
 
     manager: Literal["pacemaker"] = Field(default="pacemaker", description="Cluster manager (Pacemaker/Corosync).")
     fencing: Fencing | None = Field(default=None, description="Fencing (STONITH); required with failover pairs.")
+    tiers: list[Literal["mds", "oss"]] = Field(
+        default_factory=_both_tiers,
+        min_length=1,
+        max_length=2,
+        description="Server tiers that pair up with failover: pairs (default both). Leaving mds out keeps the MGS "
+        "and MDTs on single servers (the plan warns); the lab pairs its OSS only.",
+    )
+
+    @field_validator("tiers")
+    @classmethod
+    def _unique_tiers(cls, v: list[str]) -> list[str]:
+        if len(set(v)) != len(v):
+            raise ValueError("a tier is named twice; fix: list mds and oss at most once each")
+        return v
 
 
 class Mds(Model):

@@ -599,8 +599,16 @@ def md_problems(level: str, members: list[str], chunk_KiB: int) -> list[str]:
 
 
 def build_mdadm_create_command(mdadm: str, device: str, level: str, members: list[str], chunk_KiB: int) -> list[str]:
-    """argv for ``mdadm --create`` of a target's array (metadata 1.2; no chunk for raid1)."""
-    cmd = [mdadm, "--create", device, "--run", "--metadata=1.2", f"--level={level}", f"--raid-devices={len(members)}"]
+    """argv for ``mdadm --create`` of a target's array (metadata 1.2; no chunk for raid1).
+
+    The array is named after its device (``--name``) with no homehost (``--homehost=<none>``): mdadm records
+    ``<homehost>:<name>`` in a 1.x superblock by default, and a host whose name differs treats the array as foreign
+    and assembles it under another name (``/dev/md/<name>_0``; mdadm.conf(5) HOMEHOST, mdadm(8) --homehost), so the
+    failover partner would not find it where the plan and ocf:heartbeat:mdraid's md_dev say.
+    """
+    name = device.rstrip("/").rsplit("/", 1)[-1]
+    cmd = [mdadm, "--create", device, "--run", "--metadata=1.2", "--homehost=<none>", f"--name={name}",
+           f"--level={level}", f"--raid-devices={len(members)}"]
     if chunk_KiB and level != "raid1":
         cmd.append(f"--chunk={chunk_KiB}")
     return [*cmd, *members]

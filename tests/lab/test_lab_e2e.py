@@ -126,6 +126,20 @@ def assert_monitoring(report: dict[str, Any]) -> None:
     assert row["verdict"] == "PASS", row["message"]
 
 
+def assert_failover(report: dict[str, Any]) -> None:
+    """The lab's pair (oss01/oss02, real Corosync, Pacemaker and pcs; stand-in agents and a container-killing
+    fence agent) passed the three drills within the plan's bounds, each a real measurement."""
+    (row,) = results(report, "ha.fencing")
+    assert row["verdict"] == "PASS", (row["message"], row["details"])
+    for check in ("ha.partner_loss", "ha.lnet_loss"):
+        (row,) = results(report, check)
+        assert row["verdict"] == "PASS", (check, row["message"], row["details"])
+        m = row["measured"]
+        assert m["n"] == 1 and 0 < m["median"] <= row["target"]["fail"], (check, m)
+    (row,) = results(report, "ha.lnet_loss")
+    assert any("no target moved" in d for d in row["details"]), row["details"]
+
+
 def test_lab_up_verify_rerun_down() -> None:
     first = kiln("lab", "up")
     assert first.returncode == 0, "kiln lab up failed"
@@ -135,6 +149,7 @@ def test_lab_up_verify_rerun_down() -> None:
     assert report["stack"] == "lab"
     assert_real_figures(report)
     assert_monitoring(report)
+    assert_failover(report)
 
     # The second pass proves the converge is idempotent and that verify re-runs; the measurements were judged
     # above, so it re-runs only the quick conformance and security checks (CI time).

@@ -8,6 +8,7 @@ from kiln.verify.checks import (
     dataflow_models,
     fabric,
     gpu,
+    ha,
     monitoring,
     network,
     objectstore,
@@ -17,6 +18,6 @@ from kiln.verify.checks import (
 from kiln.verify.checks.check import REGISTRY
 
 __all__ = [
-    "REGISTRY", "conformance", "dataflow", "dataflow_models", "fabric", "gpu", "monitoring", "network", "objectstore",
-    "security", "storage",
+    "REGISTRY", "conformance", "dataflow", "dataflow_models", "fabric", "gpu", "ha", "monitoring", "network",
+    "objectstore", "security", "storage",
 ]

@@ -43,6 +43,13 @@ CALLS = {
     "ocf_agents_missing": ("{{ ['ocf:lustre:Lustre'] | kiln.cluster.ocf_agents_missing("
                            "{'/usr/lib/ocf/resource.d/lustre/Lustre': {'executable': false}}) }}",
                            ["ocf:lustre:Lustre"]),
+    "lnet_attribute": ("{{ 'ibp65s0' | kiln.cluster.lnet_attribute }}", "lnet_ibp65s0"),
+    "usable_resources": ("{{ [{'name': 'OST0', 'agent': 'ocf:lustre:Lustre', 'md_device': '/dev/md/o0'}]"
+                         " | kiln.cluster.usable_resources(['ocf:heartbeat:mdraid']) }}", []),
+    "pcs_commands": ("{{ {'nodes': [], 'resources': [], 'lnet_checks': [], 'fencing': {'agent': 'none-lab'},"
+                     " 'timing': {}, 'stickiness': 200, 'md_conf': '/etc/kiln/mdadm-lustre.conf'}"
+                     " | kiln.cluster.pcs_commands | first }}",
+                     ["property", "set", "stonith-enabled=false", "no-quorum-policy=stop"]),
 }
 
 

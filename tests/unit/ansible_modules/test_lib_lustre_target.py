@@ -508,7 +508,7 @@ def test_md_create_arguments() -> None:
     assert "absolute device paths: sdb" in kl.md_problems("raid1", ["/dev/a", "sdb"], 0)[0]
     assert kl.md_problems("raid1", ["/dev/a", "/dev/a"], 0) == ["md members are listed more than once"]
     assert kl.build_mdadm_create_command("mdadm", "/dev/md/lab-ost0003", "raid6", members, 128) == [
-        "mdadm", "--create", "/dev/md/lab-ost0003", "--run", "--metadata=1.2", "--level=raid6", "--raid-devices=4",
-        "--chunk=128", *members,
+        "mdadm", "--create", "/dev/md/lab-ost0003", "--run", "--metadata=1.2", "--homehost=<none>",
+        "--name=lab-ost0003", "--level=raid6", "--raid-devices=4", "--chunk=128", *members,
     ]  # fmt: skip
     assert "--chunk=128" not in kl.build_mdadm_create_command("mdadm", "/dev/md0", "raid1", members[:2], 128)

@@ -532,8 +532,8 @@ def test_md_array_created_from_blank_members_then_formatted(
 
     assert run_module("lustre_target", args)["changed"] is True
     assert doubles.calls("mdadm") == [[
-        "--create", str(device), "--run", "--metadata=1.2", "--level=raid6", "--raid-devices=4", "--chunk=128",
-        *members,
+        "--create", str(device), "--run", "--metadata=1.2", "--homehost=<none>", f"--name={device.name}",
+        "--level=raid6", "--raid-devices=4", "--chunk=128", *members,
     ]]  # fmt: skip
     assert doubles.calls("mkfs.lustre")[0][-1] == str(device)
     assert run_module("lustre_target", args)["changed"] is False

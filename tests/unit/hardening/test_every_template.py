@@ -23,6 +23,7 @@ and checked at the end of this module.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import shutil
@@ -80,7 +81,7 @@ NO_SPEC_VALUES: dict[str, str] = {
 #: The host whose variables render each role's templates (a host the role's play runs on).
 ROLE_HOST = {
     "bench_tools": "gpu001", "common": "gpu001", "firewall": "gpu001", "gpu": "gpu001", "lnet": "gpu001",
-    "datamover": "gpu001", "lustre_client": "gpu001", "lustre_ha": "mds01", "lustre_server": "mds01",
+    "datamover": "gpu001", "lustre_client": "gpu001", "lustre_ha": "oss01", "lustre_server": "mds01",
     "monitoring": "gpu001",
     "nccl": "gpu001", "objectstore": "s3-01", "rdma": "gpu001",
 }
@@ -117,6 +118,29 @@ def _lustre_server(v: dict[str, Any]) -> dict[str, Any]:
             "__lustre_server_unit_of": {t["name"]: _unit_name(t["mount_point"]) for t in own + standby}}
 
 
+def _lustre_ha(v: dict[str, Any]) -> dict[str, Any]:
+    """tasks/resources.yml: the pair (no agent missing) and its commands from plugins/filter/pacemaker.py."""
+    spec = importlib.util.spec_from_file_location("kiln_filter_pacemaker", ROOT / "plugins" / "filter" / "pacemaker.py")
+    assert spec is not None and spec.loader is not None
+    pacemaker = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(pacemaker)
+    templar = Templar(loader=DataLoader(), variables=v)
+    pair = {key: templar.template(v[var]) for key, var in (
+        ("nodes", "lustre_ha_nodes"), ("resources", "lustre_ha_resources"), ("lnet_checks", "lustre_ha_lnet_checks"),
+        ("fencing", "lustre_ha_fencing"), ("timing", "lustre_ha_timing"), ("stickiness", "lustre_ha_stickiness"),
+        ("md_conf", "lustre_ha_md_conf"))}
+    return {"__lustre_ha_pair": pair, "__lustre_ha_commands": pacemaker.pcs_commands(pair)}
+
+
+def _lustre_server_md(v: dict[str, Any]) -> dict[str, Any]:
+    """tasks/main.yml picks the md targets of the host and its partner; tasks/md.yml reads their UUIDs."""
+    shared = [t for t in v["lustre_server_targets"] + (v.get("lustre_server_standby_targets") or [])
+              if t.get("protection") in ("raid1", "raid5", "raid6", "raid10")
+              and str(t["device"]).startswith("/dev/md/")]
+    uuids = {t["device"]: f"0a1b2c3d:4e5f6071:8293a4b5:c6d7e8f{i}" for i, t in enumerate(shared)}
+    return {"__lustre_server_md_shared": shared, "__lustre_server_md_uuids": uuids}
+
+
 #: Test doubles of the facts each template's task has set by the time it runs (roles/<role>/tasks).
 FACTS: dict[str, Facts] = {
     # tasks/state.yml: package → installed version, read from dpkg on the host; ior and mdtest built (the
@@ -138,8 +162,10 @@ FACTS: dict[str, Facts] = {
         "item": v["lustre_client_mounts"][0],
         "__lustre_client_sources": {m["mount_point"]: ":".join(",".join(n) for n in m["mgs_nids"]) + ":/" + m["fsname"]
                                     for m in v["lustre_client_mounts"]}},
-    # tasks/resources.yml: resource agents found missing on the host (none).
-    "roles/lustre_ha/templates/lustre-ha.crm.j2": lambda v: {"__lustre_ha_missing_agents": []},
+    # tasks/resources.yml: every agent installed; the pair turned into pcs commands by the role's filter.
+    "roles/lustre_ha/templates/lustre-ha.pcs.sh.j2": _lustre_ha,
+    # tasks/md.yml: the shared md arrays of the host and its partner, each with the UUID its superblock holds.
+    "roles/lustre_server/templates/mdadm-lustre.conf.j2": _lustre_server_md,
     # tasks/units.yml loops over this host's targets.
     "roles/lustre_server/templates/lustre-target.mount.j2": _lustre_server,
     "roles/lustre_server/templates/kiln-lustre-server.target.j2": _lustre_server,
@@ -157,8 +183,8 @@ FACTS: dict[str, Facts] = {
 
 #: Inventory keys whose values are closed vocabularies (pydantic Literal fields, plan enums): the spec cannot
 #: carry anything else there, so they keep their real values.
-CLOSED = {"kind", "role", "backend", "kiln_fabric", "rdma_fabric", "lustre_server_backend", "objectstore_backend",
-          "common_cpu_governor", "common_transparent_hugepages", "ansible_host", "ansible_user",
+CLOSED = {"kind", "role", "backend", "protection", "kiln_fabric", "rdma_fabric", "lustre_server_backend",
+          "objectstore_backend", "common_cpu_governor", "common_transparent_hugepages", "ansible_host", "ansible_user",
           # inventory host names (generated from Name-typed pool names): what hostvars is indexed by
           "objectstore_masters", "objectstore_hosts", "monitoring_hosts", "failover_host", "kiln_failover_partner"}
 

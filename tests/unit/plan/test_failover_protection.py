@@ -130,8 +130,10 @@ def test_inventory_gives_the_partner_standby_units_and_pacemaker_resources() -> 
     assert resources["prod-OST0008"]["params"]["target"] == "/dev/md/prod-ost0008"
     mds01 = load_inventory(files["host_vars/mds01.yml"])
     assert [r["tier"] for r in mds01["lustre_ha_resources"]] == [0, 1, 1]  # MGS, then MDTs
+    assert oss01["lustre_server_manage_mounts"] is False and mds01["lustre_server_manage_mounts"] is False
+    assert resources["prod-OST0008"]["md_device"] == "/dev/md/prod-ost0008"
     servers = load_inventory(files["group_vars/kiln_lustre_servers.yml"])
-    assert servers["lustre_server_manage_mounts"] is False
+    assert "lustre_server_manage_mounts" not in servers
     fencing = servers["lustre_ha_fencing"]
     assert fencing["agent"] == "fence_ipmilan" and fencing["password_env"] == "KILN_FENCE_PASSWORD"
     assert "password" not in fencing

@@ -80,3 +80,13 @@ def test_uplinks_not_fitting_the_attachment_are_refused(stack: Any, attachment: 
     data["lustre"]["oss"]["osts"]["attachment"] = attachment
     data["lustre"]["oss"]["uplink"] = {**uplink, "source": "test"}
     assert [p for p, _, _ in _issues(data)] == ["lustre.oss.uplink"]
+
+
+def test_only_the_tiers_that_pair_up_need_shared_drives(stack: Any) -> None:
+    data = stack("prod-h100")
+    data["lustre"]["ha"]["tiers"] = ["oss"]  # the MDS stays single: its drives may be internal
+    data["lustre"]["mds"]["mdts"]["attachment"] = "internal"
+    validate(data, "test")
+    data["lustre"]["oss"]["osts"]["attachment"] = "internal"
+    del data["lustre"]["oss"]["uplink"]
+    assert [p for p, _, _ in _issues(data)] == ["lustre.oss.osts.attachment"]

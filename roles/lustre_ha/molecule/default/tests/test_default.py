@@ -1,5 +1,6 @@
-"""Failover of a resource between the two nodes of a pair: real Corosync, Pacemaker and the real
-ocf:heartbeat:Dummy agent (standing in for ocf:lustre:Lustre, which needs a Lustre server)."""
+"""Failover of a resource between the two nodes of a pair: real Corosync, Pacemaker and pcs, the real
+ocf:heartbeat:Dummy agent (standing in for ocf:lustre:Lustre, which needs a Lustre server) and the lab's
+healthLNET stand-in (a TEST DOUBLE of Lustre's agent, kiln/lab/doubles/healthLNET)."""
 
 import time
 
@@ -50,6 +51,34 @@ def test_stonith_disabled_only_because_lab(ha1):
 def test_resources_start_on_preferred_nodes(ha1):
     wait_running_on(ha1, "lab-OST0000", "lustre_ha-a")
     wait_running_on(ha1, "lab-MDT0000", "lustre_ha-b")
+
+
+def test_pcsd_is_off(ha1):
+    assert not ha1.service("pcsd").is_running and not ha1.service("pcsd").is_enabled
+
+
+def test_lnet_check_runs_on_each_node_and_sets_its_attribute(ha1):
+    deadline = time.monotonic() + TIMEOUT_S
+    seen = {}
+    while time.monotonic() < deadline:
+        seen = {n: ha1.run(f"attrd_updater --query --name lnet_eth0 --node {n}").stdout for n in ("lustre_ha-a", "lustre_ha-b")}
+        if all('value="1"' in v for v in seen.values()):
+            break
+        time.sleep(2)
+    assert all('value="1"' in v for v in seen.values()), seen
+    assert locate(ha1, "lnet-lustre_ha-a-eth0").endswith("is running on: lustre_ha-a")
+
+
+def test_targets_are_banned_where_lnet_is_bad(ha1):
+    cfg = ha1.check_output("cibadmin --query --scope constraints")
+    assert 'id="lab-OST0000-lnet"' in cfg and 'score="-INFINITY"' in cfg
+    assert 'attribute="#uname" value="lustre_ha-a"' in cfg and 'attribute="#uname" value="lustre_ha-b"' in cfg
+    assert 'operation="lt" attribute="lnet_eth0" type="integer" value="1"' in cfg
+
+
+def test_no_fence_device_without_fencing(ha1):
+    # none-lab: no fence devices at all (the lab stack's pair has real ones, see kiln verify's ha.fencing)
+    assert "stonith" not in ha1.check_output("cibadmin --query --scope resources")
 
 
 def test_ordering_mdt_before_ost(ha1):
