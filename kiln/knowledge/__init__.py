@@ -61,11 +61,17 @@ class _Named(Entry):
 
 
 class GpuModel(_Named):
+    """A GPU and its own acceptance figures: `figures_source` names where they were measured or gated, on this GPU."""
+
     memory_GB: Number = Field(gt=0)
     pcie_gen: int = Field(ge=3, le=6)
     nvswitch: bool
     nvlink_GBps: Number = Field(ge=0)
     nccl_intra_busbw_GBps: Number = Field(gt=0)
+    nccl_intra_gate_GBps: Number | None = Field(gt=0)
+    h2d_GBps: Number | None = Field(gt=0)
+    h2d_gate_GBps: Number | None = Field(gt=0)
+    figures_source: Words
 
 
 class NicModel(_Named):
@@ -117,6 +123,26 @@ class HardwareFile(_File):
     def _names(cls, data: Any) -> Any:
         return _name_entries(data, "gpus", "nics", "nvme")
 
+    @model_validator(mode="after")
+    def _own_figures(self) -> HardwareFile:
+        """Every GPU's acceptance figures are its own: refuse one whose figures_source borrows another's."""
+        for name, g in self.gpus.items():
+            if borrowed := borrowed_figures(name, g.figures_source, self.gpus):
+                raise ValueError(f"gpus.{name}.figures_source: {borrowed}; give figures measured on {name}")
+        return self
+
+
+def borrowed_figures(name: str, figures_source: str, gpus: dict[str, GpuModel]) -> str:
+    """Why `figures_source` of GPU `name` borrows another GPU's figures ("" when it does not): it names another
+    catalog GPU or says "as for", or it is word for word another GPU's figures_source."""
+    text = " ".join(figures_source.lower().split())
+    others = [n for n in gpus if n != name]
+    named = [n for n in others if n in text]
+    if named or "as for" in text:
+        return f"it refers to another GPU's figures ({', '.join(named) or 'as for'})"
+    same = [n for n in others if " ".join(gpus[n].figures_source.lower().split()) == text]
+    return f"it is the figures_source of {', '.join(same)}" if same else ""
+
 
 class EfficiencyFile(_File):
     factors: dict[str, Sourced[float]]
@@ -165,7 +191,6 @@ class WorkloadFile(_File):
     checkpoint: Checkpoint
     metadata: Metadata
     pcie_GBps_per_direction: PcieRates
-    pcie_h2d_gate_GBps: PcieRates
 
     @model_validator(mode="before")
     @classmethod
