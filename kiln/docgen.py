@@ -327,8 +327,24 @@ def hardware_catalog() -> str:
         f"- PCIe x16 GB/s per direction: {', '.join(f'Gen{k} {v:g}' for k, v in kb.pcie.rates.items())} — "
         f"{kb.pcie.source}",
         "",
+        *capacity_section(kb),
     ]
     return "\n".join(lines)
+
+
+def capacity_section(kb: knowledge.Knowledge) -> list[str]:
+    """kiln/knowledge/capacity.yaml: what a target keeps for itself and what the capacity plan assumes."""
+    lines = ["## Capacity (filesystem overhead and files)", "", "| entry | value | reason | source |"]
+    lines.append("|---|---|---|---|")
+    for section in (kb.capacity.ldiskfs, kb.capacity.zfs, kb.capacity.files):
+        for name, entry in section:
+            value = getattr(entry, "value", None)
+            if isinstance(entry, knowledge.InodeSteps):
+                value = ", ".join(f"> {t:g} TiB: {b:,}" for t, b in zip(entry.steps_TiB, entry.bytes, strict=True))
+            shown = "rule" if value is None else (f"{value:g}" if isinstance(value, float) else str(value))
+            reason, source = " ".join(entry.reason.split()), " ".join(entry.source.split())
+            lines.append(f"| `{name}` | {shown} | {reason} | {source} |")
+    return [*lines, ""]
 
 
 # ------------------------------------------------------------------------------------------- role variables

@@ -399,6 +399,63 @@ class ProtectionFile(Entry):
     levels: dict[str, ProtectionLevel]
 
 
+class Cited(Entry):
+    """A rule of the plan, not a number: why it holds and where it is stated."""
+
+    reason: Words
+    source: Words
+
+
+class InodeSteps(Entry):
+    """mkfs.lustre's bytes per inode of an OST by its size: the first step the OST is larger than applies."""
+
+    steps_TiB: tuple[float, ...] = Field(min_length=1)
+    bytes: tuple[int, ...] = Field(min_length=1)
+    reason: Words
+    source: Words
+
+    def at(self, size_bytes: float) -> int:
+        for step, per in zip(self.steps_TiB, self.bytes, strict=True):
+            if size_bytes > step * 2**40:
+                return per
+        return self.bytes[-1]
+
+
+class Ldiskfs(Entry):
+    reserved_percent: Sourced[float]
+    journal_percent_max: Sourced[float]
+    ost_journal_MB_max: Sourced[int]
+    mdt_journal_MB_max: Sourced[int]
+    ost_inode_bytes: Sourced[int]
+    mdt_bytes_per_inode: Sourced[int]
+    ost_bytes_per_inode: InodeSteps
+
+
+class Zfs(Entry):
+    slop_shift: Sourced[int]
+    slop_min_bytes: Sourced[int]
+    slop_max_bytes: Sourced[int]
+    recordsize_bytes: Sourced[int]
+    bytes_per_inode: Sourced[int]
+    raidz_rounding: Cited
+    draid_padding: Cited
+
+
+class Files(Entry):
+    default_file_bytes: Sourced[int]
+    inode_growth: Sourced[float]
+    checkpoints_kept: Sourced[int]
+    checkpoint_files_per_rank: Sourced[int]
+
+
+class CapacityFile(_File):
+    """What a Lustre target keeps for itself and what the capacity plan assumes of files (capacity.yaml)."""
+
+    ldiskfs: Ldiskfs
+    zfs: Zfs
+    files: Files
+
+
 class Knowledge(Entry):
     """Every knowledge file, validated."""
 
@@ -409,6 +466,7 @@ class Knowledge(Entry):
     objectstore: ObjectStoreFile
     protection: ProtectionFile
     ports: PortsFile
+    capacity: CapacityFile
 
     # Shortcuts for the figures most code asks for.
     @property
@@ -462,6 +520,7 @@ def load() -> Knowledge:
         objectstore=_read("objectstore.yaml", ObjectStoreFile),
         protection=_read("protection.yaml", ProtectionFile),
         ports=_read("ports.yaml", PortsFile),
+        capacity=_read("capacity.yaml", CapacityFile),
     )
 
 
@@ -473,4 +532,5 @@ FILES: dict[str, type[BaseModel]] = {
     "objectstore.yaml": ObjectStoreFile,
     "protection.yaml": ProtectionFile,
     "ports.yaml": PortsFile,
+    "capacity.yaml": CapacityFile,
 }

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 
+from kiln.plan.capacity import build_capacity
 from kiln.plan.dataflow import build_dataflow
 from kiln.plan.layouts import build_layouts
 from kiln.plan.mkfs import mkfs_issues
@@ -122,6 +123,7 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
     layouts, layout_issues = build_layouts(spec)
     quota_defaults, quota_issues = build_quota_defaults(spec)
     sizing, sizing_issues = build_sizing(spec)
+    capacity, capacity_issues = build_capacity(spec)
     objectstore, os_issues = build_objectstore(spec, hosts)
     dataflow, df_issues = build_dataflow(spec, hosts, layouts, sizing)
     monitoring, mon_issues = build_monitoring(
@@ -130,7 +132,7 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
     )
     found = [
         *tunable_issues, *layout_issues, *quota_issues, *mkfs_issues(spec, lustre_targets, mgs_nids),
-        *sizing_issues, *os_issues, *df_issues, *mon_issues,
+        *sizing_issues, *capacity_issues, *os_issues, *df_issues, *mon_issues,
     ]
     errors = [i for i in found if i.severity == "error"]
     if errors:
@@ -168,6 +170,7 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
         warnings=warnings,
         dataflow=dataflow,
         quota_defaults=quota_defaults,
+        capacity=capacity,
         networks=build_networks(spec),
         inventory=build_inventory(spec),
         rdma=build_rdma(spec),

@@ -250,6 +250,33 @@ class Checkpoint:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Amount:
+    """One term of a capacity sum: what it is, how much (TB, 10^12 bytes) and how it was found."""
+
+    name: str
+    TB: float
+    why: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Capacity:
+    """Usable OST capacity after protection and filesystem overhead, the demand on it, and the MDT/OST inodes."""
+
+    raw_TB: float  # OST drives
+    usable_TB: float  # raw − every overhead
+    overheads: tuple[Amount, ...]  # protection, reserved blocks, journals, inode tables, slop, padding
+    demand: tuple[Amount, ...]  # dataset, checkpoints × kept, scratch
+    demand_TB: float
+    fill_percent: float  # demand ÷ usable
+    fill_warn_percent: float  # the monitoring alerts' thresholds the plan is judged against
+    fill_critical_percent: float
+    files: int  # files the demand holds (dataset + checkpoint files)
+    mdt_inodes: int  # inodes the MDTs can hold
+    ost_objects: int  # objects the OSTs can hold (one per file stripe)
+    why: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Sizing:
     layers: tuple[Layer, ...]
     read_bottleneck: str
@@ -490,6 +517,7 @@ class Plan:
     warnings: tuple[SpecIssue, ...] = field(default=())  # issues of severity warning
     dataflow: DataflowPlan | None = None  # lake <-> fast tier data flow (kiln.plan.dataflow)
     quota_defaults: tuple[QuotaDefault, ...] = ()  # lfs setquota -U/-G/-P (lustre.quotas.defaults)
+    capacity: Capacity | None = None  # usable space and inodes against the workload's (kiln.plan.capacity)
     # What the adapters (inventory, firewall, manifests, lab, verify) take as the spec gives it: their only input
     # is the plan (kiln/plan/settings.py builds these).
     networks: NetworksPlan

@@ -13,6 +13,8 @@ from typing import Any
 
 from kiln.plan.model import (
     AcceptanceTarget,
+    Amount,
+    Capacity,
     Checkpoint,
     CheckpointFlowPlan,
     DataflowPlan,
@@ -306,6 +308,30 @@ def _sizing(s: Sizing) -> dict[str, Any]:
     }
 
 
+def _amounts(items: tuple[Amount, ...]) -> list[dict[str, Any]]:
+    return [{"name": a.name, "TB": _num(a.TB), "why": a.why} for a in items]
+
+
+def capacity_dict(c: Capacity | None) -> dict[str, Any] | None:
+    """The `capacity` section (docs/plan-json.md): usable space, overheads, demand, fill and inodes."""
+    if c is None:
+        return None
+    return {
+        "raw_TB": _num(c.raw_TB),
+        "usable_TB": _num(c.usable_TB),
+        "overheads": _amounts(c.overheads),
+        "demand": _amounts(c.demand),
+        "demand_TB": _num(c.demand_TB),
+        "fill_percent": _num(c.fill_percent),
+        "fill_warn_percent": c.fill_warn_percent,
+        "fill_critical_percent": c.fill_critical_percent,
+        "files": c.files,
+        "mdt_inodes": c.mdt_inodes,
+        "ost_objects": c.ost_objects,
+        "why": list(c.why),
+    }
+
+
 def _lustre_target(t: LustreTarget) -> dict[str, Any]:
     return {
         "name": t.name,
@@ -365,6 +391,7 @@ def plan_to_dict(plan: Plan, include_hosts: bool = True) -> dict[str, Any]:
         "spec_digest": plan.spec_digest,
         "warnings": [w.line() for w in plan.warnings],
         "sizing": _sizing(plan.sizing),
+        "capacity": capacity_dict(plan.capacity),
         "targets": [target_dict(t) for t in plan.targets],
         "acceptance": plan.acceptance.model_dump(),
         "lustre": _lustre(plan),

@@ -605,6 +605,10 @@ class Checkpoint(Model):
     budget_fraction: float = Field(ge=1e-4, lt=1, description="Share of training time checkpoint saves may take.")
     sharded: bool = Field(default=True, description="One file per rank (DCP/FSDP) rather than one big file.")
     bytes_per_param: BytesPerParam | None = Field(default=None, description="Override the catalog's 14 B/param.")
+    keep: int | None = Field(
+        default=None, ge=1, le=1000,
+        description="Checkpoints kept on Lustre (capacity plan); default dataflow.checkpoints.keep_resident, else 2.",
+    )
 
 
 class ReadDemand(Model):
@@ -625,7 +629,16 @@ class Samples(Model):
 class Workload(Model):
     model_params_B: BillionParams = Field(description="Model parameters, billions.")
     checkpoint: Checkpoint = Field(description="Checkpoint cadence and budget.")
-    dataset_TB: CapacityTB = Field(description="Training dataset size, TB.")
+    dataset_TB: CapacityTB = Field(description="Training dataset size, TB: the share of the lake staged into Lustre.")
+    dataset_files: int | None = Field(
+        default=None, ge=1, le=10**13,
+        description="Files in the staged dataset (MDT inodes, OST objects); default from workload.samples, else "
+        "dataset_TB ÷ 1 MiB (mkfs.lustre's own assumption).",
+    )
+    scratch_TB: float = Field(
+        default=0, ge=0, le=1e7,
+        description="Scratch space the plan keeps free on Lustre besides dataset and checkpoints, TB.",
+    )
     read_demand: ReadDemand = Field(
         default_factory=lambda: ReadDemand(profile="llm-text"),
         description="Per-GPU read demand: a named profile or GBps_per_gpu.",
