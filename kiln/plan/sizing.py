@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from kiln import knowledge
 from kiln.plan.model import Checkpoint, Layer, Sizing
+from kiln.plan.protection_cost import WriteCost, write_cost
 from kiln.spec import catalog
 from kiln.spec.errors import SpecIssue
 from kiln.spec.models import ClusterSpec, Device
@@ -76,12 +77,18 @@ def per_oss(spec: ClusterSpec) -> tuple[float, float]:
     dev = device_figures(lu.oss.osts.device)
     n_dev = lu.oss.osts.per_node * lu.oss.osts.devices_per_target
     rf, wf = _ost_factors(spec)
-    pr, pw = protection_share(spec)
+    pr, _ = protection_share(spec)
     ceiling = server_ceiling(spec)
     return (
         min(nic, ceiling.read_GBps, n_dev * dev.read_GBps * rf * pr),
-        min(nic, ceiling.write_GBps, n_dev * dev.write_GBps * wf * pw),
+        min(nic, ceiling.write_GBps, n_dev * dev.write_GBps * wf * ost_write_cost(spec).efficiency),
     )
+
+
+def ost_write_cost(spec: ClusterSpec) -> WriteCost:
+    """Data bytes per byte the OST drives write at the OSTs' protection level (kiln/plan/protection_cost.py)."""
+    dev = device_figures(spec.lustre.oss.osts.device)
+    return write_cost(spec, read_weight=dev.write_GBps / dev.read_GBps)
 
 
 def protection_share(spec: ClusterSpec) -> tuple[float, float]:
@@ -385,8 +392,8 @@ def ost_layers(spec: ClusterSpec) -> tuple[Layer, ...]:
     dev = device_figures(lu.oss.osts.device)
     n_dev = lu.oss.nodes * lu.oss.osts.per_node * lu.oss.osts.devices_per_target
     rf, wf = _ost_factors(spec)
-    pr, pw = protection_share(spec)
-    prot = ost_protection(spec)
+    pr, _ = protection_share(spec)
+    prot, cost = ost_protection(spec), ost_write_cost(spec)
     b = lu.backend
     dev_r, dev_w = n_dev * dev.read_GBps * rf, n_dev * dev.write_GBps * wf
     return (
@@ -396,9 +403,9 @@ def ost_layers(spec: ClusterSpec) -> tuple[Layer, ...]:
             factors=(f"ost_{b}_read", f"ost_{b}_write"),
         ),
         Layer(
-            name="protection", kind="supply", read_GBps=dev_r * pr, write_GBps=dev_w * pw,
-            formula=f"ost_devices × data share of the OSTs' protection ({prot.formula}: read {pr:.3f}, write "
-            f"{pw:.3f})",
+            name="protection", kind="supply", read_GBps=dev_r * pr, write_GBps=dev_w * cost.efficiency,
+            formula=f"ost_devices × the OSTs' {prot.formula.split(':')[0]}: read {pr:.3f} (data share); write "
+            f"{cost.efficiency:.3f} ({cost.formula})",
             factors=(f"protection:{prot.formula.split(':')[0]}",),
         ),
     )

@@ -104,6 +104,7 @@ def test_protection_layer_applies_the_osts_data_share(stack: Any) -> None:
 def test_small_files_are_bound_by_metadata(stack: Any) -> None:
     data = stack("prod-h100")
     data["workload"]["samples"] = {"size_KB": 100, "files_per_sample": 1}
+    data["workload"]["dataset_files"] = 10**6  # the capacity plan is tests/unit/plan/test_capacity.py
     plan = plan_of(data)
     s = plan.sizing
     md = layer(plan, "metadata")
@@ -118,6 +119,7 @@ def test_small_files_are_bound_by_metadata(stack: Any) -> None:
 def test_packed_samples_skip_the_open_layer(stack: Any) -> None:
     data = stack("prod-h100")
     data["workload"]["samples"] = {"size_KB": 100, "files_per_sample": 0}
+    data["workload"]["dataset_files"] = 10**6  # the capacity plan is tests/unit/plan/test_capacity.py
     names = [la.name for la in plan_of(data).sizing.layers]
     assert "metadata" not in names and "ost_iops" in names
 
@@ -125,6 +127,7 @@ def test_packed_samples_skip_the_open_layer(stack: Any) -> None:
 def test_large_samples_are_not_bound_by_requests(stack: Any) -> None:
     data = stack("prod-h100")
     data["workload"]["samples"] = {"size_KB": 100_000, "files_per_sample": 1}
+    data["workload"]["dataset_files"] = 10**6  # the capacity plan is tests/unit/plan/test_capacity.py
     s = plan_of(data).sizing
     assert s.read_bottleneck not in ("metadata", "ost_iops")
 
@@ -132,6 +135,7 @@ def test_large_samples_are_not_bound_by_requests(stack: Any) -> None:
 def test_more_mdts_raise_the_small_file_ceiling(stack: Any) -> None:
     data = stack("prod-h100")
     data["workload"]["samples"] = {"size_KB": 100}
+    data["workload"]["dataset_files"] = 10**6  # the capacity plan is tests/unit/plan/test_capacity.py
     before = plan_of(data).sizing.aggregate_read_GBps
     data["lustre"]["mds"]["mdts"]["per_node"] += 1
     assert plan_of(data).sizing.aggregate_read_GBps > before
@@ -261,6 +265,7 @@ def test_the_plan_says_what_is_assumed(stack: Any) -> None:
     assert "kit assumption" in notes and "workload.samples" in notes
     data["lustre"]["oss"]["server"] = {"read_GBps": 90, "write_GBps": 65, "servers_per_unit": 2, "source": "x"}
     data["workload"]["samples"] = {"size_KB": 100}
+    data["workload"]["dataset_files"] = 10**6  # the capacity plan is tests/unit/plan/test_capacity.py
     notes = " ".join(plan_of(data).sizing.notes)
     assert "kit assumption" not in notes and "workload.samples" not in notes
 
@@ -292,6 +297,7 @@ def test_new_layers_keep_the_invariants(
     data["lustre"]["oss"].pop("nodes")
     data["lustre"]["pools"] = []
     data["workload"]["checkpoint"]["budget_fraction"] = 0.5
+    data["workload"]["dataset_TB"] = 1  # bandwidth properties; the capacity plan is tests/unit/plan/test_capacity.py
 
     def plan_for(n_units: int) -> Any:
         d = {**data, "lustre": {**data["lustre"], "oss": {**data["lustre"]["oss"], "nodes": n_units * per_unit}}}
@@ -300,7 +306,8 @@ def test_new_layers_keep_the_invariants(
             d["lustre"]["oss"]["server"] = {"read_GBps": ceiling, "write_GBps": ceiling / 2,
                                             "servers_per_unit": per_unit, "source": "test"}
         if size_KB is not None:
-            d["workload"] = {**d["workload"], "samples": {"size_KB": size_KB, "files_per_sample": files}}
+            d["workload"] = {**d["workload"], "samples": {"size_KB": size_KB, "files_per_sample": files},
+                             "dataset_files": 10**6}
         return plan_of(d).sizing
 
     s = plan_for(units)
