@@ -186,10 +186,18 @@ class PcieRates(Entry):
         return data
 
 
+class Reader(Entry):
+    """The data-loader pipeline's concurrency and per-file latency (kiln/plan/reader.py)."""
+
+    readers_per_gpu: Sourced[int]
+    small_file_s: Sourced[float]
+
+
 class WorkloadFile(_File):
     read_profiles: dict[str, ReadProfile]
     checkpoint: Checkpoint
     metadata: Metadata
+    reader: Reader
     pcie_GBps_per_direction: PcieRates
 
     @model_validator(mode="before")

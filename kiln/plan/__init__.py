@@ -20,6 +20,7 @@ import json
 
 from kiln.plan.capacity import build_capacity
 from kiln.plan.dataflow import build_dataflow
+from kiln.plan.degraded import build_degraded, degraded_issues
 from kiln.plan.layouts import build_layouts
 from kiln.plan.mkfs import mkfs_issues
 from kiln.plan.model import PLAN_SCHEMA, AcceptanceTarget, LustreTarget, Plan, Sizing
@@ -124,6 +125,8 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
     quota_defaults, quota_issues = build_quota_defaults(spec)
     sizing, sizing_issues = build_sizing(spec)
     capacity, capacity_issues = build_capacity(spec)
+    file_rate = next((la.read_GBps for la in sizing.layers if la.name == "metadata"), None)
+    degraded = build_degraded(spec, sizing, file_rate)
     objectstore, os_issues = build_objectstore(spec, hosts)
     dataflow, df_issues = build_dataflow(spec, hosts, layouts, sizing)
     monitoring, mon_issues = build_monitoring(
@@ -132,7 +135,8 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
     )
     found = [
         *tunable_issues, *layout_issues, *quota_issues, *mkfs_issues(spec, lustre_targets, mgs_nids),
-        *sizing_issues, *capacity_issues, *os_issues, *df_issues, *mon_issues,
+        *sizing_issues, *capacity_issues, *degraded_issues(spec, sizing, degraded), *os_issues, *df_issues,
+        *mon_issues,
     ]
     errors = [i for i in found if i.severity == "error"]
     if errors:
@@ -171,6 +175,7 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
         dataflow=dataflow,
         quota_defaults=quota_defaults,
         capacity=capacity,
+        degraded=degraded,
         networks=build_networks(spec),
         inventory=build_inventory(spec),
         rdma=build_rdma(spec),

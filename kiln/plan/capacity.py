@@ -200,7 +200,7 @@ _OVERHEAD_WHY = {
     "journals": "ldiskfs journal: 4 % of the target, at most 400 MiB per OST (libmount_utils_ldiskfs.c)",
     "inode tables": "one 512-byte inode per mkfs.lustre's bytes-per-inode step (libmount_utils_ldiskfs.c)",
     "zfs slop": "1/32 of each pool, 128 MiB to 128 GiB (OpenZFS spa_misc.c spa_slop_shift)",
-    "zfs padding": "RAID-Z/dRAID block rounding at the mean file size (OpenZFS PR 5931, issue 13727)",
+    "zfs padding": "RAID-Z/dRAID block rounding at the mean file size (github.com/openzfs/zfs pull 5931)",
 }
 
 

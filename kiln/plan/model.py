@@ -238,15 +238,27 @@ class Layer:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Term:
+    """One term of a time sum: what it is, how long (seconds) and how it was found."""
+
+    name: str
+    seconds: float
+    why: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Checkpoint:
     bytes: int
     bytes_per_param: float
-    save_s: float
+    save_s: float  # the storage write alone (bytes ÷ aggregate write)
     restore_s: float
     budget_s: float
     required_write_GBps: float
-    meets_budget: bool
+    meets_budget: bool  # save_total_s ≤ budget_s
     why: str
+    terms: tuple[Term, ...] = ()  # device-to-host copies, file creates, storage write (kiln.plan.checkpoint)
+    save_total_s: float = 0.0  # the sum of the terms
+    lower_bound: bool = True  # some cost of a real save is not in the terms (serialisation): a lower bound
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -277,6 +289,21 @@ class Capacity:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Degraded:
+    """The plan with one server down: its failover partner serves the partner's targets on one server."""
+
+    failover: str  # lustre.failover: pairs, or none (a down server's targets are unreachable)
+    read_GBps: float  # aggregate read with one OSS down
+    write_GBps: float
+    read_bound: str  # how the degraded figure was found
+    create_ops: float  # MDT creates/s with one MDS down
+    gpus_fed: int  # with one OSS down (and one MDS down, where file opens bound reads)
+    checkpoint_save_s: float  # storage write of one checkpoint with one OSS down
+    holds: bool  # the read demand and the checkpoint budget still hold
+    why: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Sizing:
     layers: tuple[Layer, ...]
     read_bottleneck: str
@@ -302,6 +329,7 @@ class Sizing:
     recommended_oss_nodes: int
     headroom_read: float
     notes: tuple[str, ...]
+    gpus_fed_bound: str = ""  # "bandwidth (<layer>)" or "file rate (<layer>)": what set gpus_fed
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -518,6 +546,7 @@ class Plan:
     dataflow: DataflowPlan | None = None  # lake <-> fast tier data flow (kiln.plan.dataflow)
     quota_defaults: tuple[QuotaDefault, ...] = ()  # lfs setquota -U/-G/-P (lustre.quotas.defaults)
     capacity: Capacity | None = None  # usable space and inodes against the workload's (kiln.plan.capacity)
+    degraded: Degraded | None = None  # one OSS / one MDS down (kiln.plan.degraded)
     # What the adapters (inventory, firewall, manifests, lab, verify) take as the spec gives it: their only input
     # is the plan (kiln/plan/settings.py builds these).
     networks: NetworksPlan

@@ -19,6 +19,7 @@ from kiln.plan.model import (
     CheckpointFlowPlan,
     DataflowPlan,
     DataLinkPlan,
+    Degraded,
     Host,
     Layer,
     Layout,
@@ -273,6 +274,9 @@ def _checkpoint(ck: Checkpoint) -> dict[str, Any]:
         "required_write_GBps": _num(ck.required_write_GBps),
         "meets_budget": ck.meets_budget,
         "why": ck.why,
+        "terms": [{"name": t.name, "seconds": _num(t.seconds), "why": t.why} for t in ck.terms],
+        "save_total_s": _num(ck.save_total_s),
+        "lower_bound": ck.lower_bound,
     }
 
 
@@ -294,6 +298,7 @@ def _sizing(s: Sizing) -> dict[str, Any]:
         "layers": [_layer(la) for la in s.layers],
         "gpus_total": s.gpus_total,
         "gpus_fed": s.gpus_fed,
+        "gpus_fed_bound": s.gpus_fed_bound,
         "headroom_read": _num(s.headroom_read),
         "metadata": {"create_ops_per_s": _num(s.metadata_create_ops)},
         "checkpoint": _checkpoint(s.checkpoint),
@@ -329,6 +334,23 @@ def capacity_dict(c: Capacity | None) -> dict[str, Any] | None:
         "mdt_inodes": c.mdt_inodes,
         "ost_objects": c.ost_objects,
         "why": list(c.why),
+    }
+
+
+def degraded_dict(d: Degraded | None) -> dict[str, Any] | None:
+    """The `degraded` section (docs/plan-json.md): one OSS / one MDS down."""
+    if d is None:
+        return None
+    return {
+        "failover": d.failover,
+        "read_GBps": _num(d.read_GBps),
+        "write_GBps": _num(d.write_GBps),
+        "read_bound": d.read_bound,
+        "create_ops_per_s": _num(d.create_ops),
+        "gpus_fed": d.gpus_fed,
+        "checkpoint_save_s": _num(d.checkpoint_save_s),
+        "holds": d.holds,
+        "why": list(d.why),
     }
 
 
@@ -392,6 +414,7 @@ def plan_to_dict(plan: Plan, include_hosts: bool = True) -> dict[str, Any]:
         "warnings": [w.line() for w in plan.warnings],
         "sizing": _sizing(plan.sizing),
         "capacity": capacity_dict(plan.capacity),
+        "degraded": degraded_dict(plan.degraded),
         "targets": [target_dict(t) for t in plan.targets],
         "acceptance": plan.acceptance.model_dump(),
         "lustre": _lustre(plan),

@@ -230,6 +230,11 @@ class Networks(Model):
         pattern=CIDR_RE, description="Management subnet (CIDR); one address per host, used by Ansible."
     )
     storage: str = Field(pattern=CIDR_RE, description="Storage subnet (CIDR); one address per storage NIC (LNet NIDs).")
+    management_link_Gbps: float | None = Field(
+        default=None, gt=0, le=3200,
+        description="Line rate of one compute node's management (Ethernet) port, Gb/s: bounds the stage-in from a "
+        "lake reached over the management network (objectstore.network).",
+    )
     roce_rails: str | None = Field(
         default=None,
         pattern=CIDR_RE,
@@ -585,6 +590,12 @@ class ObjectStore(Model):
     throughput_GBps: ThroughputGBps | None = Field(
         default=None, description="external only: the throughput you are sold."
     )
+    network: Literal["storage", "management"] | None = Field(
+        default=None,
+        description="The network the data movers reach the lake over: storage (the fast fabric, where kiln puts "
+        "SeaweedFS) or management (Ethernet: an external store outside the fabric). Default storage for seaweedfs, "
+        "management for external; management needs networks.management_link_Gbps.",
+    )
     nodes: int = Field(default=1, ge=0, le=1024, description="seaweedfs only: object-store nodes.")
     nics: NicGroup | None = Field(default=None, description="seaweedfs only: NICs per node.")
     disks: LocalNvme | None = Field(default=None, description="seaweedfs only: data disks per node.")
@@ -623,6 +634,11 @@ class Samples(Model):
     files_per_sample: int = Field(
         default=1, ge=0, le=1024, description="Files opened per sample (1: a file per sample; 0: samples packed "
         "into large shards, so opens do not limit reads)."
+    )
+    readers_per_gpu: int | None = Field(
+        default=None, ge=1, le=1024,
+        description="Data-loader reader processes or threads per GPU (the pipeline's concurrency); default 4, "
+        "MLPerf Storage's DLIO read_threads.",
     )
 
 
