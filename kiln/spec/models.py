@@ -279,7 +279,8 @@ class TargetGroup(Model):
         default=None,
         description="Block device (ldiskfs) or zpool/dataset (zfs) of every target of this kind in the filesystem, "
         "in index order (one per target, not per node: failover partners see the same path); "
-        "default /dev/disk/by-id/kiln-<kind><index:04d> (ldiskfs), <fsname>-<kind><index>/<kind><index> (zfs).",
+        "default /dev/disk/by-id/kiln-<kind><index:04x> (ldiskfs), <fsname>-<kind><index:04x>/<kind><index:04x> "
+        "(zfs): the index in hexadecimal, as in the target's Lustre name.",
     )
     protection: ProtectionLevel | None = Field(
         default=None,

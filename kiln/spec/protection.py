@@ -105,5 +105,5 @@ def ext4_raid_options(level: str, devices: int, chunk_KiB: int) -> tuple[str, ..
 def default_drive_base(kind: str, idx: int) -> str:
     """The by-id name of the drive(s) behind target `idx` of `kind` when the stack names no paths (drives of a
     group of several are <base>-0, <base>-1, ...): named by the target's index in the filesystem, so failover
-    partners address a shared LUN alike and no two targets share one."""
-    return f"/dev/disk/by-id/kiln-{kind}{idx:04d}"
+    partners address a shared LUN alike and no two targets share one. Hexadecimal, as the target's Lustre name."""
+    return f"/dev/disk/by-id/kiln-{kind}{idx:04x}"
