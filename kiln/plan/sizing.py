@@ -586,7 +586,7 @@ def _model_notes(spec: ClusterSpec) -> list[str]:
     if spec.workload.samples is None:
         out.append(
             "request rate not modelled: large sequential reads are assumed; give workload.samples (size_KB, "
-            "files_per_sample) to add the metadata and OST IOPS layers"
+            "files_per_sample) to add the metadata, OST IOPS and data-loader layers"
         )
     return out
 
@@ -617,8 +617,9 @@ def sizing_notes(
         )
     notes.append(
         f"single client {single_read:.1f} GB/s read is what a parallel streaming reader (fio/IOR, "
-        "many threads) reaches; a per-GPU data-loader pipeline on the host reaches less (MLPerf Storage v0.5, "
-        "one DGX H100: 0.34 of this figure; docs/sizing-model.md, Calibration)"
+        "many threads) reaches; a data-loader pipeline is the client_loader layer (workload.samples). MLPerf "
+        "Storage v0.5 on one DGX H100 read 0.34 of this figure: the demand of its simulated accelerators, which the "
+        "host met, not a ceiling (docs/sizing-model.md, Small files and the reader pipeline)"
     )
     notes += shared_port_notes(spec) + _model_notes(spec)
     if not meets_budget:
