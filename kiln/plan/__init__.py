@@ -27,6 +27,7 @@ from kiln.plan.model import PLAN_SCHEMA, AcceptanceTarget, LustreTarget, Plan, S
 from kiln.plan.monitoring import build_monitoring, monitoring_targets
 from kiln.plan.objectstore import build_objectstore
 from kiln.plan.quotas import build_quota_defaults
+from kiln.plan.reader import readers_per_gpu
 from kiln.plan.settings import (
     build_compute_pools,
     build_inventory,
@@ -88,16 +89,36 @@ def plan_warnings(spec: ClusterSpec, sizing: Sizing, lustre_targets: tuple[Lustr
             )
         )
     if sizing.gpus_fed < sizing.gpus_total:
-        out.append(
-            SpecIssue(
-                "lustre.oss.nodes",
-                spec.lustre.oss.nodes,
-                f"storage feeds {sizing.gpus_fed} of {sizing.gpus_total} GPUs at the planned read rate",
-                f"use at least {rec} OSS nodes (the planner's recommendation), or lower workload.read_demand",
-                "warning",
-            )
-        )
+        out.append(underfed_issue(spec, sizing))
     return tuple(out)
+
+
+#: Where to act when a file-rate layer bounds the GPUs fed: (field path, fix).
+FILE_RATE_FIX = {
+    "metadata": ("lustre.mds.mdts", "add MDTs (lustre.mds.nodes / mdts.per_node): file opens at the MDTs bind"),
+    "ost_iops": ("lustre.oss.osts", "add OST drives or faster media: the drives' read IOPS bind"),
+    "client_loader": ("workload.samples.readers_per_gpu", "run more data-loader readers per GPU"),
+}
+
+
+def underfed_issue(spec: ClusterSpec, sizing: Sizing) -> SpecIssue:
+    """The warning where storage feeds fewer GPUs than the cluster has, with the fix for what binds: more OSS for a
+    bandwidth bound, the file-rate layer's own remedy (and packing samples into shards) for a file-rate bound."""
+    problem = f"storage feeds {sizing.gpus_fed} of {sizing.gpus_total} GPUs at the planned read rate"
+    if sizing.gpus_fed_bound.startswith("file rate"):
+        path, fix = FILE_RATE_FIX[sizing.read_bottleneck]
+        lu = spec.lustre
+        value = {
+            "lustre.mds.mdts": f"{lu.mds.nodes * lu.mds.mdts.per_node} MDTs",
+            "lustre.oss.osts": f"{lu.oss.nodes * lu.oss.osts.per_node} OSTs",
+        }.get(path, readers_per_gpu(spec))
+        return SpecIssue(path, value, f"{problem}, bound by {sizing.gpus_fed_bound}",
+                         f"{fix}, or pack samples into shards (workload.samples.files_per_sample: 0)", "warning")
+    return SpecIssue(
+        "lustre.oss.nodes", spec.lustre.oss.nodes, problem,
+        f"use at least {sizing.recommended_oss_nodes} OSS nodes (the planner's recommendation), or lower "
+        "workload.read_demand", "warning",
+    )
 
 
 def waiver_issues(spec: ClusterSpec, targets: tuple[AcceptanceTarget, ...]) -> list[SpecIssue]:

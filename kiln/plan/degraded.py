@@ -70,6 +70,8 @@ def build_degraded(spec: ClusterSpec, sizing: Sizing, file_rate_read_GBps: float
     write = min(sizing.aggregate_write_GBps, n / 2 * w)
     md = file_rate_factor(spec)
     read_fed = read if file_rate_read_GBps is None else min(read, file_rate_read_GBps * md)
+    bound = f"file rate (one MDS down: metadata × {md:g})" if read_fed < read else (
+        f"{n}/2 × surviving OSS ({bound})" if read < sizing.aggregate_read_GBps else sizing.read_bottleneck)
     per_gpu = sizing.read_per_gpu_GBps
     fed = math.floor(read_fed / per_gpu + 1e-9) if per_gpu > 0 else sizing.gpus_total
     save = ck.bytes / (write * 1e9)
@@ -86,7 +88,7 @@ def build_degraded(spec: ClusterSpec, sizing: Sizing, file_rate_read_GBps: float
     )
     return Degraded(
         failover=lu.failover, read_GBps=read, write_GBps=write,
-        read_bound=f"{n}/2 × surviving OSS ({bound})" if read < sizing.aggregate_read_GBps else sizing.read_bottleneck,
+        read_bound=bound,
         create_ops=sizing.metadata_create_ops * md, gpus_fed=fed, checkpoint_save_s=save, holds=holds, why=why,
     )
 
@@ -97,6 +99,15 @@ def degraded_issues(spec: ClusterSpec, sizing: Sizing, d: Degraded) -> list[Spec
     if d.holds or sizing.gpus_total == 0 or d.failover != "pairs":
         return []
     lu = spec.lustre
+    if d.read_bound.startswith("file rate"):
+        return [SpecIssue(
+            "lustre.mds.mdts", f"{lu.mds.nodes * lu.mds.mdts.per_node} MDTs",
+            f"with one MDS down its partner serves both MDTs and file opens halve: the storage feeds {d.gpus_fed} "
+            f"of {sizing.gpus_total} GPUs",
+            "add MDS pairs and MDTs so half the open rate still feeds the GPUs, or pack samples into shards "
+            "(workload.samples.files_per_sample: 0)",
+            "warning",
+        )]
     r, w, _ = surviving_oss(spec)
     need_read = 2 * sizing.demand_read_GBps / r if r > 0 else math.inf
     need_write = 2 * sizing.checkpoint.required_write_GBps / w if w > 0 else math.inf

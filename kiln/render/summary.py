@@ -107,8 +107,9 @@ def _degraded(d: dict[str, Any] | None, s: dict[str, Any]) -> str:
         return f"failover {d['failover']}: a down OSS's targets are offline → the demand does NOT hold"
     verdict = "the demand holds" if d["holds"] else "the demand does NOT hold"
     return (
-        f"one OSS down: {d['read_GBps']:,.1f} GB/s read, {d['write_GBps']:,.1f} write, {d['gpus_fed']:,} of "
-        f"{s['gpus_total']:,} GPUs fed, checkpoint write {duration(d['checkpoint_save_s'])} → {verdict}"
+        f"one OSS down: {d['read_GBps']:,.1f} GB/s read, {d['write_GBps']:,.1f} write, checkpoint write "
+        f"{duration(d['checkpoint_save_s'])}; one MDS down: {count(d['create_ops_per_s'])} creates/s; "
+        f"{d['gpus_fed']:,} of {s['gpus_total']:,} GPUs fed (bound by {d['read_bound']}) → {verdict}"
     )
 
 
