@@ -615,11 +615,12 @@ def sizing_notes(
             "Calibration). For an appliance, give lustre.oss.server.read_GBps/write_GBps (and servers_per_unit) "
             "with the vendor's published figure"
         )
+    loader = "the client_loader layer" if spec.workload.samples else "modelled once workload.samples is given"
     notes.append(
         f"single client {single_read:.1f} GB/s read is what a parallel streaming reader (fio/IOR, "
-        "many threads) reaches; a data-loader pipeline is the client_loader layer (workload.samples). MLPerf "
-        "Storage v0.5 on one DGX H100 read 0.34 of this figure: the demand of its simulated accelerators, which the "
-        "host met, not a ceiling (docs/sizing-model.md, Small files and the reader pipeline)"
+        f"many threads) reaches; a data-loader pipeline is {loader}. MLPerf Storage v0.5 on one DGX H100 read 0.34 "
+        "of this figure: the demand of its simulated accelerators, which the host met, not a ceiling "
+        "(docs/sizing-model.md, Small files and the reader pipeline)"
     )
     notes += shared_port_notes(spec) + _model_notes(spec)
     if not meets_budget:
