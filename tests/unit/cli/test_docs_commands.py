@@ -49,6 +49,15 @@ def documented() -> list[tuple[str, str]]:
 COMMANDS = documented()
 
 
+def _key(command: str) -> tuple[str, ...]:
+    """What a command does, its output directory aside: the same command shown twice runs once (CI time)."""
+    args = words(command)[1:]
+    return tuple(a for i, a in enumerate(args) if a != "--out" and (i == 0 or args[i - 1] != "--out"))
+
+
+FIRST = {_key(c): c for _, c in reversed(COMMANDS)}
+
+
 def test_the_docs_show_kiln_commands() -> None:
     assert len(COMMANDS) > 10 and any("plan" in c for _, c in COMMANDS)
 
@@ -61,6 +70,10 @@ def test_documented_command_runs(doc: str, command: str, tmp_path: Path, monkeyp
         pytest.skip(f"{doc}: `{command}` {NEEDS[sub]}")
     if any(a.startswith("/etc/") for a in args):
         pytest.skip(f"{doc}: `{command}` names a site directory that exists on a deployment host")
+    if FIRST[_key(command)] != command:
+        known, _ = _options(args)
+        assert not [a for a in args if a.startswith("-") and a not in known], f"{doc}: `{command}`"
+        return  # the same command runs where the docs first show it
     (tmp_path / "stacks").symlink_to(ROOT / "stacks")
     for stack in (ROOT / "stacks").glob("Pulumi.*.yaml"):
         shutil.copy(stack, tmp_path / stack.name)
