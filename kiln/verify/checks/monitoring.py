@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from kiln import knowledge
+from kiln.plan.dashboards import dashboards
 from kiln.plan.groups import COMPUTE
 from kiln.plan.model import AcceptanceTarget
 from kiln.plan.monitoring import FAULTS, HEALTH_CHECKS, Fault, FilesystemFill, fire_bound_s
@@ -146,15 +147,9 @@ _NAME = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")
 
 
 def panel_queries(ctx: Context) -> list[tuple[str, str, str]]:
-    """(dashboard file, panel title, PromQL) of every dashboard kiln renders for this plan."""
-    from kiln.render.monitoring import dashboards
-
-    out = []
-    for path, text in sorted(dashboards(ctx.plan).items()):
-        for panel in json.loads(text).get("panels", []):
-            for t in panel.get("targets", []):
-                out.append((path.rsplit("/", 1)[-1], str(panel.get("title")), str(t.get("expr"))))
-    return out
+    """(dashboard file, panel title, PromQL) of every dashboard kiln renders for this plan (kiln/plan/dashboards.py)."""
+    return [(d.file, panel.title, expr) for d in sorted(dashboards(ctx.plan), key=lambda d: d.file)
+            for panel in d.panels for expr, _ in panel.queries]
 
 
 @register
