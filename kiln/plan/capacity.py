@@ -17,7 +17,7 @@ from kiln.plan.model import Amount, Capacity
 from kiln.plan.sizing import checkpoint_bytes, device_figures, gpu_count
 from kiln.spec.errors import SpecIssue
 from kiln.spec.models import ClusterSpec, TargetGroup
-from kiln.spec.protection import data_drives, data_share, default_level
+from kiln.spec.protection import capacity_share, data_drives, data_share, default_level
 
 TB = 1e12
 
@@ -97,12 +97,21 @@ def target_space(spec: ClusterSpec, group: TargetGroup, kind: str, file_bytes: f
     """One target of `group`: its drives, the protection's data share and what the backend keeps."""
     level = level_of(spec, group, kind)
     raw = group.devices_per_target * device_figures(group.device).capacity_TB * TB
-    data = raw * data_share(level, group.devices_per_target).write  # share ÷ copies: the data drives' space
+    data = raw * capacity_share(level, group.devices_per_target)
     if spec.lustre.backend == "zfs":
         kept = zfs_kept(data, level, group.devices_per_target, group.ashift, file_bytes)
     else:
         kept = ldiskfs_kept(data, kind)
     return TargetSpace(raw=raw, data=data, kept=kept)
+
+
+def ost_protected_TB(spec: ClusterSpec) -> float:
+    """What every OST holds after its protection, before the backend's overhead: OSTs × drives × drive capacity ×
+    the level's capacity share (kiln.spec.protection.capacity_share). The Lustre PersistentVolumes' capacity
+    (LustrePlan.ost_usable_capacity_TB) and the capacity plan's `protection` overhead both come from here."""
+    lu = spec.lustre
+    one = target_space(spec, lu.oss.osts, "ost", knowledge.load().capacity.files.default_file_bytes.value)
+    return lu.oss.nodes * lu.oss.osts.per_node * one.data / TB
 
 
 def checkpoints_kept(spec: ClusterSpec) -> tuple[int, str]:
@@ -153,7 +162,8 @@ def ost_totals(spec: ClusterSpec, file_bytes: float) -> tuple[float, float, dict
     lu = spec.lustre
     n = lu.oss.nodes * lu.oss.osts.per_node
     one = target_space(spec, lu.oss.osts, "ost", file_bytes)
-    overheads = {"protection": n * (one.raw - one.data) / TB, **{k: n * v / TB for k, v in one.kept.items()}}
+    kept = {k: n * v / TB for k, v in one.kept.items()}
+    overheads = {"protection": n * one.raw / TB - ost_protected_TB(spec), **kept}
     if lu.backend == "zfs":
         per_object = knowledge.load().capacity.zfs.bytes_per_inode.value
     else:

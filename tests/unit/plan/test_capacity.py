@@ -103,3 +103,15 @@ def test_zfs_slop_and_draid_padding(stack: Any) -> None:
     per_pool = 10 * 15.36e12 * 0.8
     assert over["zfs slop"] == pytest.approx(32 * min(per_pool / 32, 128 * 2**30) / 1e12)
     assert "reserved blocks" not in over
+
+
+@pytest.mark.parametrize("protection", ["raid1", "raid6"])
+def test_the_volumes_and_the_capacity_plan_start_from_the_same_protected_space(stack: Any, protection: str) -> None:
+    """The PersistentVolumes' capacity is the capacity plan's raw less its protection overhead (one function)."""
+    data = stack("dev")
+    data["lustre"]["oss"]["osts"].update(protection=protection, devices_per_target=6 if protection == "raid6" else 2)
+    plan = plan_of(data)
+    cap = plan.capacity
+    protection_TB = next(a.TB for a in cap.overheads if a.name == "protection")
+    assert plan.lustre.ost_usable_capacity_TB == pytest.approx(cap.raw_TB - protection_TB)
+    assert cap.usable_TB < plan.lustre.ost_usable_capacity_TB  # the backend's overhead comes off after

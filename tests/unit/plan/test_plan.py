@@ -42,8 +42,8 @@ def test_nids_multi_rail(prod: Any) -> None:
     assert len(gpu.nids) == 2 and all(n.endswith("@o2ib0") for n in gpu.nids)
     assert prod.lnet[0].multi_rail
     storage = [n for n in gpu.nics if n.role == "storage"]
-    assert [n.device for n in storage] == ["mlx5_8", "mlx5_9"]
-    assert [n.interface for n in storage] == ["ib8", "ib9"]
+    assert [n.device for n in storage] == ["mlx5_1", "mlx5_7"]  # as the stack names a DGX H100's storage ports
+    assert [n.interface for n in storage] == ["ibp41s0f0", "ibp170s0f0"]
 
 
 def test_target_map_failover(prod: Any) -> None:
@@ -143,7 +143,7 @@ def test_single_file_checkpoint_overstripes(stack: Any) -> None:
 
 def test_nccl_env(prod: Any, lab: Any, stack: Any) -> None:
     env = prod.nccl[0].env
-    assert env["NCCL_IB_HCA"] == "=" + ",".join(f"mlx5_{i}" for i in range(8))
+    assert env["NCCL_IB_HCA"] == "=" + ",".join(f"mlx5_{i}" for i in (0, 3, 4, 5, 6, 9, 10, 11))  # DGX H100 rails
     assert env["NCCL_IB_QPS_PER_CONNECTION"] == "4"  # 1024 GPUs: multi-level fabric
     assert env["NCCL_CROSS_NIC"] == "0"  # rail-optimised
     assert "NCCL_IB_GID_INDEX" not in env

@@ -14,8 +14,14 @@ from tests.unit.refusals import Refusal, refusal, refused
 
 
 def _shared(data: dict[str, Any], shared: list[str], storage_nics: int = 0) -> dict[str, Any]:
+    """The stack's first pool with `storage_nics` storage ports (their names cut to match) and `shared` rails
+    (prod-h100's rails are a DGX H100's: mlx5_0, mlx5_3, ..., mlx5_11)."""
     pool = data["compute"]["pools"][0]
-    pool["storage_nics"]["count"] = storage_nics
+    group = pool["storage_nics"]
+    group["count"] = storage_nics
+    for field in ("devices", "interfaces"):
+        if field in group:
+            group[field] = group[field][:storage_nics]
     pool["shared_storage_rails"] = shared
     return data
 
@@ -31,27 +37,27 @@ def _storage_only(data: dict[str, Any]) -> None:
 
 
 def test_a_shared_port_is_one_port_for_lnet_and_nccl(stack: Any) -> None:
-    spec = validate(_shared(stack("prod-h100"), ["mlx5_0", "mlx5_1"]), "test")
+    spec = validate(_shared(stack("prod-h100"), ["mlx5_0", "mlx5_3"]), "test")
     plan = build_plan(spec, "test")
     host = next(h for h in plan.hosts if h.pool == "h100")
     shared = [n for n in host.nics if n.role == "shared"]
-    assert [n.device for n in shared] == ["mlx5_0", "mlx5_1"]
+    assert [n.device for n in shared] == ["mlx5_0", "mlx5_3"]
     assert all(n.nid and n.nid.startswith(f"{n.address}@o2ib") for n in shared)
     assert len(host.nics) == 8  # the eight rails, no extra storage port
     hca = next(t.value for t in plan.tunables if t.param == "NCCL_IB_HCA" and t.pool == "h100")
-    assert {"mlx5_0", "mlx5_1"} <= set(str(hca).lstrip("=").split(","))
+    assert {"mlx5_0", "mlx5_3"} <= set(str(hca).lstrip("=").split(","))
     files = render_inventory(plan)
     hv = load_inventory(files[f"host_vars/{host.name}.yml"])
-    assert [i["interface"] for i in hv["lnet_interfaces"]] == ["ib0", "ib1"]
+    assert [i["interface"] for i in hv["lnet_interfaces"]] == ["ibp24s0", "ibp64s0"]  # the rails of mlx5_0, mlx5_3
     assert {d["device"]: d["role"] for d in hv["rdma_expected_devices"]}["mlx5_0"] == "shared"
-    assert [i["name"] for i in hv["rdma_ipoib_interfaces"]] == ["ib0", "ib1"]
+    assert [i["name"] for i in hv["rdma_ipoib_interfaces"]] == ["ibp24s0", "ibp64s0"]
 
 
 def test_the_port_is_counted_once(stack: Any) -> None:
     """Two dedicated storage NICs and two shared rail ports give the same client link; a shared port
     added beside the dedicated ones adds its rate once, and the plan notes the contention."""
     dedicated = build_plan(validate(stack("prod-h100"), "test"), "test").sizing
-    shared = build_plan(validate(_shared(stack("prod-h100"), ["mlx5_0", "mlx5_1"]), "test"), "test").sizing
+    shared = build_plan(validate(_shared(stack("prod-h100"), ["mlx5_0", "mlx5_3"]), "test"), "test").sizing
     both = build_plan(validate(_shared(stack("prod-h100"), ["mlx5_0"], storage_nics=2), "test"), "test").sizing
 
     def layer(s: Any, name: str) -> float:
@@ -64,10 +70,10 @@ def test_the_port_is_counted_once(stack: Any) -> None:
 
 
 REFUSALS = [
-    refusal("a shared port not on the host", "prod-h100", _sharing(["mlx5_9"]),
-            "compute.pools[0].shared_storage_rails[0]", value="mlx5_9", fix="mlx5_0"),
+    refusal("a shared port not on the host", "prod-h100", _sharing(["mlx5_1"]),
+            "compute.pools[0].shared_storage_rails[0]", value="mlx5_1", fix="mlx5_0"),
     refusal("NCCL must use the shared port", "prod-h100",
-            (_sharing(["mlx5_0"]), {"compute.pools.0.nccl_hcas": ["mlx5_1", "mlx5_2"]}),
+            (_sharing(["mlx5_0"]), {"compute.pools.0.nccl_hcas": ["mlx5_3", "mlx5_4"]}),
             "compute.pools[0].nccl_hcas", fix="mlx5_0"),
     refusal("a port listed twice as shared", "prod-h100", _sharing(["mlx5_0", "mlx5_0"]),
             "compute.pools[0].shared_storage_rails[1]"),

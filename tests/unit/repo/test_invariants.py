@@ -35,12 +35,13 @@ sizes = st.fixed_dictionaries(
 
 def _variant(p: dict[str, Any]) -> dict[str, Any]:
     data = copy.deepcopy(BASE[p["stack"]])
-    data["lustre"]["failover"] = "pairs"
+    data["lustre"]["failover"] = "pairs"  # on drives both servers of a pair reach
+    data["lustre"]["oss"]["osts"]["attachment"] = data["lustre"]["mds"]["mdts"]["attachment"] = "shared-enclosure"
     data["lustre"]["mds"]["nodes"] = 2
     data["lustre"]["oss"]["nodes"] = 2 * p["oss_pairs"]
     data["lustre"]["oss"]["osts"]["per_node"] = p["osts"]
     data["lustre"]["oss"]["osts"]["devices_per_target"] = p["devs"]
-    data["lustre"]["oss"]["nics"]["count"] = p["nics"]
+    data["lustre"]["oss"]["nics"] = {"count": p["nics"], "nic": data["lustre"]["oss"]["nics"]["nic"]}  # default names
     data["lustre"]["oss"]["osts"].pop("paths", None)
     # The protection level is held fixed (none for one drive, raid1 otherwise): the invariants compare
     # fleets of one layout; the default level changes with the drive count (raid1 → raid6 at four

@@ -36,8 +36,8 @@ REFUSALS = [
             value=0, fix="greater than or equal to 1"),
     refusal("failover pairs need even OSS", "prod-h100", {"lustre.oss.nodes": 5}, "lustre.oss.nodes",
             value=5, problem="even", fix="6"),
-    refusal("NCCL HCA not on the node", "dev", {"compute.pools.0.nccl_hcas": ["mlx5_0", "mlx5_9"]},
-            "compute.pools[0].nccl_hcas[1]", value="mlx5_9", fix="mlx5_0"),
+    refusal("NCCL HCA not on the node", "dev", {"compute.pools.0.nccl_hcas": ["mlx5_0", "mlx5_7"]},
+            "compute.pools[0].nccl_hcas[1]", value="mlx5_7", fix="mlx5_0"),  # mlx5_7: a storage port of dev's DGX
     refusal("stripe count larger than the OSTs", "lab", {"lustre.directories.0.stripe_count": 9},
             "lustre.directories[0].stripe_count", value=9, fix="4"),
     refusal("unknown catalog name, with a suggestion", "dev", {"compute.pools.0.gpu.model": "h100-smx"},

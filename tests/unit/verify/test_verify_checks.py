@@ -152,8 +152,8 @@ case "$p" in
                               echo "osc.lab-OST0001-osc-ff01.max_rpcs_in_flight=32";;
   'jobid_var') echo "jobid_var=procname_uid";;
   'osc.*.checksums') echo "osc.lab-OST0000-osc-ff01.checksums=1";;
-  'llite.*.max_read_ahead_mb') echo "llite.lab-ff01.max_read_ahead_mb=1024";;
-  'llite.*.max_read_ahead_per_file_mb') echo "llite.lab-ff01.max_read_ahead_per_file_mb=256";;
+  'llite.*.max_read_ahead_mb') echo "llite.lab-ff01.max_read_ahead_mb=512";;
+  'llite.*.max_read_ahead_per_file_mb') echo "llite.lab-ff01.max_read_ahead_per_file_mb=128";;
   'llite.*.statahead_max') echo "llite.lab-ff01.statahead_max=128";;
   'mdc.*.max_rpcs_in_flight') echo "mdc.lab-MDT0000-mdc-ff01.max_rpcs_in_flight=64";;
   'mdc.*.max_mod_rpcs_in_flight') echo "mdc.lab-MDT0000-mdc-ff01.max_mod_rpcs_in_flight=50";;
