@@ -284,12 +284,22 @@ def hardware_catalog() -> str:
         "",
         "## GPUs",
         "",
-        "| model | memory GB | PCIe | NVSwitch | NVLink GB/s | nccl intra busbw floor GB/s | source |",
-        "|---|---|---|---|---|---|---|",
+        "Each GPU carries its own acceptance figures (figures source), measured or gated on that GPU; the catalog",
+        "refuses an entry whose figures borrow another GPU's. A gate is the production health check's floor: the",
+        "check fails below it. h2d: a published measurement, or (—) the PCIe link × `pcie_h2d`.",
+        "",
+        "| model | memory GB | PCIe | NVSwitch | NVLink GB/s | all-reduce intra GB/s (gate) | h2d GB/s (gate) "
+        "| source | figures source |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
+
+    def gated(value: float | None, gate: float | None) -> str:
+        return ("—" if value is None else f"{value:g}") + (f" ({gate:g})" if gate is not None else "")
+
     lines += [
         f"| `{g.name}` | {g.memory_GB:g} | Gen{g.pcie_gen} | {g.nvswitch} | {g.nvlink_GBps:g} | "
-        f"{g.nccl_intra_busbw_GBps:g} | {' '.join(g.source.split())} |"
+        f"{gated(g.nccl_intra_busbw_GBps, g.nccl_intra_gate_GBps)} | {gated(g.h2d_GBps, g.h2d_gate_GBps)} | "
+        f"{' '.join(g.source.split())} | {' '.join(g.figures_source.split())} |"
         for g in kb.gpus.values()
     ]
     lines += ["", "## NICs", "", "| model | link Gb/s | fabrics | source |", "|---|---|---|---|"]
@@ -329,8 +339,24 @@ def hardware_catalog() -> str:
         f"- PCIe x16 GB/s per direction: {', '.join(f'Gen{k} {v:g}' for k, v in kb.pcie.rates.items())} — "
         f"{kb.pcie.source}",
         "",
+        *capacity_section(kb),
     ]
     return "\n".join(lines)
+
+
+def capacity_section(kb: knowledge.Knowledge) -> list[str]:
+    """kiln/knowledge/capacity.yaml: what a target keeps for itself and what the capacity plan assumes."""
+    lines = ["## Capacity (filesystem overhead and files)", "", "| entry | value | reason | source |"]
+    lines.append("|---|---|---|---|")
+    for section in (kb.capacity.ldiskfs, kb.capacity.zfs, kb.capacity.files):
+        for name, entry in section:
+            value = getattr(entry, "value", None)
+            if isinstance(entry, knowledge.InodeSteps):
+                value = ", ".join(f"> {t:g} TiB: {b:,}" for t, b in zip(entry.steps_TiB, entry.bytes, strict=True))
+            shown = "rule" if value is None else (f"{value:g}" if isinstance(value, float) else str(value))
+            reason, source = " ".join(entry.reason.split()), " ".join(entry.source.split())
+            lines.append(f"| `{name}` | {shown} | {reason} | {source} |")
+    return [*lines, ""]
 
 
 # ------------------------------------------------------------------------------------------- role variables

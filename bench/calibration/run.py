@@ -7,6 +7,11 @@ against published, the ratio and the layer that set the prediction, and exits 1 
 outside the band. A measurement the model does not cover says so with `out_of_scope: <reason>` and is
 printed, not judged. Published figures in GiB/s (IO500) or MiB/s (MLPerf Storage) are converted to GB/s.
 
+MLPerf Storage v1.0 and later results and IO500 submissions from 2024 on are held out: they judge the model
+independently and are never used to set a factor. Such a measurement says `held_out: <reason>`; it is printed
+with its ratio and counted apart, never judged, and a measurement from those sources without `held_out` is
+refused (HELD_OUT below).
+
 A case whose source does not record every part of the measured system (an IO500 entry names its storage
 servers, drives and network but not the drive model or the clients' NICs) fills those parts with stated
 placeholders and lists the layers they feed under `assumed_layers:` (with `assumed_reason:`). A measurement
@@ -19,6 +24,7 @@ Usage: python bench/calibration/run.py [--cases DIR] [--band 0.2]
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +36,8 @@ from kiln.plan.model import Plan
 from kiln.spec import SpecError, validate
 
 CASES = Path(__file__).resolve().parent / "cases"
+#: Sources held out of calibration: MLPerf Storage v1.0 and later, IO500 submissions from 2024 on.
+HELD_OUT = re.compile(r"storage_results_v[1-9]|/20(2[4-9]|[3-9]\d)/|\b(isc|sc)(2[4-9]|[3-9]\d)\b", re.I)
 #: Units a published figure may be given in, and their size in GB/s.
 UNITS = {"GB/s": 1.0, "GiB/s": 2**30 / 1e9, "MiB/s": 2**20 / 1e9}
 #: Sizing figures a measurement may name as `sizing:<key>`.
@@ -53,6 +61,7 @@ class Row:
     source: str
     limit: str = ""
     assumed: bool = False
+    held_out: str | None = None
 
     @property
     def published_GBps(self) -> float:
@@ -109,13 +118,17 @@ def load_case(path: Path) -> list[Row]:
             raise CaseError(f"{path.name}: measurement {m.get('id', '?')} lacks {', '.join(missing)}")
         if str(m["unit"]) not in UNITS:
             raise CaseError(f"{path.name}: {m['id']}: unit {m['unit']!r}: use one of {', '.join(UNITS)}")
+        if HELD_OUT.search(str(m["source"])) and not m.get("held_out"):
+            raise CaseError(f"{path.name}: {m['id']}: its source is held out of calibration (MLPerf Storage v1.0+, "
+                            "IO500 2024+): mark it `held_out: <reason>` so it is reported, never judged or fitted")
         try:
             predicted, limit = predict(plan, str(m["metric"]))
         except KeyError as e:
             raise CaseError(f"{path.name}: {m['id']}: {e.args[0]}") from None
         rows.append(
             Row(str(m["id"]), str(m["metric"]), predicted, float(m["published"]), str(m["unit"]),
-                m.get("out_of_scope"), " ".join(str(m["source"]).split()), limit, limit in assumed)
+                m.get("out_of_scope"), " ".join(str(m["source"]).split()), limit, limit in assumed,
+                m.get("held_out"))
         )
     return rows
 
@@ -123,7 +136,9 @@ def load_case(path: Path) -> list[Row]:
 def table(rows: list[Row], band: float) -> str:
     lines = [f"{'case':38} {'metric':36} {'predicted':>10} {'published':>10} {'ratio':>6}  {'limit':14} verdict"]
     for r in rows:
-        if r.out_of_scope:
+        if r.held_out:
+            verdict = f"held out (reported, never judged): {r.held_out}"
+        elif r.out_of_scope:
             verdict = f"out of scope: {r.out_of_scope}"
         elif r.assumed:
             verdict = f"OFF: set by {r.limit}, a placeholder layer of this case"
@@ -155,10 +170,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"calibration: {e}", file=sys.stderr)
         return 2
     print(table(rows, args.band))
-    off = [r for r in rows if not r.out_of_scope and not r.within(args.band)]
-    judged = [r for r in rows if not r.out_of_scope]
+    judged = [r for r in rows if not r.out_of_scope and not r.held_out]
+    off = [r for r in judged if not r.within(args.band)]
     print(f"\n{len(judged) - len(off)} of {len(judged)} in-scope measurements within ±{args.band:.0%}"
           f"{'' if not off else '; off: ' + ', '.join(r.case for r in off)}")
+    held = [r for r in rows if r.held_out]
+    if held:
+        inside = sum(1 for r in held if abs(r.ratio - 1) <= args.band)
+        print(f"held out: {inside} of {len(held)} within ±{args.band:.0%} (not judged; ratios "
+              f"{', '.join(f'{r.ratio:.2f}' for r in held)})")
     return 1 if off else 0
 
 

@@ -61,11 +61,17 @@ class _Named(Entry):
 
 
 class GpuModel(_Named):
+    """A GPU and its own acceptance figures: `figures_source` names where they were measured or gated, on this GPU."""
+
     memory_GB: Number = Field(gt=0)
     pcie_gen: int = Field(ge=3, le=6)
     nvswitch: bool
     nvlink_GBps: Number = Field(ge=0)
     nccl_intra_busbw_GBps: Number = Field(gt=0)
+    nccl_intra_gate_GBps: Number | None = Field(gt=0)
+    h2d_GBps: Number | None = Field(gt=0)
+    h2d_gate_GBps: Number | None = Field(gt=0)
+    figures_source: Words
 
 
 class NicModel(_Named):
@@ -117,6 +123,26 @@ class HardwareFile(_File):
     def _names(cls, data: Any) -> Any:
         return _name_entries(data, "gpus", "nics", "nvme")
 
+    @model_validator(mode="after")
+    def _own_figures(self) -> HardwareFile:
+        """Every GPU's acceptance figures are its own: refuse one whose figures_source borrows another's."""
+        for name, g in self.gpus.items():
+            if borrowed := borrowed_figures(name, g.figures_source, self.gpus):
+                raise ValueError(f"gpus.{name}.figures_source: {borrowed}; give figures measured on {name}")
+        return self
+
+
+def borrowed_figures(name: str, figures_source: str, gpus: dict[str, GpuModel]) -> str:
+    """Why `figures_source` of GPU `name` borrows another GPU's figures ("" when it does not): it names another
+    catalog GPU or says "as for", or it is word for word another GPU's figures_source."""
+    text = " ".join(figures_source.lower().split())
+    others = [n for n in gpus if n != name]
+    named = [n for n in others if n in text]
+    if named or "as for" in text:
+        return f"it refers to another GPU's figures ({', '.join(named) or 'as for'})"
+    same = [n for n in others if " ".join(gpus[n].figures_source.lower().split()) == text]
+    return f"it is the figures_source of {', '.join(same)}" if same else ""
+
 
 class EfficiencyFile(_File):
     factors: dict[str, Sourced[float]]
@@ -160,12 +186,19 @@ class PcieRates(Entry):
         return data
 
 
+class Reader(Entry):
+    """The data-loader pipeline's concurrency and per-file latency (kiln/plan/reader.py)."""
+
+    readers_per_gpu: Sourced[int]
+    small_file_s: Sourced[float]
+
+
 class WorkloadFile(_File):
     read_profiles: dict[str, ReadProfile]
     checkpoint: Checkpoint
     metadata: Metadata
+    reader: Reader
     pcie_GBps_per_direction: PcieRates
-    pcie_h2d_gate_GBps: PcieRates
 
     @model_validator(mode="before")
     @classmethod
@@ -401,6 +434,63 @@ class ProtectionFile(Entry):
     levels: dict[str, ProtectionLevel]
 
 
+class Cited(Entry):
+    """A rule of the plan, not a number: why it holds and where it is stated."""
+
+    reason: Words
+    source: Words
+
+
+class InodeSteps(Entry):
+    """mkfs.lustre's bytes per inode of an OST by its size: the first step the OST is larger than applies."""
+
+    steps_TiB: tuple[float, ...] = Field(min_length=1)
+    bytes: tuple[int, ...] = Field(min_length=1)
+    reason: Words
+    source: Words
+
+    def at(self, size_bytes: float) -> int:
+        for step, per in zip(self.steps_TiB, self.bytes, strict=True):
+            if size_bytes > step * 2**40:
+                return per
+        return self.bytes[-1]
+
+
+class Ldiskfs(Entry):
+    reserved_percent: Sourced[float]
+    journal_percent_max: Sourced[float]
+    ost_journal_MB_max: Sourced[int]
+    mdt_journal_MB_max: Sourced[int]
+    ost_inode_bytes: Sourced[int]
+    mdt_bytes_per_inode: Sourced[int]
+    ost_bytes_per_inode: InodeSteps
+
+
+class Zfs(Entry):
+    slop_shift: Sourced[int]
+    slop_min_bytes: Sourced[int]
+    slop_max_bytes: Sourced[int]
+    recordsize_bytes: Sourced[int]
+    bytes_per_inode: Sourced[int]
+    raidz_rounding: Cited
+    draid_padding: Cited
+
+
+class Files(Entry):
+    default_file_bytes: Sourced[int]
+    inode_growth: Sourced[float]
+    checkpoints_kept: Sourced[int]
+    checkpoint_files_per_rank: Sourced[int]
+
+
+class CapacityFile(_File):
+    """What a Lustre target keeps for itself and what the capacity plan assumes of files (capacity.yaml)."""
+
+    ldiskfs: Ldiskfs
+    zfs: Zfs
+    files: Files
+
+
 class Knowledge(Entry):
     """Every knowledge file, validated."""
 
@@ -411,6 +501,7 @@ class Knowledge(Entry):
     objectstore: ObjectStoreFile
     protection: ProtectionFile
     ports: PortsFile
+    capacity: CapacityFile
 
     # Shortcuts for the figures most code asks for.
     @property
@@ -464,6 +555,7 @@ def load() -> Knowledge:
         objectstore=_read("objectstore.yaml", ObjectStoreFile),
         protection=_read("protection.yaml", ProtectionFile),
         ports=_read("ports.yaml", PortsFile),
+        capacity=_read("capacity.yaml", CapacityFile),
     )
 
 
@@ -475,4 +567,5 @@ FILES: dict[str, type[BaseModel]] = {
     "objectstore.yaml": ObjectStoreFile,
     "protection.yaml": ProtectionFile,
     "ports.yaml": PortsFile,
+    "capacity.yaml": CapacityFile,
 }

@@ -18,7 +18,9 @@ from __future__ import annotations
 import hashlib
 import json
 
+from kiln.plan.capacity import build_capacity
 from kiln.plan.dataflow import build_dataflow
+from kiln.plan.degraded import build_degraded, degraded_issues
 from kiln.plan.ha import build_ha, ha_targets
 from kiln.plan.layouts import build_layouts
 from kiln.plan.mkfs import mkfs_issues
@@ -26,6 +28,7 @@ from kiln.plan.model import PLAN_SCHEMA, AcceptanceTarget, LustreTarget, Plan, S
 from kiln.plan.monitoring import build_monitoring, monitoring_targets
 from kiln.plan.objectstore import build_objectstore
 from kiln.plan.quotas import build_quota_defaults
+from kiln.plan.reader import readers_per_gpu
 from kiln.plan.settings import (
     build_compute_pools,
     build_inventory,
@@ -88,16 +91,36 @@ def plan_warnings(spec: ClusterSpec, sizing: Sizing, lustre_targets: tuple[Lustr
             )
         )
     if sizing.gpus_fed < sizing.gpus_total:
-        out.append(
-            SpecIssue(
-                "lustre.oss.nodes",
-                spec.lustre.oss.nodes,
-                f"storage feeds {sizing.gpus_fed} of {sizing.gpus_total} GPUs at the planned read rate",
-                f"use at least {rec} OSS nodes (the planner's recommendation), or lower workload.read_demand",
-                "warning",
-            )
-        )
+        out.append(underfed_issue(spec, sizing))
     return tuple(out)
+
+
+#: Where to act when a file-rate layer bounds the GPUs fed: (field path, fix).
+FILE_RATE_FIX = {
+    "metadata": ("lustre.mds.mdts", "add MDTs (lustre.mds.nodes / mdts.per_node): file opens at the MDTs bind"),
+    "ost_iops": ("lustre.oss.osts", "add OST drives or faster media: the drives' read IOPS bind"),
+    "client_loader": ("workload.samples.readers_per_gpu", "run more data-loader readers per GPU"),
+}
+
+
+def underfed_issue(spec: ClusterSpec, sizing: Sizing) -> SpecIssue:
+    """The warning where storage feeds fewer GPUs than the cluster has, with the fix for what binds: more OSS for a
+    bandwidth bound, the file-rate layer's own remedy (and packing samples into shards) for a file-rate bound."""
+    problem = f"storage feeds {sizing.gpus_fed} of {sizing.gpus_total} GPUs at the planned read rate"
+    if sizing.gpus_fed_bound.startswith("file rate"):
+        path, fix = FILE_RATE_FIX[sizing.read_bottleneck]
+        lu = spec.lustre
+        value = {
+            "lustre.mds.mdts": f"{lu.mds.nodes * lu.mds.mdts.per_node} MDTs",
+            "lustre.oss.osts": f"{lu.oss.nodes * lu.oss.osts.per_node} OSTs",
+        }.get(path, readers_per_gpu(spec))
+        return SpecIssue(path, value, f"{problem}, bound by {sizing.gpus_fed_bound}",
+                         f"{fix}, or pack samples into shards (workload.samples.files_per_sample: 0)", "warning")
+    return SpecIssue(
+        "lustre.oss.nodes", spec.lustre.oss.nodes, problem,
+        f"use at least {sizing.recommended_oss_nodes} OSS nodes (the planner's recommendation), or lower "
+        "workload.read_demand", "warning",
+    )
 
 
 def waiver_issues(spec: ClusterSpec, targets: tuple[AcceptanceTarget, ...]) -> list[SpecIssue]:
@@ -124,6 +147,9 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
     layouts, layout_issues = build_layouts(spec)
     quota_defaults, quota_issues = build_quota_defaults(spec)
     sizing, sizing_issues = build_sizing(spec)
+    capacity, capacity_issues = build_capacity(spec)
+    file_rate = next((la.read_GBps for la in sizing.layers if la.name == "metadata"), None)
+    degraded = build_degraded(spec, sizing, file_rate)
     objectstore, os_issues = build_objectstore(spec, hosts)
     dataflow, df_issues = build_dataflow(spec, hosts, layouts, sizing)
     monitoring, mon_issues = build_monitoring(
@@ -133,7 +159,8 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
     ha, ha_issues = build_ha(spec, hosts, lustre_targets)
     found = [
         *tunable_issues, *layout_issues, *quota_issues, *mkfs_issues(spec, lustre_targets, mgs_nids),
-        *sizing_issues, *os_issues, *df_issues, *mon_issues, *ha_issues,
+        *sizing_issues, *capacity_issues, *degraded_issues(spec, sizing, degraded), *os_issues, *df_issues,
+        *mon_issues, *ha_issues,
     ]
     errors = [i for i in found if i.severity == "error"]
     if errors:
@@ -171,10 +198,12 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
         warnings=warnings,
         dataflow=dataflow,
         quota_defaults=quota_defaults,
+        capacity=capacity,
+        degraded=degraded,
         networks=build_networks(spec),
         inventory=build_inventory(spec),
         rdma=build_rdma(spec),
-        lustre=build_lustre(spec, lustre_targets),
+        lustre=build_lustre(spec),
         compute_pools=build_compute_pools(spec),
         kubernetes=build_kubernetes(spec),
         ha=ha,

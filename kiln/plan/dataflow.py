@@ -25,7 +25,7 @@ from kiln.plan.model import (
     ModelFlowPlan,
     Sizing,
 )
-from kiln.plan.sizing import objectstore_rates
+from kiln.plan.sizing import mover_host_GBps, objectstore_rates
 from kiln.spec.checks_dataflow import under
 from kiln.spec.errors import SpecIssue
 from kiln.spec.models import ClusterSpec, DataCheckpoints, Dataflow, DataLink, DataModels
@@ -66,10 +66,11 @@ def _stripe_MiB(layout: Layout) -> int:
     return max(1, parse_size(layout.components[-1].stripe_size) >> 20)
 
 
-def _host_GBps(hosts: tuple[Host, ...], name: str) -> float:
-    """What one mover host moves at most: its storage NICs × tcp_payload."""
+def _host_GBps(spec: ClusterSpec, hosts: tuple[Host, ...], name: str) -> tuple[float, str]:
+    """(GB/s, how) one mover host moves at most: its ports on the network the lake is reached over × tcp_payload."""
     host = next(h for h in hosts if h.name == name)
-    return sum(n.link_Gbps for n in host.nics if n.carries_storage) / 8 * knowledge.load().factor("tcp_payload")
+    pool = next(p for p in spec.compute.pools if p.name == host.pool)
+    return mover_host_GBps(spec, pool)
 
 
 def _stage(sizing: Sizing, mover_GBps: float, get: float) -> tuple[float, str]:
@@ -235,7 +236,7 @@ def build_dataflow(
         return None, []
     pools = df.movers.pools or [spec.compute.pools[0].name]
     movers = tuple(h.name for h in hosts if h.role == "compute" and h.pool in pools)[: df.movers.max_hosts]
-    host_GBps, n = _host_GBps(hosts, movers[0]), len(movers)
+    (host_GBps, host_how), n = _host_GBps(spec, hosts, movers[0]), len(movers)
     mover_GBps = n * host_GBps
     get, put, _how = objectstore_rates(spec)
     stage, stage_bn = _stage(sizing, mover_GBps, get)
@@ -246,8 +247,7 @@ def build_dataflow(
     )
     stream, ds_bytes = knowledge.load().factor("s3_stream_GBps"), int(spec.workload.dataset_TB * 1e12)
     why = (
-        f"mover hosts: {n} node(s) of pool(s) {', '.join(pools)}, each {host_GBps:.3f} GB/s "
-        f"(storage NICs × tcp_payload {knowledge.load().factor('tcp_payload'):g})",
+        f"mover hosts: {n} node(s) of pool(s) {', '.join(pools)}, each {host_GBps:.3f} GB/s ({host_how})",
         f"stage-in rate {stage:.3f} GB/s = min(mover NICs {mover_GBps:.3f}, lake GET {get:.3f}, Lustre write "
         f"{sizing.aggregate_write_GBps:.3f}); bottleneck {stage_bn}",
         concurrency_why,

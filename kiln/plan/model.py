@@ -248,15 +248,69 @@ class Layer:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Term:
+    """One term of a time sum: what it is, how long (seconds) and how it was found."""
+
+    name: str
+    seconds: float
+    why: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Checkpoint:
     bytes: int
     bytes_per_param: float
-    save_s: float
+    save_s: float  # the storage write alone (bytes ÷ aggregate write)
     restore_s: float
     budget_s: float
     required_write_GBps: float
-    meets_budget: bool
+    meets_budget: bool  # save_total_s ≤ budget_s
     why: str
+    terms: tuple[Term, ...] = ()  # device-to-host copies, file creates, storage write (kiln.plan.checkpoint)
+    save_total_s: float = 0.0  # the sum of the terms
+    lower_bound: bool = True  # some cost of a real save is not in the terms (serialisation): a lower bound
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Amount:
+    """One term of a capacity sum: what it is, how much (TB, 10^12 bytes) and how it was found."""
+
+    name: str
+    TB: float
+    why: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Capacity:
+    """Usable OST capacity after protection and filesystem overhead, the demand on it, and the MDT/OST inodes."""
+
+    raw_TB: float  # OST drives
+    usable_TB: float  # raw − every overhead
+    overheads: tuple[Amount, ...]  # protection, reserved blocks, journals, inode tables, slop, padding
+    demand: tuple[Amount, ...]  # dataset, checkpoints × kept, scratch
+    demand_TB: float
+    fill_percent: float  # demand ÷ usable
+    fill_warn_percent: float  # the monitoring alerts' thresholds the plan is judged against
+    fill_critical_percent: float
+    files: int  # files the demand holds (dataset + checkpoint files)
+    mdt_inodes: int  # inodes the MDTs can hold
+    ost_objects: int  # objects the OSTs can hold (one per file stripe)
+    why: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Degraded:
+    """The plan with one server down: its failover partner serves the partner's targets on one server."""
+
+    failover: str  # lustre.failover: pairs, or none (a down server's targets are unreachable)
+    read_GBps: float  # aggregate read with one OSS down
+    write_GBps: float
+    read_bound: str  # how the degraded figure was found
+    create_ops: float  # MDT creates/s with one MDS down
+    gpus_fed: int  # with one OSS down (and one MDS down, where file opens bound reads)
+    checkpoint_save_s: float  # storage write of one checkpoint with one OSS down
+    holds: bool  # the read demand and the checkpoint budget still hold
+    why: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -285,6 +339,7 @@ class Sizing:
     recommended_oss_nodes: int
     headroom_read: float
     notes: tuple[str, ...]
+    gpus_fed_bound: str = ""  # "bandwidth (<layer>)" or "file rate (<layer>)": what set gpus_fed
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -535,7 +590,7 @@ class LustrePlan:
     failover: Literal["none", "pairs"]
     fencing: FencingPlan | None  # failover pairs: None only where the spec names none
     scheduler: Literal["slurm", "kubernetes", "none"]  # who drains a node the health check takes out
-    ost_usable_capacity_TB: float  # Σ OSTs × drives × drive capacity × their protection's capacity share
+    ost_usable_capacity_TB: float  # after protection, before the backend: kiln.plan.capacity.ost_protected_TB
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -596,6 +651,8 @@ class Plan:
     warnings: tuple[SpecIssue, ...] = field(default=())  # issues of severity warning
     dataflow: DataflowPlan | None = None  # lake <-> fast tier data flow (kiln.plan.dataflow)
     quota_defaults: tuple[QuotaDefault, ...] = ()  # lfs setquota -U/-G/-P (lustre.quotas.defaults)
+    capacity: Capacity | None = None  # usable space and inodes against the workload's (kiln.plan.capacity)
+    degraded: Degraded | None = None  # one OSS / one MDS down (kiln.plan.degraded)
     # What the adapters (inventory, firewall, manifests, lab, verify) take as the spec gives it: their only input
     # is the plan (kiln/plan/settings.py builds these).
     networks: NetworksPlan

@@ -13,10 +13,13 @@ from typing import Any
 
 from kiln.plan.model import (
     AcceptanceTarget,
+    Amount,
+    Capacity,
     Checkpoint,
     CheckpointFlowPlan,
     DataflowPlan,
     DataLinkPlan,
+    Degraded,
     Host,
     Layer,
     Layout,
@@ -275,6 +278,9 @@ def _checkpoint(ck: Checkpoint) -> dict[str, Any]:
         "required_write_GBps": _num(ck.required_write_GBps),
         "meets_budget": ck.meets_budget,
         "why": ck.why,
+        "terms": [{"name": t.name, "seconds": _num(t.seconds), "why": t.why} for t in ck.terms],
+        "save_total_s": _num(ck.save_total_s),
+        "lower_bound": ck.lower_bound,
     }
 
 
@@ -296,6 +302,7 @@ def _sizing(s: Sizing) -> dict[str, Any]:
         "layers": [_layer(la) for la in s.layers],
         "gpus_total": s.gpus_total,
         "gpus_fed": s.gpus_fed,
+        "gpus_fed_bound": s.gpus_fed_bound,
         "headroom_read": _num(s.headroom_read),
         "metadata": {"create_ops_per_s": _num(s.metadata_create_ops)},
         "checkpoint": _checkpoint(s.checkpoint),
@@ -307,6 +314,47 @@ def _sizing(s: Sizing) -> dict[str, Any]:
         "objectstore_GBps": _num(s.objectstore_GBps),
         "recommended_oss_nodes": s.recommended_oss_nodes,
         "notes": list(s.notes),
+    }
+
+
+def _amounts(items: tuple[Amount, ...]) -> list[dict[str, Any]]:
+    return [{"name": a.name, "TB": _num(a.TB), "why": a.why} for a in items]
+
+
+def capacity_dict(c: Capacity | None) -> dict[str, Any] | None:
+    """The `capacity` section (docs/plan-json.md): usable space, overheads, demand, fill and inodes."""
+    if c is None:
+        return None
+    return {
+        "raw_TB": _num(c.raw_TB),
+        "usable_TB": _num(c.usable_TB),
+        "overheads": _amounts(c.overheads),
+        "demand": _amounts(c.demand),
+        "demand_TB": _num(c.demand_TB),
+        "fill_percent": _num(c.fill_percent),
+        "fill_warn_percent": c.fill_warn_percent,
+        "fill_critical_percent": c.fill_critical_percent,
+        "files": c.files,
+        "mdt_inodes": c.mdt_inodes,
+        "ost_objects": c.ost_objects,
+        "why": list(c.why),
+    }
+
+
+def degraded_dict(d: Degraded | None) -> dict[str, Any] | None:
+    """The `degraded` section (docs/plan-json.md): one OSS / one MDS down."""
+    if d is None:
+        return None
+    return {
+        "failover": d.failover,
+        "read_GBps": _num(d.read_GBps),
+        "write_GBps": _num(d.write_GBps),
+        "read_bound": d.read_bound,
+        "create_ops_per_s": _num(d.create_ops),
+        "gpus_fed": d.gpus_fed,
+        "checkpoint_save_s": _num(d.checkpoint_save_s),
+        "holds": d.holds,
+        "why": list(d.why),
     }
 
 
@@ -370,6 +418,8 @@ def plan_to_dict(plan: Plan, include_hosts: bool = True) -> dict[str, Any]:
         "spec_digest": plan.spec_digest,
         "warnings": [w.line() for w in plan.warnings],
         "sizing": _sizing(plan.sizing),
+        "capacity": capacity_dict(plan.capacity),
+        "degraded": degraded_dict(plan.degraded),
         "targets": [target_dict(t) for t in plan.targets],
         "acceptance": plan.acceptance.model_dump(),
         "lustre": _lustre(plan),

@@ -7,23 +7,21 @@ from __future__ import annotations
 from typing import Any
 
 from kiln import knowledge
+from kiln.plan.capacity import ost_protected_TB
 from kiln.plan.model import (
     ComputePoolPlan,
     FencingPlan,
     InventoryPlan,
     KubernetesPlan,
     LustrePlan,
-    LustreTarget,
     NetworksPlan,
     RdmaPlan,
 )
-from kiln.plan.sizing import device_figures
 from kiln.plan.tuning import roce_traffic_class
 from kiln.spec import catalog
 from kiln.spec.addressing import lnet_subnets
 from kiln.spec.errors import SpecIssue
 from kiln.spec.models import ClusterSpec, ComputePool
-from kiln.spec.protection import capacity_share
 
 # Spec fields left out of the mover's copy of the spec (KubernetesPlan.mover_spec): names that look like credentials
 # to the policy checks, and that the pods take from the S3 Secret instead (KILN_S3_ACCESS_KEY).
@@ -73,21 +71,13 @@ def build_rdma(spec: ClusterSpec) -> RdmaPlan:
                     roce_tos=roce_traffic_class(spec))
 
 
-def build_lustre(spec: ClusterSpec, targets: tuple[LustreTarget, ...]) -> LustrePlan:
+def build_lustre(spec: ClusterSpec) -> LustrePlan:
     lu = spec.lustre
     f = lu.ha.fencing
     fencing = None if f is None else FencingPlan(agent=f.agent, address=f.address, username=f.username,
                                                  options=dict(f.options))
     return LustrePlan(backend=lu.backend, failover=lu.failover, fencing=fencing, scheduler=lu.scheduler,
-                      ost_usable_capacity_TB=ost_usable_capacity_TB(spec, targets))
-
-
-def ost_usable_capacity_TB(spec: ClusterSpec, targets: tuple[LustreTarget, ...]) -> float:
-    """What the OSTs hold after their protection: Σ OSTs × drives × drive capacity × the level's capacity share
-    (kiln/knowledge/protection.yaml; `external` LUNs and `none` keep all of it)."""
-    drive_TB = device_figures(spec.lustre.oss.osts.device).capacity_TB
-    return sum(len(t.drives) * drive_TB * capacity_share(t.protection, len(t.drives))
-               for t in targets if t.kind == "ost")
+                      ost_usable_capacity_TB=ost_protected_TB(spec))
 
 
 def _pool(spec: ClusterSpec, pool: ComputePool) -> ComputePoolPlan:

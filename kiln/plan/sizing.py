@@ -11,10 +11,14 @@ import math
 from dataclasses import dataclass
 
 from kiln import knowledge
+from kiln.plan.checkpoint import checkpoint_terms
 from kiln.plan.model import Checkpoint, Layer, Sizing
+from kiln.plan.protection_cost import WriteCost, write_cost
+from kiln.plan.reader import fed_bound, loader_layer
 from kiln.spec import catalog
+from kiln.spec.checks import lake_network
 from kiln.spec.errors import SpecIssue
-from kiln.spec.models import ClusterSpec, Device
+from kiln.spec.models import ClusterSpec, ComputePool, Device
 from kiln.spec.protection import Share, data_share, default_level
 
 
@@ -76,14 +80,20 @@ def per_oss(spec: ClusterSpec) -> tuple[float, float]:
     dev = device_figures(lu.oss.osts.device)
     n_dev = lu.oss.osts.per_node * lu.oss.osts.devices_per_target
     rf, wf = _ost_factors(spec)
-    pr, pw = protection_share(spec)
+    pr, _ = protection_share(spec)
     ceiling = server_ceiling(spec)
     uplink = uplink_rate(spec)
     up = uplink[0] if uplink is not None else math.inf
     return (
         min(nic, ceiling.read_GBps, up, n_dev * dev.read_GBps * rf * pr),
-        min(nic, ceiling.write_GBps, up, n_dev * dev.write_GBps * wf * pw),
+        min(nic, ceiling.write_GBps, up, n_dev * dev.write_GBps * wf * ost_write_cost(spec).efficiency),
     )
+
+
+def ost_write_cost(spec: ClusterSpec) -> WriteCost:
+    """Data bytes per byte the OST drives write at the OSTs' protection level (kiln/plan/protection_cost.py)."""
+    dev = device_figures(spec.lustre.oss.osts.device)
+    return write_cost(spec, read_weight=dev.write_GBps / dev.read_GBps)
 
 
 def uplink_rate(spec: ClusterSpec) -> tuple[float, str] | None:
@@ -196,7 +206,8 @@ def server_layer(spec: ClusterSpec) -> Layer:
 def small_file_layers(spec: ClusterSpec) -> tuple[Layer, ...]:
     """Request-rate layers for a workload that reads samples as files: MDT opens and OST read IOPS, in GB/s.
 
-    They bound reads only (a checkpoint writes few, large files), so their write figure is infinite.
+    They bound reads only (a checkpoint writes few, large files), so their write figure is infinite. `ost_iops`
+    is left out where the drives' bandwidth binds before their IOPS (large samples): it could never bind.
     """
     smp = spec.workload.samples
     if smp is None:
@@ -228,6 +239,9 @@ def small_file_layers(spec: ClusterSpec) -> tuple[Layer, ...]:
     requests = max(smp.files_per_sample, 1) * math.ceil(per_file_KB * 1e3 / RPC_BYTES)
     pr, _ = protection_share(spec)
     rate = n_dev * kiops * 1e3 * pr / requests * sample_GB
+    rf, _ = _ost_factors(spec)
+    if rate >= n_dev * device_figures(dev).read_GBps * rf * pr:
+        return tuple(out)  # the drives' bandwidth binds before their IOPS: the layer could never bind
     out.append(
         Layer(
             name="ost_iops",
@@ -416,8 +430,8 @@ def ost_layers(spec: ClusterSpec) -> tuple[Layer, ...]:
     dev = device_figures(lu.oss.osts.device)
     n_dev = lu.oss.nodes * lu.oss.osts.per_node * lu.oss.osts.devices_per_target
     rf, wf = _ost_factors(spec)
-    pr, pw = protection_share(spec)
-    prot = ost_protection(spec)
+    pr, _ = protection_share(spec)
+    prot, cost = ost_protection(spec), ost_write_cost(spec)
     b = lu.backend
     dev_r, dev_w = n_dev * dev.read_GBps * rf, n_dev * dev.write_GBps * wf
     return (
@@ -427,9 +441,9 @@ def ost_layers(spec: ClusterSpec) -> tuple[Layer, ...]:
             factors=(f"ost_{b}_read", f"ost_{b}_write"),
         ),
         Layer(
-            name="protection", kind="supply", read_GBps=dev_r * pr, write_GBps=dev_w * pw,
-            formula=f"ost_devices × data share of the OSTs' protection ({prot.formula}: read {pr:.3f}, write "
-            f"{pw:.3f})",
+            name="protection", kind="supply", read_GBps=dev_r * pr, write_GBps=dev_w * cost.efficiency,
+            formula=f"ost_devices × the OSTs' {prot.formula.split(':')[0]}: read {pr:.3f} (data share); write "
+            f"{cost.efficiency:.3f} ({cost.formula})",
             factors=(f"protection:{prot.formula.split(':')[0]}",),
         ),
     )
@@ -457,7 +471,15 @@ def build_layers(spec: ClusterSpec) -> tuple[Layer, ...]:
         *server_layers(spec),
         *uplink_layers(spec),
         *small_file_layers(spec),
+        *loader_layer(spec, node_ceiling_factor(spec)),
     )
+
+
+def node_ceiling_factor(spec: ClusterSpec) -> float:
+    """Share of a client node's storage link that it reads alone: the lesser of the LNet and single-client
+    factors (node_limit_GBps per GB/s of link)."""
+    f_lnet, _ = lnet_factor(spec)
+    return min(f_lnet, knowledge.load().factor("client_single"))
 
 
 def supply_rate(layers: tuple[Layer, ...]) -> Rate:
@@ -471,22 +493,28 @@ def supply_rate(layers: tuple[Layer, ...]) -> Rate:
 def node_limit_GBps(spec: ClusterSpec) -> float:
     """What one client node reaches at most: its storage ports × the lesser of the LNet and single-client
     factors, for the slowest pool."""
-    f_lnet, _ = lnet_factor(spec)
-    f_single = knowledge.load().factor("client_single")
-    return min(
-        sum(m.link_GBps for m in catalog.storage_ports(spec, p)) * min(f_lnet, f_single) for p in spec.compute.pools
-    )
+    f = node_ceiling_factor(spec)
+    return min(sum(m.link_GBps for m in catalog.storage_ports(spec, p)) * f for p in spec.compute.pools)
 
 
 def build_checkpoint(spec: ClusterSpec, supply: Rate) -> Checkpoint:
-    """Save and restore of one checkpoint at the storage path's rates, against its budget."""
+    """One checkpoint's save as its terms (kiln/plan/checkpoint.py) and its restore, against the budget."""
+    from kiln.plan.capacity import checkpoint_files  # late: capacity imports this module
+
     ck = spec.workload.checkpoint
     nbytes, bpp, budget_s = checkpoint_bytes(spec), bytes_per_param(spec), checkpoint_budget_s(spec)
     save_s = nbytes / (supply.write_GBps * 1e9)
+    mdts = spec.lustre.mds.nodes * spec.lustre.mds.mdts.per_node
+    creates = mdts * knowledge.load().mdt_rates.by_media()[spec.lustre.mds.mdts.device.kind]
+    terms = checkpoint_terms(
+        spec, nbytes=nbytes, gpus=gpu_count(spec), files=checkpoint_files(spec), create_ops=creates,
+        write_GBps=supply.write_GBps, write_bound=supply.write_bound,
+    )
+    total = sum(t.seconds for t in terms)
     why = (
-        f"{spec.workload.model_params_B:g}e9 params × {bpp:g} B/param = {nbytes / 1e9:.1f} GB; "
-        f"save at {supply.write_GBps:.1f} GB/s ({supply.write_bound}) takes {save_s:.1f} s against a budget of "
-        f"{budget_s:.1f} s ({ck.budget_fraction:.1%} of {ck.interval_min:g} min)"
+        f"{spec.workload.model_params_B:g}e9 params × {bpp:g} B/param = {nbytes / 1e9:.1f} GB; save ≥ {total:.1f} s "
+        f"({' + '.join(f'{t.name} {t.seconds:.2g} s' for t in terms)}; serialisation not modelled: a lower bound) "
+        f"against a budget of {budget_s:.1f} s ({ck.budget_fraction:.1%} of {ck.interval_min:g} min)"
     )
     return Checkpoint(
         bytes=nbytes,
@@ -495,8 +523,11 @@ def build_checkpoint(spec: ClusterSpec, supply: Rate) -> Checkpoint:
         restore_s=nbytes / (supply.read_GBps * 1e9),
         budget_s=budget_s,
         required_write_GBps=required_write_GBps(spec),
-        meets_budget=save_s <= budget_s,
+        meets_budget=total <= budget_s,
         why=why,
+        terms=terms,
+        save_total_s=total,
+        lower_bound=True,
     )
 
 
@@ -522,12 +553,46 @@ def checkpoint_issues(spec: ClusterSpec) -> list[SpecIssue]:
     ]
 
 
+def mover_host_GBps(spec: ClusterSpec, pool: ComputePool) -> tuple[float, str]:
+    """(GB/s, how) one mover host of `pool` moves to or from the lake: the ports of the network the lake is
+    reached over (objectstore.network) × tcp_payload."""
+    tcp = knowledge.load().factor("tcp_payload")
+    if lake_network(spec) == "management":
+        link = (spec.networks.management_link_Gbps or 0) / 8
+        return link * tcp, f"management port {link * 8:g} Gb/s × tcp_payload {tcp:g}"
+    link = sum(m.link_GBps for m in catalog.storage_ports(spec, pool))
+    return link * tcp, f"storage ports {link * 8:g} Gb/s × tcp_payload {tcp:g}"
+
+
+def mover_pools(spec: ClusterSpec) -> tuple[list[ComputePool], int]:
+    """(pools whose nodes move data to and from the lake, how many hosts move): dataflow.movers, else the first
+    pool's nodes."""
+    df = spec.dataflow
+    names = (df.movers.pools if df is not None else None) or [spec.compute.pools[0].name]
+    pools = [p for p in spec.compute.pools if p.name in names]
+    hosts = sum(p.nodes for p in pools)
+    if df is not None and df.movers.max_hosts is not None:
+        hosts = min(hosts, df.movers.max_hosts)
+    return pools, hosts
+
+
+def lake_path_GBps(spec: ClusterSpec) -> tuple[float, str]:
+    """(GB/s, how) the path from the lake to the mover hosts carries: hosts × one host's ports on the network the
+    lake is reached over (an external lake over Ethernet is bounded by the management ports, not the fabric)."""
+    pools, hosts = mover_pools(spec)
+    per_host, how = mover_host_GBps(spec, pools[0])
+    return hosts * per_host, f"{hosts} mover hosts × {how} ({lake_network(spec)} network)"
+
+
 def stage_in(spec: ClusterSpec, supply: Rate) -> tuple[float, str]:
-    """(GB/s, bottleneck) of staging the dataset from the object store into Lustre."""
+    """(GB/s, bottleneck) of staging the dataset from the object store into Lustre: the slowest of the lake's
+    GET, the network path to the movers and Lustre's write."""
     get, _, _ = objectstore_rates(spec)
-    if get <= supply.write_GBps:
-        return get, "objectstore"
-    return supply.write_GBps, supply.write_bound
+    path, _ = lake_path_GBps(spec)
+    candidates = {"objectstore": get, f"lake_path ({lake_network(spec)} network)": path}
+    candidates[supply.write_bound] = supply.write_GBps
+    bound = min(candidates, key=lambda k: candidates[k])
+    return candidates[bound], bound
 
 
 def recommended_oss(spec: ClusterSpec, *, demand_read: float, required_write: float) -> int:
@@ -553,7 +618,7 @@ def _model_notes(spec: ClusterSpec) -> list[str]:
     if spec.workload.samples is None:
         out.append(
             "request rate not modelled: large sequential reads are assumed; give workload.samples (size_KB, "
-            "files_per_sample) to add the metadata and OST IOPS layers"
+            "files_per_sample) to add the metadata, OST IOPS and data-loader layers"
         )
     return out
 
@@ -582,10 +647,12 @@ def sizing_notes(
             "Calibration). For an appliance, give lustre.oss.server.read_GBps/write_GBps (and servers_per_unit) "
             "with the vendor's published figure"
         )
+    loader = "the client_loader layer" if spec.workload.samples else "modelled once workload.samples is given"
     notes.append(
         f"single client {single_read:.1f} GB/s read is what a parallel streaming reader (fio/IOR, "
-        "many threads) reaches; a per-GPU data-loader pipeline on the host reaches less (MLPerf Storage v0.5, "
-        "one DGX H100: 0.34 of this figure; docs/sizing-model.md, Calibration)"
+        f"many threads) reaches; a data-loader pipeline is {loader}. MLPerf Storage v0.5 on one DGX H100 read 0.34 "
+        "of this figure: the demand of its simulated accelerators, which the host met, not a ceiling "
+        "(docs/sizing-model.md, Small files and the reader pipeline)"
     )
     notes += shared_port_notes(spec) + _model_notes(spec)
     if not meets_budget:
@@ -620,6 +687,7 @@ def build_sizing(spec: ClusterSpec) -> tuple[Sizing, list[SpecIssue]]:
         single_client_write_GBps=min(node_limit, supply.write_GBps),
         gpus_total=gpus,
         gpus_fed=math.floor(supply.read_GBps / per_gpu + 1e-9) if per_gpu > 0 else gpus,
+        gpus_fed_bound=fed_bound(supply.read_bound),
         read_per_gpu_GBps=per_gpu,
         single_node_demand_read_GBps=single_node_demand,
         read_demand_source=demand_src,

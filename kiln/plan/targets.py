@@ -120,10 +120,13 @@ def fabric_targets(spec: ClusterSpec, pool: ComputePool, group: str) -> list[Acc
         ]
     intra_algo = nccl_algorithm(gpu.nvswitch, gpu.pcie_gen, inter=False)
     if pool.gpu.count > 1:
+        gate = gpu.nccl_intra_gate_GBps
         out.append(_perf(
             spec, check="fabric.nccl_allreduce_intra", metric="busbw", unit="GB/s",
-            expected=gpu.nccl_intra_busbw_GBps, why=f"{gpu.name}, NCCL_ALGO={intra_algo}: {gpu.source}",
-            scope="node", group=group, requires=("gpu",), env=(("NCCL_ALGO", intra_algo),),
+            expected=gpu.nccl_intra_busbw_GBps,
+            why=f"{gpu.name}, NCCL_ALGO={intra_algo}: {gpu.nccl_intra_busbw_GBps:g} GB/s"
+            + (f", fails below the production gate {gate:g} GB/s" if gate else "") + f" ({gpu.figures_source})",
+            scope="node", group=group, requires=("gpu",), env=(("NCCL_ALGO", intra_algo),), gate=gate,
         ))
     if rdma and pool.nodes > 1 and pool.compute_rails.count:
         far = kb.factor("fabric_allreduce")
@@ -140,19 +143,24 @@ def fabric_targets(spec: ClusterSpec, pool: ComputePool, group: str) -> list[Acc
 
 
 def gpu_targets(spec: ClusterSpec, pool: ComputePool, group: str) -> list[AcceptanceTarget]:
-    """A GPU pool's host-to-device and device-to-host copy bandwidth over PCIe."""
+    """A GPU pool's host-to-device and device-to-host copy bandwidth: the GPU's published measurement, or its PCIe
+    link × pcie_h2d; failing below the GPU's own production gate where one is published."""
     kb = knowledge.load()
     assert pool.gpu is not None
     gpu = catalog.gpus(spec)[pool.gpu.model]
-    gates = kb.workload.pcie_h2d_gate_GBps
-    h2d_gate = gates.rates.get(gpu.pcie_gen)
-    pcie = kb.pcie.rates[gpu.pcie_gen] * kb.factor("pcie_h2d")
+    if gpu.h2d_GBps is not None:
+        expected, how = float(gpu.h2d_GBps), f"{gpu.name} measured {gpu.h2d_GBps:g} GB/s"
+    elif gpu.pcie_gen in kb.pcie.rates:
+        expected = kb.pcie.rates[gpu.pcie_gen] * kb.factor("pcie_h2d")
+        how = f"PCIe Gen{gpu.pcie_gen} x16 ({kb.pcie.source}) × pcie_h2d"
+    else:
+        return []
+    gate = gpu.h2d_gate_GBps
+    why = how + (f"; fails below the production gate {gate:g} GB/s" if gate else "") + f" ({gpu.figures_source})"
     return [
         _perf(
-            spec, check=f"gpu.{op}_bw", metric="bw", unit="GB/s", expected=pcie,
-            why=f"PCIe Gen{gpu.pcie_gen} x16 ({kb.pcie.source}) × pcie_h2d"
-            + (f"; fails below the production gate {h2d_gate:g} GB/s ({gates.source})" if h2d_gate else ""),
-            scope="host", group=group, requires=("gpu",), gate=h2d_gate,
+            spec, check=f"gpu.{op}_bw", metric="bw", unit="GB/s", expected=expected, why=why,
+            scope="host", group=group, requires=("gpu",), gate=gate,
         )
         for op in ("h2d", "d2h")
     ]

@@ -315,8 +315,10 @@ def _target_storage(
 
     Names come from the target's index in the filesystem, never from its slot on a server, so the two
     servers of a failover pair address the same shared LUN by the same name and no two targets share one.
-    ldiskfs: one device, or an md array /dev/md/<fsname>-<kind><idx:04d> of drives; zfs: pool/dataset
-    <fsname>-<kind><idx>/<kind><idx> built from the drives at the group's protection level."""
+    ldiskfs: one device, or an md array /dev/md/<fsname>-<kind><idx:04x> of drives; zfs: pool/dataset
+    <fsname>-<kind><idx:04x>/<kind><idx:04x> built from the drives at the group's protection level. The index is
+    written in hexadecimal, as Lustre writes it in the target's name (<fsname>-OST<idx:04x>), so OST000a is on
+    /dev/md/<fsname>-ost000a."""
     level = group.protection or default_level(backend, kind, group.devices_per_target) or "none"
     n = group.devices_per_target
     base = default_drive_base(kind, idx)

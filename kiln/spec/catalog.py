@@ -27,7 +27,8 @@ def gpus(spec: ClusterSpec) -> dict[str, GpuModel]:
             name,
             GpuModel(name=name, description=g.description, source=f"stack (inline): {g.source}",
                      memory_GB=g.memory_GB, pcie_gen=g.pcie_gen, nvswitch=g.nvswitch, nvlink_GBps=g.nvlink_GBps,
-                     nccl_intra_busbw_GBps=g.nccl_intra_busbw_GBps),
+                     nccl_intra_busbw_GBps=g.nccl_intra_busbw_GBps, nccl_intra_gate_GBps=None, h2d_GBps=None,
+                     h2d_gate_GBps=None, figures_source=f"stack (inline): {g.source}"),
         )
     return out
 

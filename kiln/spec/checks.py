@@ -503,6 +503,21 @@ def _objectstore(spec: ClusterSpec) -> Iterator[SpecIssue]:
     names = [b.name for b in os_.buckets]
     if len(set(names)) != len(names):
         yield SpecIssue("objectstore.buckets", names, "duplicate bucket", "list each bucket once")
+    if lake_network(spec) == "management" and spec.networks.management_link_Gbps is None:
+        yield SpecIssue(
+            "networks.management_link_Gbps", None,
+            f"the lake is reached over the management network (objectstore.network, default for an {os_.backend} "
+            "store), whose line rate bounds the stage-in, and the spec does not give it",
+            "set networks.management_link_Gbps to one compute node's management port (e.g. 100), or "
+            "objectstore.network: storage if the lake is on the storage fabric",
+        )
+
+
+def lake_network(spec: ClusterSpec) -> str:
+    """The network movers reach the object store over: objectstore.network, else storage for kiln's SeaweedFS
+    (on the storage subnet) and management for an external store (outside the fabric)."""
+    os_ = spec.objectstore
+    return os_.network or ("storage" if os_.backend == "seaweedfs" else "management")
 
 
 def _workload(spec: ClusterSpec) -> Iterator[SpecIssue]:

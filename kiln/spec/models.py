@@ -267,6 +267,11 @@ class Networks(Model):
         pattern=CIDR_RE, description="Management subnet (CIDR); one address per host, used by Ansible."
     )
     storage: str = Field(pattern=CIDR_RE, description="Storage subnet (CIDR); one address per storage NIC (LNet NIDs).")
+    management_link_Gbps: float | None = Field(
+        default=None, gt=0, le=3200,
+        description="Line rate of one compute node's management (Ethernet) port, Gb/s: bounds the stage-in from a "
+        "lake reached over the management network (objectstore.network).",
+    )
     roce_rails: str | None = Field(
         default=None,
         pattern=CIDR_RE,
@@ -329,7 +334,8 @@ class TargetGroup(Model):
         default=None,
         description="Block device (ldiskfs) or zpool/dataset (zfs) of every target of this kind in the filesystem, "
         "in index order (one per target, not per node: failover partners see the same path); "
-        "default /dev/disk/by-id/kiln-<kind><index:04d> (ldiskfs), <fsname>-<kind><index>/<kind><index> (zfs).",
+        "default /dev/disk/by-id/kiln-<kind><index:04x> (ldiskfs), <fsname>-<kind><index:04x>/<kind><index:04x> "
+        "(zfs): the index in hexadecimal, as in the target's Lustre name.",
     )
     protection: ProtectionLevel | None = Field(
         default=None,
@@ -712,6 +718,12 @@ class ObjectStore(Model):
     throughput_GBps: ThroughputGBps | None = Field(
         default=None, description="external only: the throughput you are sold."
     )
+    network: Literal["storage", "management"] | None = Field(
+        default=None,
+        description="The network the data movers reach the lake over: storage (the fast fabric, where kiln puts "
+        "SeaweedFS) or management (Ethernet: an external store outside the fabric). Default storage for seaweedfs, "
+        "management for external; management needs networks.management_link_Gbps.",
+    )
     nodes: int = Field(default=1, ge=0, le=1024, description="seaweedfs only: object-store nodes.")
     nics: NicGroup | None = Field(default=None, description="seaweedfs only: NICs per node.")
     disks: LocalNvme | None = Field(default=None, description="seaweedfs only: data disks per node.")
@@ -732,6 +744,10 @@ class Checkpoint(Model):
     budget_fraction: float = Field(ge=1e-4, lt=1, description="Share of training time checkpoint saves may take.")
     sharded: bool = Field(default=True, description="One file per rank (DCP/FSDP) rather than one big file.")
     bytes_per_param: BytesPerParam | None = Field(default=None, description="Override the catalog's 14 B/param.")
+    keep: int | None = Field(
+        default=None, ge=1, le=1000,
+        description="Checkpoints kept on Lustre (capacity plan); default dataflow.checkpoints.keep_resident, else 2.",
+    )
 
 
 class ReadDemand(Model):
@@ -747,12 +763,26 @@ class Samples(Model):
         default=1, ge=0, le=1024, description="Files opened per sample (1: a file per sample; 0: samples packed "
         "into large shards, so opens do not limit reads)."
     )
+    readers_per_gpu: int | None = Field(
+        default=None, ge=1, le=1024,
+        description="Data-loader reader processes or threads per GPU (the pipeline's concurrency); default 4, "
+        "MLPerf Storage's DLIO read_threads.",
+    )
 
 
 class Workload(Model):
     model_params_B: BillionParams = Field(description="Model parameters, billions.")
     checkpoint: Checkpoint = Field(description="Checkpoint cadence and budget.")
-    dataset_TB: CapacityTB = Field(description="Training dataset size, TB.")
+    dataset_TB: CapacityTB = Field(description="Training dataset size, TB: the share of the lake staged into Lustre.")
+    dataset_files: int | None = Field(
+        default=None, ge=1, le=10**13,
+        description="Files in the staged dataset (MDT inodes, OST objects); default from workload.samples, else "
+        "dataset_TB ÷ 1 MiB (mkfs.lustre's own assumption).",
+    )
+    scratch_TB: float = Field(
+        default=0, ge=0, le=1e7,
+        description="Scratch space the plan keeps free on Lustre besides dataset and checkpoints, TB.",
+    )
     read_demand: ReadDemand = Field(
         default_factory=lambda: ReadDemand(profile="llm-text"),
         description="Per-GPU read demand: a named profile or GBps_per_gpu.",

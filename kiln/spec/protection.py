@@ -112,14 +112,15 @@ def ext4_raid_options(level: str, devices: int, chunk_KiB: int) -> tuple[str, ..
 def default_drive_base(kind: str, idx: int) -> str:
     """The by-id name of the drive(s) behind target `idx` of `kind` when the stack names no paths (drives of a
     group of several are <base>-0, <base>-1, ...): named by the target's index in the filesystem, so failover
-    partners address a shared LUN alike and no two targets share one."""
-    return f"/dev/disk/by-id/kiln-{kind}{idx:04d}"
+    partners address a shared LUN alike and no two targets share one. Hexadecimal, as the target's Lustre name."""
+    return f"/dev/disk/by-id/kiln-{kind}{idx:04x}"
 
 
 def default_target_device(backend: str, fsname: str, kind: str, idx: int) -> str:
     """What target `idx` of `kind` is formatted on when the stack names no paths and its drives are assembled: the
-    md array /dev/md/<fsname>-<kind><idx:04d> (ldiskfs) or the pool/dataset <fsname>-<kind><idx>/<kind><idx> (zfs).
-    A single drive (ldiskfs none or external) is formatted directly: default_drive_base."""
+    md array /dev/md/<fsname>-<kind><idx:04x> (ldiskfs) or the pool/dataset <fsname>-<kind><idx:04x>/<kind><idx:04x>
+    (zfs), the index in hexadecimal as in the target's Lustre name. A single drive (ldiskfs none or external) is
+    formatted directly: default_drive_base."""
     if backend == "zfs":
-        return f"{fsname}-{kind}{idx}/{kind}{idx}"
-    return f"/dev/md/{fsname}-{kind}{idx:04d}"
+        return f"{fsname}-{kind}{idx:04x}/{kind}{idx:04x}"
+    return f"/dev/md/{fsname}-{kind}{idx:04x}"

@@ -112,3 +112,13 @@ def test_storage_cases_are_in_the_set() -> None:
     judged = [r for r in storage if not r.out_of_scope]
     assert len(storage) >= 6 and len(judged) >= 4
     assert all(r.limit and not r.assumed for r in judged)
+
+
+def test_held_out_sources_are_reported_never_judged(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    held = {"source": "https://github.com/IO500/submission-data (X/2025/submission-1)", "published": 1}
+    with pytest.raises(cal.CaseError, match="held out"):
+        cal.load_case(_copy_case(tmp_path, **held) / "case.yaml")
+    case = _copy_case(tmp_path, **held, held_out="IO500 2025")  # ratio ~460: off, but not judged
+    assert cal.main(["--cases", str(case)]) == 0
+    out = capsys.readouterr().out
+    assert "held out (reported, never judged)" in out and "0 of 0 in-scope" in out and "held out: 0 of 1" in out

@@ -24,13 +24,32 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_plan_prints_bottleneck_first_and_targets() -> None:
+def test_plan_opens_with_the_summary_and_ends_with_targets() -> None:
     r = run("plan", "prod-h100")
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
-    first = next(i for i, line in enumerate(lines) if line.startswith("BOTTLENECK"))
-    assert first < 5 and "oss_nics" in lines[first + 1]
+    first = lines.index("SUMMARY")
+    assert first < 5 and "oss_nics" in lines[first + 1] and lines[first + 1].split()[0] == "bottleneck"
+    labels = [line.split()[0] for line in lines[first + 1 : first + 8]]
+    assert labels == ["bottleneck", "GPUs", "capacity", "checkpoint", "degraded", "stage-in", "warnings"]
     assert "ACCEPTANCE TARGETS" in r.stdout and "storage.ior_easy_read" in r.stdout
+
+
+def test_summary_alone_fits_one_screen(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", str(ROOT / "stacks" / "Pulumi.prod-h100.yaml"), "--summary"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert len(lines) <= 24 and "LAYERS" not in out and "ACCEPTANCE TARGETS" not in out
+    assert any("21 min" in line for line in lines)  # 200 TB stage-in in minutes, not 1263 s
+    assert any("does NOT hold" in line for line in lines)
+
+
+@pytest.mark.parametrize("fmt", ["md", "html"])
+def test_report_formats_chart_the_layers(fmt: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", str(ROOT / "stacks" / "Pulumi.dev.yaml"), "--format", fmt]) == 0
+    out = capsys.readouterr().out
+    assert out.count("<svg") == 2 and "(bottleneck)" in out and "demand" in out
+    assert "http" not in out.split("<svg", 1)[1].split("</svg>")[0].replace("http://www.w3.org/2000/svg", "")
 
 
 def test_validate_broken_spec_exits_2_with_path_and_fix(tmp_path: Path, stack: Any) -> None:

@@ -322,8 +322,10 @@ def test_every_template_has_a_context() -> None:
         assert role in ROLE_HOST, f"{template}: add its role's host to ROLE_HOST"
     stale = known - set(ROLE_TEMPLATES)
     assert not stale, f"entries for templates that no longer exist: {sorted(stale)}"
-    assert set(PACKAGE_TEMPLATES) == {"kiln/templates/plan-report.txt.j2", "kiln/templates/verify-report.html.j2"}, (
-        "a new package template: add a check for it at the end of this module")
+    assert set(PACKAGE_TEMPLATES) == {
+        "kiln/templates/plan-report.txt.j2", "kiln/templates/plan-report.md.j2", "kiln/templates/plan-report.html.j2",
+        "kiln/templates/verify-report.html.j2",
+    }, "a new package template: add a check for it at the end of this module"
 
 
 STACKS = ("lab", "prod-h100")
@@ -400,6 +402,26 @@ def test_plan_report_keeps_the_description_on_its_line() -> None:
     hostile = render_plan_report(build_plan(validate(data)))
     assert hostile.splitlines()[0] == f"kiln plan — lab ({WORST_TEXT})"
     assert len(hostile.splitlines()) == len(plain.splitlines())
+
+
+def test_plan_report_html_escapes_spec_text() -> None:
+    """kiln/templates/plan-report.html.j2 autoescapes: the spec's free text is text, never markup; the only
+    markup it inserts is the charts' SVG, built from numbers and escaped layer names (kiln/render/chart.py).
+    kiln/templates/plan-report.md.j2 keeps the description verbatim on its own line."""
+    from markupsafe import escape
+
+    from kiln.render.report import environment, render_plan
+    from kiln.spec import validate
+    from tests.conftest import stack_data
+
+    data = stack_data("lab")
+    data["description"] = WORST_TEXT
+    plan = build_plan(validate(data))
+    page = render_plan(plan, "html")
+    assert WORST_TEXT not in page and str(escape(WORST_TEXT)) in page
+    assert page.count("<svg") == 2 and "<script" not in page
+    assert environment().autoescape("plan-report.html.j2") is True
+    assert f"\n{WORST_TEXT}\n" in render_plan(plan, "md")
 
 
 def test_verify_report_template_escapes_what_it_inserts() -> None:

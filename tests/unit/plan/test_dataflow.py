@@ -96,6 +96,8 @@ def test_part_size_covers_the_largest_shard_in_10000_parts(stack: Any) -> None:
     data["workload"]["model_params_B"] = 20  # one 280 GB file
     data["workload"]["checkpoint"]["interval_min"] = 600
     data["workload"]["checkpoint"]["budget_fraction"] = 0.5
+    # room for two 280 GB checkpoints (the capacity plan refuses them on the lab's 20 GB disks)
+    data["lustre"]["oss"]["osts"]["device"] = {"read_GBps": 0.25, "write_GBps": 0.15, "capacity_TB": 1}
     df = plan_of(data).dataflow
     assert df.part_size_MiB * 2**20 * 10000 >= 20e9 * 14 > 8 * 2**20 * 10000
     assert df.part_size_MiB & (df.part_size_MiB - 1) == 0

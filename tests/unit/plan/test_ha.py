@@ -56,7 +56,7 @@ def test_zfs_targets_carry_their_pool() -> None:
     spec = spec.model_copy(update={"lustre": spec.lustre.model_copy(update={"backend": "zfs"})})
     plan = build_plan(spec)
     res = {r.name: r for p in plan.ha.pairs for r in p.resources}
-    assert res["prod-OST0000"].zpool == "prod-ost0" and res["prod-OST0000"].md_device == ""
+    assert res["prod-OST0000"].zpool == "prod-ost0000" and res["prod-OST0000"].md_device == ""
 
 
 def test_only_the_first_node_fence_device_waits() -> None:

@@ -57,8 +57,8 @@ REFUSALS = [
             problem="models_namespace 'training' is also training_namespace", fix="another name"),
     # an independent corpus of spec inputs found these accepted
     refusal("MGT on an MDT's default zfs dataset", "prod-h100",
-            ({"lustre.backend": "zfs"}, {"lustre.mgs.device": "prod-mdt0/mdt0"}), "lustre.mgs.device",
-            value="prod-mdt0/mdt0", problem="MDT0000", fix="a device of its own"),
+            ({"lustre.backend": "zfs"}, {"lustre.mgs.device": "prod-mdt0000/mdt0000"}), "lustre.mgs.device",
+            value="prod-mdt0000/mdt0000", problem="MDT0000", fix="a device of its own"),
     refusal("MGT on an MDT's default md array", "prod-h100", {"lustre.mgs.device": "/dev/md/prod-mdt0001"},
             "lustre.mgs.device", value="/dev/md/prod-mdt0001", problem="MDT0001", fix="a device of its own"),
     refusal("storage NIC under a compute rail's interface name", "dev",
