@@ -226,11 +226,16 @@ def stop_api_service(pid_file: Path) -> bool:
     return True
 
 
+#: Seconds `podman exec` may fail outright (it prints no systemd state) before a container counts as stale.
+UNREACHABLE_S = 45
+
+
 def wait_for_systemd(name: str, timeout: float = 240) -> str:
     """Wait until systemd in the container is up; returns its state (running or degraded). A container that
     exits meanwhile fails at once, with its state and the end of its log."""
     deadline = time.monotonic() + timeout
     state = ""
+    unreachable_since: float | None = None
     while time.monotonic() < deadline:
         proc = _run(["exec", name, "systemctl", "is-system-running"], check=False)
         state = proc.stdout.strip()
@@ -239,6 +244,11 @@ def wait_for_systemd(name: str, timeout: float = 240) -> str:
         status = container_state(name)
         if status not in ("running", "created", "initialized", None):
             raise PodmanError(f"{name}: the container {status} before systemd came up: {_log_tail(name)}")
+        # podman exec itself failing (no state printed) while the container says running: a stale container
+        unreachable_since = (unreachable_since or time.monotonic()) if not state else None
+        if unreachable_since is not None and time.monotonic() - unreachable_since > UNREACHABLE_S:
+            raise PodmanError(f"{name}: cannot be entered for {UNREACHABLE_S} s although podman says {status}: "
+                              f"{proc.stderr.strip()[-300:]}")
         time.sleep(1)
     raise PodmanError(f"{name}: systemd did not come up within {timeout:.0f} s (state {state or 'unknown'}, "
                       f"container {container_state(name) or 'gone'}): {_log_tail(name)}")
