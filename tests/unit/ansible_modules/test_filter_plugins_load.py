@@ -43,6 +43,10 @@ CALLS = {
     "ocf_agents_missing": ("{{ ['ocf:lustre:Lustre'] | kiln.cluster.ocf_agents_missing("
                            "{'/usr/lib/ocf/resource.d/lustre/Lustre': {'executable': false}}) }}",
                            ["ocf:lustre:Lustre"]),
+    "os_support_problem": ("{{ {'os_family': 'RedHat', 'distribution': 'Rocky', 'distribution_major_version': '9',"
+                           " 'distribution_version': '9.4'} | kiln.cluster.os_support_problem('lustre_server') }}", ""),
+    "os_platform": ("{{ {'os_family': 'Debian', 'distribution': 'Ubuntu', 'distribution_major_version': '24',"
+                    " 'distribution_version': '24.04'} | kiln.cluster.os_platform }}", "ubuntu2404"),
 }
 
 
