@@ -48,16 +48,15 @@ LOADER = DataLoader()
 def _templar() -> Templar:
     # What ansible-playbook does first, so that the collection's filters and lookups resolve. Done at the first
     # check, not at import: the collection finder then owns ansible_collections.* for the rest of the session.
-    collections = str(ROOT / "ansible" / "collections")
-    finder = AnsibleCollectionConfig.collection_finder
-    if finder is not None and collections not in finder._n_collection_paths:
-        # Another test configured the loader without this checkout's collection: configure it again with it.
+    # Other tests of the session may have configured the loader without this checkout's collection, or imported
+    # its plugins as plain modules (tests/unit/ansible_modules/kiln_filters.py): start from a clean loader.
+    if AnsibleCollectionConfig.collection_finder is not None:
         _AnsibleCollectionFinder._remove()
-        for name in [n for n in sys.modules if n == "ansible_collections" or n.startswith("ansible_collections.")]:
-            del sys.modules[name]
-        for plugin_loader in (filter_loader, lookup_loader, test_loader):
-            plugin_loader._clear_caches()
-    init_plugin_loader([collections])
+    for name in [n for n in sys.modules if n == "ansible_collections" or n.startswith("ansible_collections.")]:
+        del sys.modules[name]
+    for plugin_loader in (filter_loader, lookup_loader, test_loader):
+        plugin_loader._clear_caches()
+    init_plugin_loader([str(ROOT / "ansible" / "collections")])
     return Templar(loader=LOADER)
 
 
