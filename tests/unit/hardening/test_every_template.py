@@ -386,7 +386,7 @@ def test_verify_report_template_escapes_what_it_inserts() -> None:
     """kiln/templates/verify-report.html.j2 renders with autoescape, so check output and spec text stay text
     (the rendered report with hostile check output: tests/unit/verify/test_verify_runner_report.py
     test_html_report_escapes_check_output)."""
-    from kiln.render.report import environment
+    from kiln.templating import environment
 
     env = environment()
     assert callable(env.autoescape)
