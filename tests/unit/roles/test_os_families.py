@@ -160,14 +160,16 @@ def all_host_vars(stack: str) -> dict[str, dict[str, Any]]:
     return {h: inv.host_vars(h) for h in sorted(inv.groups["all"])}
 
 
-def role_vars(role: str, host: str) -> dict[str, Any]:
-    """The role's variables on a host with these facts, as Ansible layers them (defaults < inventory < role vars)."""
+def role_vars(role: str, host: str, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The role's variables on a host with these facts, as Ansible layers them (defaults < inventory < role vars),
+    with ``extra`` in the inventory's place (an operator's choice)."""
     fixture = os_facts.load(host)
     facts = fixture["facts"]
     stack, inv_host = inventory_host(role)
     inv = CONTRACT.inventory(stack)
     variables: dict[str, Any] = dict(trusted(load(ROLES / role / "defaults" / "main.yml") or {}))
     variables.update(all_host_vars(stack)[inv_host])
+    variables.update(extra or {})
     variables.update({
         "ansible_facts": facts, **{f"ansible_{k}": v for k, v in facts.items()},
         "inventory_hostname": inv_host, "role_path": str(ROLES / role), "ansible_check_mode": False,
@@ -260,14 +262,14 @@ def _from_string_once(env: jinja2.Environment, source: Any, globals: Any = None,
     return _COMPILED[key][1]
 
 
-def check_role(role: str, host: str) -> Report:
+def check_role(role: str, host: str, extra: Mapping[str, Any] | None = None) -> Report:
     with mock.patch.object(jinja2.Environment, "from_string", _from_string_once):
-        return _check_role(role, host)
+        return _check_role(role, host, extra)
 
 
-def _check_role(role: str, host: str) -> Report:
+def _check_role(role: str, host: str, extra: Mapping[str, Any] | None = None) -> Report:
     report = Report()
-    variables = role_vars(role, host)
+    variables = role_vars(role, host, extra)
     runtime = run_time_names(role)
     os_vars = os_vars_file(role, variables)
     if os_vars is not None:
@@ -378,6 +380,43 @@ def test_role_resolves_every_package_service_path_and_template_on(role: str, hos
     report = check_role(role, host)
     assert not report.problems, f"role {role} on {host}:\n" + "\n".join(report.problems)
     assert report.resolved > 0
+
+
+#: The vendor repositories a role adds only when the operator turns them on: checked with the switch on, on one
+#: recorded host of each platform the role supports (a default run skips those tasks).
+OPT_IN = {
+    "gpu": {"gpu_nvidia_cuda_repo": True},
+    "lustre_client": {"lustre_client_whamcloud_repo": True},
+    "lustre_server": {"lustre_server_whamcloud_repo": True},
+}
+
+
+def opt_in_cases() -> list[tuple[str, str]]:
+    first = {}
+    for role, host in cases():
+        first.setdefault((role, platform_of(os_facts.load(host)["facts"])), host)
+    return sorted((role, host) for (role, _), host in first.items() if role in OPT_IN)
+
+
+@pytest.mark.parametrize(("role", "host"), opt_in_cases())
+def test_role_resolves_its_opt_in_vendor_repository_on(role: str, host: str) -> None:
+    report = check_role(role, host, OPT_IN[role])
+    assert not report.problems, f"role {role} on {host} with {OPT_IN[role]}:\n" + "\n".join(report.problems)
+
+
+@pytest.mark.parametrize("role", ["lustre_client", "lustre_server"])
+def test_whamcloud_is_refused_where_it_publishes_nothing(role: str) -> None:
+    # Debian runs the Lustre roles only as the lab's stand-in: the first check after the OS pre-flight refuses
+    # Whamcloud's repository there, before any change.
+    variables = role_vars(role, "debian12", {f"{role}_whamcloud_repo": True})
+    os_vars = os_vars_file(role, variables)
+    assert os_vars is not None and os_vars.name == "Debian.yml"
+    variables.update(trusted(load(os_vars) or {}))
+    refusal = next(t for t, _, _ in tasks_in(load(ROLES / role / "tasks" / "os.yml"), [], {})
+                   if str(t.get("name", "")).startswith("Stop when Whamcloud's repository"))
+    templar = templar_for(variables)
+    assert templar.evaluate_conditional(trust_as_template(refusal["when"]))
+    assert not templar.evaluate_conditional(trust_as_template(refusal["ansible.builtin.assert"]["that"][0]))
 
 
 def test_every_role_is_checked_on_every_platform_it_supports() -> None:
