@@ -562,7 +562,8 @@ def support_matrix(full: bool) -> str:
             if entry.lab_only:
                 lab = ", ".join(data.platforms[k].name for k in entry.lab_only)
                 lines.append(f"| {role} | {lab} | {_cell(entry.reason)} | {_cell(entry.source)} |")
-        lines += ["", "Recorded hosts behind the static checks (tests/fixtures/os_facts/; each `.source` names where the",
+        lines += ["",
+                  "Recorded hosts behind the static checks (tests/fixtures/os_facts/; each `.source` names where the",
                   "release files come from and what is real and what is derived):", "",
                   "| host | platform | Ansible's facts | source |", "|---|---|---|---|"]
         for fixture in sorted((ROOT / "tests" / "fixtures" / "os_facts").glob("*.json")):
