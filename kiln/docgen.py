@@ -581,10 +581,11 @@ def support_docs() -> list[tuple[Path, str]]:
     out = []
     for path, full in ((ROOT / "README.md", False), (DOCS / "support-matrix.md", True)):
         text = path.read_text(encoding="utf-8")
-        if not block.search(text):
+        found = block.search(text)
+        if not found:
             raise RoleDocError(f"{path.relative_to(ROOT)} has no support-matrix markers; fix: add\n"
                                f"{SUPPORT_BEGIN}\n{SUPPORT_END}")
-        out.append((path, block.sub(lambda _m, f=full: support_matrix(f), text, count=1)))
+        out.append((path, text[:found.start()] + support_matrix(full) + text[found.end():]))
     return out
 
 
