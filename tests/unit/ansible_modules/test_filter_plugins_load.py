@@ -50,6 +50,10 @@ CALLS = {
                      " 'timing': {}, 'stickiness': 200, 'md_conf': '/etc/kiln/mdadm-lustre.conf'}"
                      " | kiln.cluster.pcs_commands | first }}",
                      ["property", "set", "stonith-enabled=false", "no-quorum-policy=stop"]),
+    "os_support_problem": ("{{ {'os_family': 'RedHat', 'distribution': 'Rocky', 'distribution_major_version': '9',"
+                           " 'distribution_version': '9.4'} | kiln.cluster.os_support_problem('lustre_server') }}", ""),
+    "os_platform": ("{{ {'os_family': 'Debian', 'distribution': 'Ubuntu', 'distribution_major_version': '24',"
+                    " 'distribution_version': '24.04'} | kiln.cluster.os_platform }}", "ubuntu2404"),
 }
 
 

@@ -242,10 +242,16 @@ def _role_file(role: str, name: str) -> dict[str, Any]:
     return _trusted(yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
 
 
+#: The lab's hosts are Debian 12: their facts (tests/fixtures/os_facts/debian12.json) and each role's Debian vars.
+LAB_FACTS = json.loads((ROOT / "tests" / "fixtures" / "os_facts" / "debian12.json").read_text())["facts"]
+
+
 def render(template: str, variables: dict[str, Any]) -> str:
     role = template.split("/")[1]
+    os_vars = ROOT / "roles" / role / "vars" / "Debian.yml"
     merged = {**_role_file(role, "defaults"), **variables, **_role_file(role, "vars"),
-              "ansible_managed": "Ansible managed"}
+              **(_trusted(yaml.safe_load(os_vars.read_text()) or {}) if os_vars.exists() else {}),
+              "ansible_managed": "Ansible managed", "ansible_facts": LAB_FACTS}
     try:
         merged.update(FACTS.get(template, lambda v: {})(merged))
     except IndexError:

@@ -25,7 +25,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "kiln.templating": frozenset(),
     "kiln.redact": frozenset(),
     "kiln.lustre": frozenset(),
-    "kiln.knowledge": frozenset({"kiln.yamlio"}),
+    "kiln.knowledge": frozenset({"kiln.yamlio", "kiln.lustre"}),
     "kiln.spec": frozenset({"kiln.knowledge", "kiln.yamlio"}),
     "kiln.plan": frozenset({"kiln.spec", "kiln.knowledge", "kiln.lustre"}),
     "kiln.node": frozenset({"kiln.plan"}),
