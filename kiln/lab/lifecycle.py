@@ -281,6 +281,7 @@ class Lab:
                     podman.copy_into(host_spec.container, LAB_AGENTS)
                 podman.authorize_key(host_spec.container, public_key)
                 known[h.management_address] = podman.ssh_host_key(host_spec.container)
+                podman.reachable(h.management_address)
             except podman.PodmanError as exc:
                 raise LabError("hosts", str(exc), host=h.name) from None
             self.say("hosts", f"{h.name} ({h.role}) {h.management_address}: {done}, systemd {state}, sshd up")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import time
 from dataclasses import dataclass
@@ -278,6 +279,23 @@ def authorize_key(name: str, public_key: str) -> bool:
     """Let `public_key` log in as root in the container. True when it was added (idempotent)."""
     proc = _run(["exec", name, "sh", "-c", _AUTHORIZE, "sh", public_key.strip()])
     return proc.stdout.strip() == "added"
+
+
+def reachable(address: str, port: int = 22, timeout: float = 90) -> None:
+    """Wait until `address:port` accepts a TCP connection from this host. A container remade with the address of
+    an earlier one has a new MAC; the host's neighbour entry for the address is flushed first, else SSH times out
+    until the stale entry expires."""
+    subprocess.run(["ip", "neigh", "flush", "to", address], capture_output=True, check=False)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with socket.create_connection((address, port), timeout=3):
+                return
+        except OSError as exc:
+            if time.monotonic() > deadline:
+                raise PodmanError(f"{address}:{port} does not accept connections after {timeout:.0f} s ({exc}); "
+                                  "check `ip neigh show` and the container's sshd") from None
+            time.sleep(1)
 
 
 def ssh_host_key(name: str, timeout: float = 60) -> str:

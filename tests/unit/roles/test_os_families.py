@@ -173,6 +173,7 @@ def role_vars(role: str, host: str, extra: Mapping[str, Any] | None = None) -> d
     variables.update({
         "ansible_facts": facts, **{f"ansible_{k}": v for k, v in facts.items()},
         "inventory_hostname": inv_host, "role_path": str(ROLES / role), "ansible_check_mode": False,
+        "ansible_play_hosts": [inv_host], "ansible_play_batch": [inv_host],
         "groups": {g: sorted(h) for g, h in inv.groups.items()},
         "hostvars": all_host_vars(stack), "ansible_managed": "Ansible managed",
         f"{role}_config_only": False, "kiln_allow_not_applicable": False,
@@ -280,10 +281,24 @@ def _check_role(role: str, host: str, extra: Mapping[str, Any] | None = None) ->
     seen: set[Path] = set()
     walk(role, ROLES / role / "tasks" / "main.yml", [], {}, variables, runtime, report, seen)
     walk(role, ROLES / role / "handlers" / "main.yml", [], {}, variables, runtime, report, seen)
+    for entry in entry_points(role):  # tasks files the plays run directly (include_role ... tasks_from)
+        if ROLES / role / "tasks" / entry not in seen:
+            walk(role, ROLES / role / "tasks" / entry, [], {}, variables, runtime, report, seen)
     unreached = sorted(p.name for p in (ROLES / role / "tasks").glob("*.yml") if p not in seen)
     if unreached:
-        report.problems.append(f"tasks not reached from tasks/main.yml: {unreached}")
+        report.problems.append(f"tasks not reached from tasks/main.yml or a play's tasks_from: {unreached}")
     return report
+
+
+@cache
+def entry_points(role: str) -> tuple[str, ...]:
+    """The tasks files of `role` the playbooks run with include_role/import_role `tasks_from`."""
+    found: set[str] = set()
+    for play in sorted((ROLES.parent / "ansible").rglob("*.yml")):
+        for m in re.finditer(r"name:\s*(?:kiln\.cluster\.)?(\w+)\s*\n\s*tasks_from:\s*(\S+)", play.read_text()):
+            if m.group(1) == role:
+                found.add(m.group(2))
+    return tuple(sorted(found))
 
 
 INCLUDES = ("ansible.builtin.import_tasks", "ansible.builtin.include_tasks")
