@@ -49,7 +49,7 @@ lint: venv
 	$(BIN)/mypy
 	$(BIN)/python -m kiln.docgen --check
 	shellcheck scripts/*.sh .ci/run
-	cd ansible && ../$(BIN)/ansible-lint --profile production ../roles ../ansible
+	cd ansible && ../$(BIN)/ansible-lint --profile production ../roles ../ansible ../playbooks
 
 unit: venv
 	$(BIN)/pytest -q tests/unit

@@ -28,7 +28,7 @@ stage mypy "$BIN/mypy"
 stage docs "$BIN/python" -m kiln.docgen --check
 stage calibration "$BIN/python" bench/calibration/run.py
 stage shellcheck shellcheck scripts/*.sh .ci/run
-stage ansible-lint bash -c "cd ansible && '$BIN/ansible-lint' --profile production ../roles ../ansible"
+stage ansible-lint bash -c "cd ansible && '$BIN/ansible-lint' --profile production ../roles ../ansible ../playbooks"
 # The built kiln.cluster collection, checked by the Ansible ecosystem's own validators (scripts/collection-checks.sh).
 stage collection-build scripts/collection-checks.sh build
 stage ansible-test-sanity scripts/collection-checks.sh sanity
