@@ -44,8 +44,8 @@ def test_deploy_runs_the_collections_site_playbook(tmp_path: Path) -> None:
     """The whole path on this machine, changing nothing: the lab's gpu001 over the local connection, in check mode,
     with a tag no task has (only the preflight play and the roles' read-only detection run)."""
     r = kiln(tmp_path, "deploy", "lab", "--stacks-dir", str(ROOT / "stacks"), "--limit", "gpu001",
-             "--tags", "kiln_no_such_tag", "--check", "--log", "deploy.log", "--",
-             "-c", "local", "-e", f"ansible_python_interpreter={sys.executable}", "-e", "kiln_allow_not_applicable=true")
+             "--tags", "kiln_no_such_tag", "--check", "--log", "deploy.log", "--", "-c", "local",
+             "-e", f"ansible_python_interpreter={sys.executable}", "-e", "kiln_allow_not_applicable=true")
     assert r.returncode == 0, r.stdout + r.stderr
     out = r.stdout.splitlines()
     assert out[0].startswith("inventory: wrote 11 files to inventory/lab/")
