@@ -7,7 +7,7 @@ the user unless asked for with -v/--debug.
 
 Layout: kiln.cli.common holds what every command shares (loading a stack, writing files, the shared
 options, the exit codes, the reporting path); one module per command group registers its subcommands
-(plan: validate, plan, inventory; deploy; render: render, monitoring; verify; lab; data). Command modules import
+(init; plan: validate, plan, inventory; deploy; render: render, monitoring; verify; lab; data). Command modules import
 kiln.cli.common, never this module; nothing outside kiln.cli imports the CLI.
 """
 
@@ -21,13 +21,13 @@ from collections.abc import Sequence
 from importlib import metadata
 
 from kiln import __version__
-from kiln.cli import data, deploy, lab, plan, render, verify
+from kiln.cli import data, deploy, init, lab, plan, render, verify
 from kiln.cli.common import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, EXIT_SPEC, common_options, setup_logging
 from kiln.spec import SpecError
 
 __all__ = ["EXIT_FAIL", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_SPEC", "main", "parser", "version"]
 
-COMMAND_GROUPS = (plan, deploy, render, verify, lab, data)  # in the order `kiln --help` lists them
+COMMAND_GROUPS = (init, plan, deploy, render, verify, lab, data)  # in the order `kiln --help` lists them
 
 log = logging.getLogger(__name__)
 

@@ -82,9 +82,8 @@ Text = Annotated[str, Field(max_length=512), AfterValidator(check_plain)]
 
 #: A lower-case name (pools, environments): letters, digits and '-', starting with a letter and not ending in '-'
 #: (it becomes part of Kubernetes names and Ansible groups).
-Name = Annotated[
-    str, Field(pattern=r"^[a-z]([a-z0-9-]{0,29}[a-z0-9])?$", description="lower-case name: letters, digits, '-'")
-]
+NAME_PATTERN = r"^[a-z]([a-z0-9-]{0,29}[a-z0-9])?$"
+Name = Annotated[str, Field(pattern=NAME_PATTERN, description="lower-case name: letters, digits, '-'")]
 
 #: A Kubernetes object name or namespace (DNS-1123 label: no leading or trailing '-').
 K8sName = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")]
