@@ -29,7 +29,7 @@ image: prereqs
 	scripts/build-base-image.sh
 
 tools:
-	scripts/build-tools.sh weed warp
+	scripts/build-tools.sh weed warp kubeconform
 
 ## The main job: the lab stack end to end (prereqs, image and tools are steps of `kiln lab up`).
 lab: venv
