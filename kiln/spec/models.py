@@ -28,6 +28,7 @@ from kiln.spec.types import (
     AbsPath,
     BucketName,
     CatalogName,
+    ImageRef,
     Interface,
     K8sName,
     KeyPrefix,
@@ -772,6 +773,21 @@ class Dataflow(Model):
     movers: DataMovers = Field(default_factory=DataMovers, description="Mover hosts and concurrency.")
 
 
+class Images(Model):
+    """kiln's own container images, as the cluster pulls them (kiln publishes none: build them with
+    scripts/build-mover-image.sh and scripts/build-health-image.sh and push them to your registry)."""
+
+    datamover: ImageRef | None = Field(
+        default=None, description="The data mover's image (Jobs, CronJob, model distribution), with a tag, a digest or "
+        "both, e.g. registry.example.com/hpc/kiln-datamover:0.1.0@sha256:<digest>; unset: "
+        "kiln/knowledge/kubernetes.yaml dataflow.mover_image (a local build).",
+    )
+    health: ImageRef | None = Field(
+        default=None, description="kiln-health's image (the DaemonSet on GPU nodes), as datamover; unset: "
+        "kiln/knowledge/kubernetes.yaml health.image.",
+    )
+
+
 class Kubernetes(Model):
     version: str = Field(default="1.31", pattern=r"^1\.\d{2}$", description="Kubernetes minor version (schemas).")
     gpu_node_label: LabelKey = Field(default="nvidia.com/gpu.present", description="Label selecting GPU nodes.")
@@ -796,6 +812,7 @@ class Kubernetes(Model):
     storage_class: K8sName | Literal[""] = Field(
         default="", description="StorageClass for SeaweedFS volumes ('' = default)."
     )
+    images: Images = Field(default_factory=Images, description="kiln's own images: registry, tag and digest per stack.")
 
     @model_validator(mode="after")
     def _models_namespace_apart(self) -> Kubernetes:

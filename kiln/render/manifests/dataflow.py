@@ -32,7 +32,6 @@ from typing import Any
 import yaml
 
 from kiln import knowledge
-from kiln.knowledge.kubernetes import kubernetes
 from kiln.plan.model import ModelFlowPlan
 from kiln.render.manifests.context import (
     DATAFLOW,
@@ -82,7 +81,7 @@ def _state_dir(c: Ctx) -> str:
 def _pod(c: Ctx, name: str, args: list[str], restart: str, ports: list[Obj] | None = None,
          mounts: list[Obj] | None = None, volumes: list[Obj] | None = None) -> Obj:
     """The mover's pod template: kiln with the plan's tuning, the Lustre root claim, the S3 Secret by reference."""
-    image = kubernetes().dataflow.mover_image.value
+    image = c.plan.kubernetes.mover_image
     env = [
         {"name": "KILN_S3_ACCESS_KEY", "valueFrom": {"secretKeyRef": {"name": S3_SECRET_NAME,
                                                                       "key": "AWS_ACCESS_KEY_ID"}}},

@@ -56,7 +56,7 @@ def _daemonset(c: Ctx, ns: str, pools: list[str]) -> Obj:
     k = kubernetes().health
     container = {
         "name": "health",
-        "image": k.image.value,
+        "image": c.plan.kubernetes.health_image,
         "command": ["kiln-health"],
         "args": ["--kubernetes", "--root", HOST_ROOT, "--expect", f"{EXPECT_DIR}/$(NODE_NAME).json",
                  "--every", str(k.interval_s.value)],
