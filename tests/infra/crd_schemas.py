@@ -1,4 +1,4 @@
-"""CustomResourceDefinitions → the JSON schemas kubeconform reads: tests/infra/schemas/crds/<group>/<kind>_<version>.json.
+"""CustomResourceDefinitions → the JSON schemas kubeconform reads (tests/infra/schemas/crds/GROUP/KIND_VERSION.json).
 
 The conversion is kubeconform's own (scripts/openapi2jsonschema.py of github.com/yannh/kubeconform v0.7.0): each
 served version's `openAPIV3Schema`, with `additionalProperties: false` on every object below the root that lists

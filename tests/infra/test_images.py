@@ -49,5 +49,5 @@ def test_unset_images_are_the_local_builds(stack: Any) -> None:
 def test_a_malformed_image_is_refused(stack: Any, bad: str) -> None:
     data = stack("dev")
     data["kubernetes"]["images"] = {"datamover": bad}
-    with pytest.raises(SpecError, match="kubernetes.images.datamover"):
+    with pytest.raises(SpecError, match=r"kubernetes\.images\.datamover"):
         validate(data)

@@ -70,7 +70,7 @@ def _daemonset(c: Ctx, ns: str, pools: list[str]) -> Obj:
               for p in HOST_PATHS),
             {"name": "expect", "mountPath": EXPECT_DIR, "readOnly": True},
         ],
-        "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
+        "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"cpu": "500m", "memory": "128Mi"}},
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
                             "readOnlyRootFilesystem": True, "runAsNonRoot": True, "runAsUser": 65534,
                             "runAsGroup": 65534},
