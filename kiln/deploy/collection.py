@@ -14,8 +14,7 @@ import shutil
 import sys
 from pathlib import Path
 
-import kiln
-
+KILN_PACKAGE = Path(__file__).parent.parent  # the installed kiln package (or a clone's kiln/)
 PLAYBOOKS = ("site", "storage", "compute")  # the collection's playbooks: kiln.cluster.<name> (docs/playbooks.md)
 
 
@@ -25,7 +24,7 @@ class DeployToolError(RuntimeError):
 
 def collections_dir() -> Path:
     """The directory to put on ANSIBLE_COLLECTIONS_PATH: it holds ansible_collections/kiln/cluster."""
-    root = Path(kiln.__file__).parent / "collection"
+    root = KILN_PACKAGE / "collection"
     site = root / "ansible_collections" / "kiln" / "cluster" / "playbooks" / "site.yml"
     if not site.is_file():
         raise DeployToolError(f"this kiln has no kiln.cluster collection ({site} is missing); reinstall kiln from its "
@@ -43,7 +42,7 @@ def ansible_config() -> Path | None:
 
 def package_dir() -> Path:
     """The kiln package the hosts' node programs come from (the monitoring role's monitoring_kiln_package_dir)."""
-    return Path(kiln.__file__).parent
+    return KILN_PACKAGE
 
 
 def ansible_program(name: str) -> str:

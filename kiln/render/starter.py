@@ -12,8 +12,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kiln.render.report import environment
 from kiln.spec.types import NAME_PATTERN
+from kiln.templating import environment
 
 Answer = int | float | str
 

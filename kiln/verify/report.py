@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kiln.plan.serialize import target_dict
+from kiln.templating import environment
 from kiln.verify.judge import Verdict, effective
 from kiln.verify.runner import Result, VerifyRun
 
@@ -244,8 +245,6 @@ def _html_row(r: Result, strict: bool) -> dict[str, Any]:
 
 def render_html(run: VerifyRun) -> str:
     """report.html, rendered by kiln/templates/verify-report.html.j2 with autoescape (check output is untrusted)."""
-    from kiln.render.report import environment
-
     d = report_dict(run)
     strict = run.options.strict
     whys = {x["target"]["check"]: x["target"]["why"] for x in d["results"]}
