@@ -14,8 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from kiln import yamlio
 from kiln.deploy.collection import PLAYBOOKS, ansible_config, ansible_program, collections_dir, package_dir
-from kiln.deploy.preflight import HostOS, Problem, check_inventory, check_os_support, gather_os
+from kiln.deploy.playbook_roles import inventory_groups, roles_by_host
+from kiln.deploy.preflight import HostOS, Problem, check_inventory, check_os_support, gather_os, lab_allowance
 from kiln.deploy.runner import PlaybookResult, Report, ansible_env, run_playbook
 from kiln.plan.model import Plan
 
@@ -64,11 +66,17 @@ class Deployment:
                                       args=self.ansible_args, env=self.env())
         report(f"preflight: {len(systems)} hosts reachable, {len(problems)} not")
         if self.os_check:
-            problems += check_os_support(self.plan, systems)
+            problems += check_os_support(self.plan, systems, self.roles(), lab=lab_allowance(self.ansible_args))
             report("preflight: " + _os_summary(systems))
         else:
             report("preflight: operating systems not checked (--no-os-check)")
         return problems
+
+    def roles(self) -> dict[str, frozenset[str]]:
+        """The kiln.cluster roles this run's playbook runs on each host of the inventory."""
+        groups = inventory_groups(yamlio.load_inventory((self.inventory / "hosts.yml").read_text(encoding="utf-8")))
+        playbook = collections_dir() / "ansible_collections" / "kiln" / "cluster" / "playbooks" / f"{self.playbook}.yml"
+        return roles_by_host(playbook, groups)
 
     def run(self, log: Path, report: Report) -> PlaybookResult:
         return run_playbook(self.command(), env=self.env(), cwd=Path.cwd(), log=log, report=report)

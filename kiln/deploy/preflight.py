@@ -9,13 +9,17 @@ distribution facts, through the same inventory and connection options as the pla
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import re
+import shlex
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from kiln import yamlio
 from kiln.plan.model import Plan
@@ -61,6 +65,11 @@ class HostOS:
 
     def label(self) -> str:
         return f"{self.distribution} {self.version}".strip() or "an unknown operating system"
+
+    def facts(self) -> dict[str, str]:
+        """The facts again, as `ansible_facts` names them (without the ansible_ prefix)."""
+        return {"os_family": self.family, "distribution": self.distribution,
+                "distribution_version": self.version, "distribution_major_version": self.major}
 
 
 # -- the inventory ------------------------------------------------------------------------------------------------
@@ -170,32 +179,79 @@ def _json_object(text: str) -> dict[str, Any]:
 
 # -- the operating-system support hook -----------------------------------------------------------------------------
 
-# The releases kiln's roles run on today, per plan host role: Debian 12 (molecule and the lab test it). Every role
-# installs with apt and names Debian's packages, so no other distribution is supported yet.
-SUPPORTED_OS: Mapping[str, tuple[tuple[str, str], ...]] = {
-    role: (("Debian", "12"),) for role in ("compute", "mgs", "mds", "oss", "router", "objectstore")
-}
+OsRefusal = Callable[..., Mapping[str, str]]  # (roles, facts, *, lab) -> {role: why it refuses this host}
+
+# Until this kiln carries the supported-OS data (kiln.knowledge.os_support, the data the roles' own pre-flight
+# reads), the check is the minimal one: every role installs with apt and names Debian's packages, and Debian 12 is
+# the release molecule and the lab test.
+FALLBACK_OS = (("Debian", "12"),)
 
 
-def check_os_support(plan: Plan, systems: Mapping[str, HostOS]) -> list[Problem]:
-    """The hosts whose operating system the roles do not support for the host's role in the plan.
+def os_refusal() -> OsRefusal | None:
+    """The roles' own OS refusal, `kiln.knowledge.os_support.os_problems`, where this kiln has it; else None."""
+    try:
+        module = importlib.import_module("kiln.knowledge.os_support")
+    except ModuleNotFoundError:
+        return None
+    found = getattr(module, "os_problems", None)
+    return found if callable(found) else None
 
-    The interface the support matrix fills: `systems` maps each reached host's inventory name to its HostOS
-    (Ansible's distribution facts); the plan says what each host is (`Host.role`: compute, mgs, mds, oss, router,
-    objectstore; `Host.groups`). Returns one Problem per unsupported host, naming its OS, its role and the supported
-    releases. Hosts not in `systems` (not reached, or outside --limit) are not judged here."""
+
+def check_os_support(plan: Plan, systems: Mapping[str, HostOS], roles: Mapping[str, frozenset[str]], *,
+                     lab: bool = False, refusal: OsRefusal | None = None) -> list[Problem]:
+    """The hosts whose operating system a role that runs there does not support: one Problem per host.
+
+    `systems` maps each reached host to its HostOS (Ansible's distribution facts); `roles` maps each host to the
+    kiln.cluster roles the playbook runs there (kiln.deploy.playbook_roles); `lab` is the lab's allowance
+    (kiln_allow_not_applicable). `refusal` answers for the roles (default: `os_refusal()`; without it the minimal
+    Debian 12 check). Hosts not in `systems` (not reached, or outside --limit) are not judged here."""
+    refusal = refusal or os_refusal()
     problems = []
     for host in plan.hosts:
         found = systems.get(host.name)
         if found is None:
             continue
-        supported = SUPPORTED_OS.get(host.role, ())
-        if (found.distribution, found.major) not in supported:
-            listed = ", ".join(f"{d} {v}" for d, v in supported) or "none"
+        host_roles = sorted(roles.get(host.name, ()))
+        why = refusal(host_roles, found.facts(), lab=lab) if refusal else _fallback_refusal(found)
+        if why:
             problems.append(Problem(
-                check="os", host=host.name,
-                problem=f"runs {found.label()}; kiln's roles support {listed} on {host.role} hosts",
+                check="os", host=host.name, problem="; ".join(f"{role}: {text}" for role, text in sorted(why.items())),
                 fix="install a supported release on it, or leave it out with --limit '!" + host.name + "' "
                     "(--no-os-check runs the playbook anyway, unsupported)",
             ))
     return problems
+
+
+def _fallback_refusal(found: HostOS) -> dict[str, str]:
+    if (found.distribution, found.major) in FALLBACK_OS:
+        return {}
+    listed = ", ".join(f"{d} {v}" for d, v in FALLBACK_OS)
+    return {"every role": f"runs {found.label()}; kiln's roles support {listed}"}
+
+
+def lab_allowance(ansible_args: Sequence[str]) -> bool:
+    """Whether the extra variables passed through (`-e k=v`, `-e '{...}'`, `-e @file`) set the lab's switch,
+    kiln_allow_not_applicable, true (the last one given wins, as in Ansible)."""
+    value: Any = False
+    args = connection_args(ansible_args)
+    for given in (v for flag, v in zip(args[::2], args[1::2], strict=True) if flag == "--extra-vars"):
+        found = _extra_vars(given)
+        if "kiln_allow_not_applicable" in found:
+            value = found["kiln_allow_not_applicable"]
+    return str(value).strip().lower() in ("true", "yes", "on", "1")
+
+
+def _extra_vars(given: str) -> Mapping[str, Any]:
+    if given.startswith("@"):
+        try:
+            data = yamlio.load(Path(given[1:]).read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError):
+            return {}  # ansible-playbook names an unreadable file itself
+    elif given.lstrip().startswith(("{", "[")):
+        try:
+            data = yamlio.load(given)
+        except yaml.YAMLError:
+            return {}
+    else:
+        data = dict(part.split("=", 1) for part in shlex.split(given) if "=" in part)
+    return data if isinstance(data, Mapping) else {}

@@ -5,12 +5,23 @@ from __future__ import annotations
 
 import os
 import sys
+import types
 from pathlib import Path
 
 import pytest
 import yaml
 
-from kiln.deploy.preflight import HostOS, check_inventory, check_os_support, connection_args, fixes, gather_os
+from kiln.deploy import preflight
+from kiln.deploy.preflight import (
+    HostOS,
+    check_inventory,
+    check_os_support,
+    connection_args,
+    fixes,
+    gather_os,
+    lab_allowance,
+    os_refusal,
+)
 from kiln.plan import build_plan
 from kiln.plan.model import Plan
 from kiln.render.inventory import render_inventory
@@ -68,16 +79,63 @@ def test_connection_args_keep_what_changes_how_hosts_are_reached() -> None:
                                       "--vault-password-file", "pw"]
 
 
-def test_the_os_hook_names_host_os_role_and_the_supported_releases(plan: Plan) -> None:
-    debian = HostOS(family="Debian", distribution="Debian", version="12.11", major="12")
-    ubuntu = HostOS(family="Debian", distribution="Ubuntu", version="22.04", major="22")
-    rocky = HostOS(family="RedHat", distribution="Rocky", version="9.4", major="9")
-    problems = check_os_support(plan, {"gpu001": debian, "gpu002": ubuntu, "oss01": rocky})
+DEBIAN = HostOS(family="Debian", distribution="Debian", version="12.11", major="12")
+UBUNTU = HostOS(family="Debian", distribution="Ubuntu", version="22.04", major="22")
+ROCKY = HostOS(family="RedHat", distribution="Rocky", version="9.4", major="9")
+
+
+def test_without_the_supported_os_data_only_debian_12_passes(plan: Plan, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(preflight, "os_refusal", lambda: None)
+    problems = check_os_support(plan, {"gpu001": DEBIAN, "gpu002": UBUNTU, "oss01": ROCKY}, {})
     assert [(p.check, p.host) for p in problems] == [("os", "gpu002"), ("os", "oss01")]
-    assert problems[0].problem == "runs Ubuntu 22.04; kiln's roles support Debian 12 on compute hosts"
-    assert problems[1].problem == "runs Rocky 9.4; kiln's roles support Debian 12 on oss hosts"
+    assert problems[0].problem == "every role: runs Ubuntu 22.04; kiln's roles support Debian 12"
     assert "--limit '!oss01'" in problems[1].fix
-    assert len(fixes(problems)) == 2 and problems[0].line().startswith("os: gpu002: runs Ubuntu 22.04")
+    assert len(fixes(problems)) == 2 and problems[0].line().startswith("os: gpu002: every role: runs Ubuntu 22.04")
+
+
+def test_the_supported_os_data_answers_where_this_kiln_has_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    def os_problems(roles: list[str], facts: dict[str, str], *, lab: bool = False) -> dict[str, str]:
+        return {}
+
+    monkeypatch.setitem(sys.modules, "kiln.knowledge.os_support", types.SimpleNamespace(os_problems=os_problems))
+    assert os_refusal() is os_problems
+
+
+def test_the_roles_refusal_is_asked_about_each_hosts_roles_and_facts(plan: Plan) -> None:
+    asked: list[tuple[list[str], dict[str, str], bool]] = []
+
+    def refusal(roles: list[str], facts: dict[str, str], *, lab: bool) -> dict[str, str]:
+        asked.append((roles, facts, lab))
+        return {"lustre_server": "no Lustre server packages for Ubuntu"} if facts["distribution"] == "Ubuntu" else {}
+
+    roles = {"oss01": frozenset({"common", "lustre_server"}), "gpu001": frozenset({"common", "gpu"})}
+    problems = check_os_support(plan, {"oss01": UBUNTU, "gpu001": ROCKY}, roles, lab=True, refusal=refusal)
+    assert [p.line() for p in problems] == ["os: oss01: lustre_server: no Lustre server packages for Ubuntu"]
+    assert sorted(asked) == [
+        (["common", "gpu"], {"os_family": "RedHat", "distribution": "Rocky", "distribution_version": "9.4",
+                             "distribution_major_version": "9"}, True),
+        (["common", "lustre_server"], {"os_family": "Debian", "distribution": "Ubuntu",
+                                       "distribution_version": "22.04", "distribution_major_version": "22"}, True),
+    ]
+
+
+def test_a_host_outside_the_run_is_not_judged(plan: Plan) -> None:
+    assert check_os_support(plan, {}, {}, refusal=lambda *a, **k: {"common": "no"}) == []
+
+
+@pytest.mark.parametrize(("given", "lab"), [
+    ([], False),
+    (["-e", "kiln_allow_not_applicable=true"], True),
+    (["--extra-vars", '{"kiln_allow_not_applicable": true}'], True),
+    (["-e", "kiln_allow_not_applicable=true", "-e", "kiln_allow_not_applicable=false"], False),
+    (["-e", "@VARS"], True),
+    (["-e", "@missing.yml"], False),
+    (["--tags", "kiln_allow_not_applicable=true"], False),
+], ids=["none", "key=value", "json", "last-wins", "vars-file", "unreadable-file", "not-an-extra-var"])
+def test_the_labs_allowance_is_read_from_the_extra_vars(given: list[str], lab: bool, tmp_path: Path) -> None:
+    (tmp_path / "lab-vars.yml").write_text("kiln_allow_not_applicable: true\nother: 1\n")
+    args = [a.replace("@VARS", f"@{tmp_path / 'lab-vars.yml'}") for a in given]
+    assert lab_allowance(args) is lab
 
 
 @pytest.mark.skipif(not ANSIBLE.exists(), reason="needs ansible (the `deploy` extra)")
