@@ -79,8 +79,14 @@ importer() {
     local tgz
     tgz=$(tarball)
     # It writes importer_result.json into the working directory: run it beside the tarball.
+    # It logs some refusals (a plugin ansible-doc cannot document) as ERROR and still "completes successfully";
+    # Galaxy shows them to every user, so any ERROR line fails this step.
     (cd "$WORK" && PATH="$IMPORTER_VENV/bin:$PATH" GALAXY_IMPORTER_CONFIG="$ROOT/scripts/galaxy-importer.cfg" \
-        "$IMPORTER_VENV/bin/python" -m galaxy_importer.main "$tgz")
+        "$IMPORTER_VENV/bin/python" -m galaxy_importer.main "$tgz") 2>&1 | tee "$WORK/importer.log"
+    if grep -q '^ERROR' "$WORK/importer.log"; then
+        echo "galaxy-importer reported errors (above, and in $WORK/importer.log)" >&2
+        exit 1
+    fi
 }
 
 case "${1:-}" in
