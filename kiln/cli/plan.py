@@ -45,7 +45,7 @@ def cmd_inventory(args: argparse.Namespace) -> int:
     write_files(out, files)
     result(
         f"wrote {len(files)} files to {out}/ "
-        f"(kiln deploy {args.stack} --inventory {out}, or ansible-playbook -i {out}/hosts.yml kiln.cluster.site)"
+        f"(next: kiln deploy {args.stack} --inventory {out}; it runs this kiln's kiln.cluster playbooks)"
     )
     return EXIT_OK
 
