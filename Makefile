@@ -29,7 +29,7 @@ image: prereqs
 	scripts/build-base-image.sh
 
 tools:
-	scripts/build-tools.sh weed warp
+	scripts/build-tools.sh weed warp kubeconform
 
 ## The main job: the lab stack end to end (prereqs, image and tools are steps of `kiln lab up`).
 lab: venv
@@ -49,7 +49,7 @@ lint: venv
 	$(BIN)/mypy
 	$(BIN)/python -m kiln.docgen --check
 	shellcheck scripts/*.sh .ci/run
-	cd ansible && ../$(BIN)/ansible-lint --profile production ../roles ../ansible
+	cd ansible && ../$(BIN)/ansible-lint --profile production ../roles ../ansible ../playbooks
 
 unit: venv
 	$(BIN)/pytest -q tests/unit

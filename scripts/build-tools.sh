@@ -2,8 +2,9 @@
 # build-tools.sh - build kiln's pinned Go tools into <repo>/.tools/bin.
 #
 # Usage: scripts/build-tools.sh [--force] [TOOL...]
-#   TOOL     weed, warp or s5cmd (default: weed warp; s5cmd is an optional
-#            fallback S3 load generator)
+#   TOOL     weed, warp, s5cmd or kubeconform (default: weed warp; s5cmd is an
+#            optional fallback S3 load generator; kubeconform checks the
+#            rendered manifests in make test, tests/infra/test_kubeconform.py)
 #   --force  rebuild even if the binary already reports the pinned version
 #
 # Why not `go install MOD/cmd@VERSION`: go install asks the module proxy for
@@ -53,6 +54,15 @@ S5CMD_PKG=.
 S5CMD_REPORTS=v2.3.0                   # `s5cmd version` prints "v2.3.0-991c9fbc"
 S5CMD_LDFLAGS="-X github.com/peak/s5cmd/v2/version.Version=v2.3.0 -X github.com/peak/s5cmd/v2/version.GitCommit=991c9fbc"
 
+# kubeconform v0.7.0 (2025-05-12, the module proxy's time), Kubernetes manifest validator (strict, with the CRD schemas in
+# tests/infra/schemas). `kubeconform -v` prints main.version, "development" unless set at build time.
+KUBECONFORM_MODULE=github.com/yannh/kubeconform
+KUBECONFORM_VERSION=v0.7.0
+KUBECONFORM_SUM='h1:ZFfniR8VChrWQxaxTUGnNrxw8RIDkjVBrjdhXSamwjw='
+KUBECONFORM_PKG=./cmd/kubeconform
+KUBECONFORM_REPORTS=v0.7.0
+KUBECONFORM_LDFLAGS="-X main.version=v0.7.0"
+
 DEFAULT_TOOLS=(weed warp)
 # ------------------------------------------------------------------------------
 
@@ -76,8 +86,8 @@ for arg in "$@"; do
     case "$arg" in
         --force) force=1 ;;
         -h|--help) sed -n '2,/^$/{/^$/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
-        weed|warp|s5cmd) tools+=("$arg") ;;
-        *) die "unknown argument '$arg' (tools: weed warp s5cmd; flags: --force)" ;;
+        weed|warp|s5cmd|kubeconform) tools+=("$arg") ;;
+        *) die "unknown argument '$arg' (tools: weed warp s5cmd kubeconform; flags: --force)" ;;
     esac
 done
 ((${#tools[@]})) || tools=("${DEFAULT_TOOLS[@]}")
@@ -91,6 +101,7 @@ reported_version() {  # reported_version TOOL BINARY
         weed) "$2" version 2>/dev/null | head -n1 ;;
         warp) "$2" --version 2>/dev/null | head -n1 ;;
         s5cmd) "$2" version 2>/dev/null | head -n1 ;;
+        kubeconform) "$2" -v 2>/dev/null | head -n1 ;;
     esac || true
 }
 

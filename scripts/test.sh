@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# test.sh - everything CI runs, in order: lint (ruff, mypy, docs, shellcheck, ansible-lint), molecule for
+# test.sh - everything CI runs, in order: lint (ruff, mypy, docs, shellcheck, ansible-lint), the collection's
+# validators (ansible-test sanity, galaxy-importer), molecule for
 # every role, then pytest (unit, the installed wheel, Pulumi mocks, acceptance integration, the lab end
 # to end). Called by `make test` (the README's test command) after the venv, host packages, base image
 # and Go tools are in place.
@@ -27,7 +28,11 @@ stage mypy "$BIN/mypy"
 stage docs "$BIN/python" -m kiln.docgen --check
 stage calibration "$BIN/python" bench/calibration/run.py
 stage shellcheck shellcheck scripts/*.sh .ci/run
-stage ansible-lint bash -c "cd ansible && '$BIN/ansible-lint' --profile production ../roles ../ansible"
+stage ansible-lint bash -c "cd ansible && '$BIN/ansible-lint' --profile production ../roles ../ansible ../playbooks"
+# The built kiln.cluster collection, checked by the Ansible ecosystem's own validators (scripts/collection-checks.sh).
+stage collection-build scripts/collection-checks.sh build
+stage ansible-test-sanity scripts/collection-checks.sh sanity
+stage galaxy-importer scripts/collection-checks.sh importer
 stage molecule scripts/molecule-all.sh --no-setup
 stage pytest "$BIN/pytest" -q -p no:cacheprovider tests
 

@@ -7,7 +7,7 @@ the user unless asked for with -v/--debug.
 
 Layout: kiln.cli.common holds what every command shares (loading a stack, writing files, the shared
 options, the exit codes, the reporting path); one module per command group registers its subcommands
-(plan: validate, plan, inventory; render: render, monitoring; verify; lab; data). Command modules import
+(init; plan: validate, plan, inventory; deploy; render: render, monitoring; verify; lab; data). Command modules import
 kiln.cli.common, never this module; nothing outside kiln.cli imports the CLI.
 """
 
@@ -21,13 +21,13 @@ from collections.abc import Sequence
 from importlib import metadata
 
 from kiln import __version__
-from kiln.cli import data, lab, plan, render, verify
+from kiln.cli import data, deploy, init, lab, plan, render, verify
 from kiln.cli.common import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, EXIT_SPEC, common_options, setup_logging
 from kiln.spec import SpecError
 
 __all__ = ["EXIT_FAIL", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_SPEC", "main", "parser", "version"]
 
-COMMAND_GROUPS = (plan, render, verify, lab, data)  # in the order `kiln --help` lists them
+COMMAND_GROUPS = (init, plan, deploy, render, verify, lab, data)  # in the order `kiln --help` lists them
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    args = parse(sys.argv[1:] if argv is None else argv)
     setup_logging(args.debug)
     try:
         return int(args.func(args))
@@ -71,6 +71,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             log.error("%s (run with -v/--debug for the traceback)", _one_line(exc))
         return EXIT_FAIL
+
+
+def parse(argv: Sequence[str]) -> argparse.Namespace:
+    """The arguments; what follows the first `--` is `args.passthrough`, for a command that hands it on (`kiln deploy
+    STACK -- ANSIBLE_ARGS`: argparse cannot take options after a trailing list of positionals)."""
+    words = list(argv)
+    cut = words.index("--") if "--" in words else len(words)
+    ap = parser()
+    args = ap.parse_args(words[:cut])
+    args.passthrough = words[cut + 1:]
+    if args.passthrough and not getattr(args, "passthrough_to", None):
+        ap.error(f"kiln {args.command} takes no arguments after --: {' '.join(args.passthrough)}")
+    return args
 
 
 def _one_line(exc: BaseException) -> str:

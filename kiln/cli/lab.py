@@ -7,7 +7,7 @@ import logging
 from collections.abc import Sequence
 
 from kiln.cli.common import EXIT_FAIL, EXIT_OK, result
-from kiln.lab.lifecycle import Lab, LabError
+from kiln.lab.lifecycle import STEPS, Lab, LabError
 from kiln.lab.podman import PodmanError
 
 log = logging.getLogger(__name__)
@@ -17,7 +17,7 @@ def cmd_lab(args: argparse.Namespace) -> int:
     try:
         lab = Lab.load(args.stack, args.stacks_dir)
         if args.action == "up":
-            return lab.up(skip_prepare=args.skip_prepare, only=args.only)
+            return lab.up(skip_prepare=args.skip_prepare, only=args.only, steps=args.steps)
         if args.action == "down":
             lab.down()
             return EXIT_OK
@@ -42,6 +42,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     p.add_argument("--stack", default="lab", help="stack to run as a lab, a name or a path (default: lab; names "
                    "resolve against the checkout's stacks/ unless --stacks-dir or KILN_STACKS_DIR is given)")
     p.add_argument("--skip-prepare", action="store_true", help="skip host packages, image and tool builds")
+    p.add_argument("--steps", nargs="+", choices=STEPS, default=list(STEPS), metavar="STEP",
+                   help=f"run only these steps of `up`, in their order ({', '.join(STEPS)}; default: all); e.g. "
+                   "`--steps prepare hosts inventory` for hosts that `kiln deploy` then configures")
     p.add_argument("--only", nargs="+", metavar="CHECK", default=None,
                    help="verify only these checks (ids, prefixes or globs, as `kiln verify --only`; default: all)")
     p.set_defaults(func=cmd_lab)

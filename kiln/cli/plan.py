@@ -45,7 +45,7 @@ def cmd_inventory(args: argparse.Namespace) -> int:
     write_files(out, files)
     result(
         f"wrote {len(files)} files to {out}/ "
-        f"(ANSIBLE_CONFIG=ansible/ansible.cfg ansible-playbook -i {out}/hosts.yml ansible/site.yml)"
+        f"(next: kiln deploy {args.stack} --inventory {out}; it runs this kiln's kiln.cluster playbooks)"
     )
     return EXIT_OK
 

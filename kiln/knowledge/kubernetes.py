@@ -157,6 +157,26 @@ class Health(_Model):
     gpu_node_taint: Pin[str]
 
 
+class Resources(_Model):
+    """A container's requests and limits (Kubernetes quantities). Requests below limits: the pod is Burstable, so
+    the kubelet evicts BestEffort pods, never these, and these before Guaranteed training pods under pressure."""
+
+    requests: dict[Literal["cpu", "memory"], str]
+    limits: dict[Literal["cpu", "memory"], str]
+
+
+class Workloads(_Model):
+    """What kiln's own Jobs, Deployments and DaemonSets ask of a node, and how long a finished Job is kept."""
+
+    mover: Pin[Resources]
+    models: Pin[Resources]
+    buckets: Pin[Resources]
+    fio: Pin[Resources]
+    warp: Pin[Resources]
+    acceptance_ttl_s: Pin[int]
+    job_ttl_s: Pin[int]
+
+
 class KubernetesKnowledge(_Model):
     schema_: Literal[1]
     labels: Labels
@@ -171,6 +191,7 @@ class KubernetesKnowledge(_Model):
     acceptance: Acceptance
     dataflow: Dataflow
     health: Health
+    workloads: Workloads
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import secrets
 import shlex
 import subprocess
@@ -28,6 +27,7 @@ from pathlib import Path
 
 import yaml
 
+from kiln.deploy.runner import ansible_env, run_playbook
 from kiln.lab import podman
 from kiln.plan import build_plan
 from kiln.plan.model import Plan
@@ -385,19 +385,16 @@ class Lab:
         }
 
     def configure(self) -> dict[str, int]:
+        """ansible/site.yml (the collection's kiln.cluster.site) over SSH, followed as `kiln deploy` follows it."""
         log = self.state / "logs" / f"ansible-{time.strftime('%Y%m%dT%H%M%S')}.log"
-        log.parent.mkdir(parents=True, exist_ok=True)
-        env = {
+        env = ansible_env({
             **os.environ,
             **self.secret_env(),
             "ANSIBLE_CONFIG": str(self.root / "ansible" / "ansible.cfg"),
             "ANSIBLE_SSH_COMMON_ARGS": f"-F {shlex.quote(str(self.ssh_config))}",
             # The base image's interpreter: no discovery round trip per host and run.
             "ANSIBLE_PYTHON_INTERPRETER": "/usr/bin/python3",
-            "ANSIBLE_FORCE_COLOR": "0",
-            "ANSIBLE_NOCOLOR": "1",
-            "PYTHONUNBUFFERED": "1",
-        }
+        })
         cmd = [
             str(Path(sys.executable).parent / "ansible-playbook"),
             "-i",
@@ -407,31 +404,13 @@ class Lab:
             f"@{self.lab_vars()}",
         ]
         self.say("configure", f"ansible-playbook ansible/site.yml (log: {log.relative_to(self.root)})")
-        task = ""
-        with log.open("w") as fh:
-            proc = subprocess.Popen(
-                cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=self.root
-            )
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                fh.write(line)
-                if line.startswith(("PLAY [", "TASK [")):
-                    task = line.strip(" *\n")
-                    if line.startswith("PLAY ["):
-                        self.say("configure", task)
-                elif "not applicable" in line.lower():
-                    self.say("configure", f"  {line.strip()}")
-            rc = proc.wait()
-        recap = parse_recap(log.read_text())
-        if rc != 0:
-            failed = [h for h, c in recap.items() if c.get("failed") or c.get("unreachable")]
-            raise LabError(
-                "configure",
-                f"ansible-playbook exited {rc} (last task: {task})",
-                host=", ".join(failed) or None,
-                log=log,
-            )
-        changed = {h: c.get("changed", 0) for h, c in recap.items()}
+        outcome = run_playbook(cmd, env=env, cwd=self.root, log=log, report=lambda line: self.say("configure", line))
+        if outcome.returncode != 0:
+            hosts = sorted({**outcome.hosts_with("failed"), **outcome.hosts_with("unreachable")})
+            first = outcome.failures[0].line() if outcome.failures else "no task failure in the output"
+            raise LabError("configure", f"ansible-playbook exited {outcome.returncode} ({first})",
+                           host=", ".join(hosts) or None, log=log)
+        changed = {h: c.get("changed", 0) for h, c in outcome.recap.items()}
         self.say("configure", "recap: " + ", ".join(f"{h} changed={n}" for h, n in changed.items()))
         return changed
 
@@ -467,42 +446,46 @@ class Lab:
         return proc.returncode
 
     # -- commands ------------------------------------------------------------------------------
-    def up(self, skip_prepare: bool = False, only: Sequence[str] | None = None) -> int:
-        """All steps; prints and records (timings.json) how long each took."""
+    def up(self, skip_prepare: bool = False, only: Sequence[str] | None = None,
+           steps: Sequence[str] = STEPS) -> int:
+        """The given steps (default: all), in their order; prints and records (timings.json) how long each took.
+        A later step uses what an earlier run of the steps before it left (hosts, inventory, SSH files)."""
         self.state.mkdir(parents=True, exist_ok=True)
         times: dict[str, float] = {}
+        record: dict[str, object] = {"seconds": times}
         start = last = time.monotonic()
-
-        def lap(step: str) -> None:
-            nonlocal last
+        rc = 0
+        for step in (s for s in STEPS if s in steps):
+            if step == "prepare":
+                self._prepare_step(skip_prepare)
+            elif step == "hosts":
+                self.hosts()
+            elif step == "inventory":
+                self.inventory()
+            elif step == "configure":
+                total = record["changed"] = sum(self.configure().values())
+                converged = " (nothing to do: converged)" if not total else ""
+                self.say("configure", f"changed={total} in total{converged}")
+            else:
+                rc = self.verify(only)
+                record["verify_exit"] = rc
             now = time.monotonic()
-            times[step] = round(now - last, 1)
-            last = now
+            times[step], last = round(now - last, 1), now
+        times["total"] = round(time.monotonic() - start, 1)
+        record["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        _write_if_changed(self.state / "timings.json", json.dumps(record, indent=2) + "\n")
+        done = ", ".join(f"{k} {v:.0f} s" for k, v in times.items() if k != "total")
+        self.say(steps[-1] if steps else "verify",
+                 f"done in {_minutes(times['total'])} ({done}); .kiln/{self.plan.stack}/timings.json")
+        return rc
 
+    def _prepare_step(self, skip_prepare: bool) -> None:
         if not skip_prepare:
             self.prepare()
         elif not podman.image_exists(IMAGE):
             raise LabError("prepare", f"image {IMAGE} is missing; run without --skip-prepare")
         else:
             self.prepare_datamover()  # kiln's own wheel follows the checkout even when the rest is skipped
-        lap("prepare")
-        self.hosts()
-        lap("hosts")
-        self.inventory()
-        lap("inventory")
-        changed = self.configure()
-        lap("configure")
-        total = sum(changed.values())
-        self.say("configure", f"changed={total} in total" + (" (nothing to do: converged)" if total == 0 else ""))
-        rc = self.verify(only)
-        lap("verify")
-        times["total"] = round(time.monotonic() - start, 1)
-        record = {"finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "changed": total, "verify_exit": rc,
-                  "seconds": times}
-        _write_if_changed(self.state / "timings.json", json.dumps(record, indent=2) + "\n")
-        steps = ", ".join(f"{k} {v:.0f} s" for k, v in times.items() if k != "total")
-        self.say("verify", f"done in {_minutes(times['total'])} ({steps}); .kiln/{self.plan.stack}/timings.json")
-        return rc
 
     def down(self) -> None:
         names = [c.name for c in podman.containers(self.plan.stack)]
@@ -550,20 +533,3 @@ def _write_if_changed(path: Path, text: str, mode: int = 0o644) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-
-
-_RECAP = re.compile(r"^(\S+)\s+:\s+((?:\w+=\d+\s*)+)$")
-
-
-def parse_recap(text: str) -> dict[str, dict[str, int]]:
-    """The PLAY RECAP of an ansible-playbook log: host → {ok, changed, failed, ...}."""
-    out: dict[str, dict[str, int]] = {}
-    in_recap = False
-    for line in text.splitlines():
-        if line.startswith("PLAY RECAP"):
-            in_recap, out = True, {}
-            continue
-        m = _RECAP.match(line.strip()) if in_recap else None
-        if m:
-            out[m.group(1)] = {k: int(v) for k, v in (kv.split("=") for kv in m.group(2).split())}
-    return out

@@ -618,6 +618,8 @@ class KubernetesPlan:
     health_namespace: str
     models_namespace: str
     storage_class: str  # "": the cluster's default StorageClass
+    mover_image: str  # kiln's images as the cluster pulls them: the spec's, else kiln/knowledge/kubernetes.yaml's
+    health_image: str
     # The stack's spec as JSON data (fields as the stack file sets them), less the fields that look like
     # credentials: the stack file the in-cluster data mover loads.
     mover_spec: dict[str, Any]

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from kiln import knowledge
+from kiln.knowledge.kubernetes import kubernetes
 from kiln.plan.capacity import ost_protected_TB
 from kiln.plan.model import (
     ComputePoolPlan,
@@ -114,5 +115,7 @@ def build_kubernetes(spec: ClusterSpec) -> KubernetesPlan:
         health_namespace=k.health_namespace,
         models_namespace=k.models_namespace,
         storage_class=k.storage_class,
+        mover_image=k.images.datamover or kubernetes().dataflow.mover_image.value,
+        health_image=k.images.health or kubernetes().health.image.value,
         mover_spec=mover_spec(spec),
     )

@@ -30,6 +30,7 @@ from kiln.spec.types import (
     AbsPath,
     BucketName,
     CatalogName,
+    ImageRef,
     Interface,
     K8sName,
     KeyPrefix,
@@ -957,6 +958,19 @@ class Dataflow(Model):
 
 #: Namespaces Kubernetes reserves for its own components (kube-system, kube-public, kube-node-lease).
 KUBERNETES_NAMESPACE_PREFIX = "kube-"
+class Images(Model):
+    """kiln's own container images, as the cluster pulls them (kiln publishes none: build them with
+    scripts/build-mover-image.sh and scripts/build-health-image.sh and push them to your registry)."""
+
+    datamover: ImageRef | None = Field(
+        default=None, description="The data mover's image (Jobs, CronJob, model distribution), with a tag, a digest or "
+        "both, e.g. registry.example.com/hpc/kiln-datamover:0.1.0@sha256:<digest>; unset: "
+        "kiln/knowledge/kubernetes.yaml dataflow.mover_image (a local build).",
+    )
+    health: ImageRef | None = Field(
+        default=None, description="kiln-health's image (the DaemonSet on GPU nodes), as datamover; unset: "
+        "kiln/knowledge/kubernetes.yaml health.image.",
+    )
 
 
 class Kubernetes(Model):
@@ -983,6 +997,7 @@ class Kubernetes(Model):
     storage_class: K8sName | Literal[""] = Field(
         default="", description="StorageClass for SeaweedFS volumes ('' = default)."
     )
+    images: Images = Field(default_factory=Images, description="kiln's own images: registry, tag and digest per stack.")
 
     @field_validator("storage_namespace", "system_namespace", "training_namespace", "health_namespace",
                      "models_namespace")

@@ -93,12 +93,19 @@ Text = Annotated[str, Field(max_length=512), AfterValidator(check_plain)]
 
 #: A lower-case name (pools, environments): letters, digits and '-', starting with a letter and not ending in '-'
 #: (it becomes part of Kubernetes names and Ansible groups).
-Name = Annotated[
-    str, Field(pattern=r"^[a-z]([a-z0-9-]{0,29}[a-z0-9])?$", description="lower-case name: letters, digits, '-'")
-]
+NAME_PATTERN = r"^[a-z]([a-z0-9-]{0,29}[a-z0-9])?$"
+Name = Annotated[str, Field(pattern=NAME_PATTERN, description="lower-case name: letters, digits, '-'")]
 
 #: A Kubernetes object name or namespace (DNS-1123 label: no leading or trailing '-').
 K8sName = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")]
+
+#: A container image reference: [registry[:port]/]path with a tag, a digest or both
+#: (registry.example.com:5000/hpc/kiln-datamover:0.1.0@sha256:<64 hex>); lower-case path, no spaces or quotes.
+ImageRef = Annotated[str, Field(
+    pattern=r"^([a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?(:[0-9]{1,5})?/)?[a-z0-9]+([._/-][a-z0-9]+)*"
+            r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}(@sha256:[a-f0-9]{64})?|@sha256:[a-f0-9]{64})$",
+    max_length=512,
+)]
 
 #: A Kubernetes label key or label/annotation value prefix such as nvidia.com/gpu.present.
 _LABEL_KEY = r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"

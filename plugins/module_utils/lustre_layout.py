@@ -201,9 +201,10 @@ def parse_getstripe(text: str) -> list[LayoutComponent] | None:
     ``lcme_extent.e_start`` to the next.
     """
     tokens = _tokens(text)
-    if not any(key in _STRIPE_KEYS[:3] for key, _ in tokens):
+    keys = {key for key, _value in tokens}
+    if keys.isdisjoint(_STRIPE_KEYS[:3]):
         return None
-    if not any(key == "lcme_extent.e_start" for key, _ in tokens):
+    if "lcme_extent.e_start" not in keys:
         fields: dict[str, str] = {}
         for key, value in tokens:
             if key in _STRIPE_KEYS:

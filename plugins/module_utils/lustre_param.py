@@ -194,4 +194,3 @@ def ram_limit_refusal(name: str, value: Any, memtotal: int, page_size: int = 409
             f"{memtotal} kB: at most {most} MiB); the kernel refuses it ({where})"
         )
     return None
-

@@ -464,6 +464,13 @@ class Probe:
             raise ProbeError(f"{name} is not installed on this host (looked on PATH, /sbin, /usr/sbin)")
         return found
 
+    def required(self, option: str, name: str) -> str:
+        """tool() for a program the answer cannot do without: its path, or ProbeError."""
+        found = self.tool(option, name)
+        if found is None:
+            raise ProbeError(f"{name} is not installed on this host (looked on PATH, /sbin, /usr/sbin)")
+        return found
+
     def run(self, argv: list[str]) -> tuple[int, str, str]:
         rc, out, err = self.module.run_command(argv, environ_update={"LC_ALL": "C", "LANG": "C"})
         return rc, out, err
@@ -489,8 +496,7 @@ class Probe:
     def units(self, names: list[str]) -> dict[str, dict[str, Any]]:
         if not names:
             return {}
-        systemctl = self.tool("systemctl", "systemctl")
-        assert systemctl is not None
+        systemctl = self.required("systemctl", "systemctl")
         answers: dict[str, dict[str, Any]] = {}
         for unit in names:
             if unit in answers:
@@ -498,11 +504,11 @@ class Probe:
             # NOTE: is-enabled stops at the first unit it cannot find, so each unit is asked on its own.
             # `show` answers only while systemd runs (is-enabled reads the unit files without it); without
             # it the load state is unknown ('').
-            rc, load, _ = self.run([systemctl, "show", "--property=LoadState", "--value", unit])
+            rc, load, _err = self.run([systemctl, "show", "--property=LoadState", "--value", unit])
             if rc != 0:
                 load = ""
-            _, enabled, _ = self.run([systemctl, "is-enabled", unit])
-            _, active, _ = self.run([systemctl, "is-active", unit])
+            _rc, enabled, _err = self.run([systemctl, "is-enabled", unit])
+            _rc, active, _err = self.run([systemctl, "is-active", unit])
             answers[unit] = {
                 "load_state": load.strip(),
                 "enabled": enabled.strip(),
@@ -515,8 +521,7 @@ class Probe:
         points = self.params["mount_points"]
         if not points:
             return {}
-        escape = self.tool("systemd_escape", "systemd-escape")
-        assert escape is not None
+        escape = self.required("systemd_escape", "systemd-escape")
         rc, out, err = self.run([escape, "--path", "--suffix=mount", "--", *points])
         names = out.split()
         if rc != 0 or len(names) != len(points):
@@ -526,8 +531,7 @@ class Probe:
     def systemd_version(self) -> int | None:
         if not self.params["systemd_version"]:
             return None
-        systemctl = self.tool("systemctl", "systemctl")
-        assert systemctl is not None
+        systemctl = self.required("systemctl", "systemctl")
         rc, out, err = self.run([systemctl, "--version"])
         found = SYSTEMD_VERSION.search(out)
         if rc != 0 or not found:
@@ -571,7 +575,7 @@ class Probe:
         for name in names:
             available = False
             if modprobe is not None:
-                rc, _, _ = self.run([modprobe, "--dry-run", "--quiet", name])
+                rc, _out, _err = self.run([modprobe, "--dry-run", "--quiet", name])
                 available = rc == 0
             answers[name] = {"loaded": lexists(under(self.root, f"/sys/module/{name}")), "available": available}
         return answers
@@ -617,8 +621,7 @@ class Probe:
         names = self.params["packages"]
         if not names:
             return {}
-        dpkg_query = self.tool("dpkg_query", "dpkg-query")
-        assert dpkg_query is not None
+        dpkg_query = self.required("dpkg_query", "dpkg-query")
         rc, out, err = self.run([dpkg_query, "-W", "-f=${Package}\\t${db:Status-Status}\\t${Version}\\n", "--",
                                  *names])
         # NOTE: dpkg-query exits 1 when it does not know one of the packages; that is an answer.
@@ -653,7 +656,7 @@ class Probe:
     def container(self) -> dict[str, Any] | None:
         if not self.params["container"]:
             return None
-        markers = [path for path, _ in CONTAINER_MARKERS if lexists(under(self.root, path))]
+        markers = [path for path, _kind in CONTAINER_MARKERS if lexists(under(self.root, path))]
         detect = self.tool("systemd_detect_virt", "systemd-detect-virt", required=False)
         if detect is not None:
             rc, out, err = self.run([detect, "--container"])

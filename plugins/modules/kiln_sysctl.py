@@ -3,13 +3,6 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any
-
-from ansible.module_utils.basic import AnsibleModule
-
 DOCUMENTATION = r"""
 ---
 module: kiln_sysctl
@@ -24,6 +17,7 @@ description:
     writing it reads again and fails if the kernel kept another value.
   - Does not write any file; the role's template owns the sysctl.d file that makes the values persistent.
     One module run replaces a stat and an C(ansible.posix.sysctl) call per key.
+author: Kiln maintainers (@kiln-hpc)
 options:
   sysctls:
     description: The sysctls; each a dict with C(name), C(value) and C(namespaced). Other keys (C(reason)) are ignored.
@@ -77,6 +71,13 @@ changed_names:
   type: list
   elements: str
 """
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule
 
 
 def proc_path(proc_sys: Path, name: str) -> Path:

@@ -3,27 +3,6 @@
 
 from __future__ import annotations
 
-import os
-from typing import Any
-
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.kiln.cluster.plugins.module_utils.lustre_layout import (
-    DirDefault,
-    LayoutComponent,
-    build_setdirstripe_args,
-    build_setstripe_args,
-    dir_default_drift,
-    dir_default_from_spec,
-    layout_drift,
-    layout_from_spec,
-    parse_getdirstripe,
-    parse_getstripe,
-    render_dir_default,
-    render_layout,
-    validate_dir_default,
-    validate_layout,
-)
-
 DOCUMENTATION = r"""
 ---
 module: lustre_layout
@@ -40,7 +19,7 @@ description:
     C(lfs getdirstripe -D --yaml DIR) (or without C(--yaml)), set with C(lfs setdirstripe -D -c N -i I [-X M] DIR)
     when it differs, and read back.
 version_added: "0.1.0"
-author: kiln
+author: Kiln maintainers (@kiln-hpc)
 options:
   path:
     description: Directory on a mounted Lustre client.
@@ -171,6 +150,27 @@ created:
   type: bool
 """
 
+import os
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.kiln.cluster.plugins.module_utils.lustre_layout import (
+    DirDefault,
+    LayoutComponent,
+    build_setdirstripe_args,
+    build_setstripe_args,
+    dir_default_drift,
+    dir_default_from_spec,
+    layout_drift,
+    layout_from_spec,
+    parse_getdirstripe,
+    parse_getstripe,
+    render_dir_default,
+    render_layout,
+    validate_dir_default,
+    validate_layout,
+)
+
 
 ARGUMENT_SPEC: dict[str, Any] = {
     "path": {"type": "path", "required": True},
@@ -281,7 +281,7 @@ class LayoutRun:
             if dir_drift:
                 dir_command = [self.lfs, "setdirstripe", *build_setdirstripe_args(self.wanted_dir), self.path]
                 if not self.module.check_mode:
-                    self.apply_dir(dir_command)
+                    self.apply_dir(dir_command, self.wanted_dir)
             before += render_dir_default(current_dir)
             after += render_dir_default(self.wanted_dir)
         self.module.exit_json(
@@ -296,12 +296,11 @@ class LayoutRun:
             diff={"before": before, "after": after},
         )
 
-    def apply_dir(self, command: list[str]) -> None:
-        assert self.wanted_dir is not None
+    def apply_dir(self, command: list[str], wanted: DirDefault) -> None:
         rc, out, err = self.module.run_command(command)
         if rc != 0:
             self.module.fail_json(msg=f"{' '.join(command)} exited {rc}: {(err or out).strip()}", command=command)
-        left = dir_default_drift(self.read_dir(), self.wanted_dir)
+        left = dir_default_drift(self.read_dir(), wanted)
         if left:
             self.module.fail_json(
                 msg=f"lfs setdirstripe ran but {self.path}'s default directory layout still differs", drift=left

@@ -3,23 +3,6 @@
 
 from __future__ import annotations
 
-import os
-import time
-from typing import Any
-
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.kiln.cluster.plugins.module_utils.lustre_common import normalize_param_value
-from ansible_collections.kiln.cluster.plugins.module_utils.lustre_param import (
-    conf_param_values,
-    memtotal_kib,
-    module_param_path,
-    param_drift,
-    parse_get_param,
-    parse_llog_records,
-    persistent_value,
-    ram_limit_refusal,
-)
-
 DOCUMENTATION = r"""
 ---
 module: lustre_param
@@ -58,7 +41,7 @@ description:
     C(<sysfs_root>/module/<module>/parameters/<parameter>). Persisting it in modprobe.d is the role's job."
   - Multi-line values (stats, nrs_policies) are compared as text.
 version_added: "0.1.0"
-author: kiln
+author: Kiln maintainers (@kiln-hpc)
 options:
   params:
     description: Parameters to ensure, each C({name, value}).
@@ -172,6 +155,23 @@ commands:
   type: list
   elements: list
 """
+
+import os
+import time
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.kiln.cluster.plugins.module_utils.lustre_common import normalize_param_value
+from ansible_collections.kiln.cluster.plugins.module_utils.lustre_param import (
+    conf_param_values,
+    memtotal_kib,
+    module_param_path,
+    param_drift,
+    parse_get_param,
+    parse_llog_records,
+    persistent_value,
+    ram_limit_refusal,
+)
 
 
 ARGUMENT_SPEC: dict[str, Any] = {

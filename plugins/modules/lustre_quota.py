@@ -3,19 +3,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.kiln.cluster.plugins.module_utils.lustre_quota import (
-    QUOTA_TYPES,
-    DefaultQuota,
-    build_setquota_args,
-    parse_default_quota,
-    quota_drift,
-    quota_from_spec,
-    validate_quota,
-)
-
 DOCUMENTATION = r"""
 ---
 module: lustre_quota
@@ -30,7 +17,7 @@ description:
   - Limits lfs would warn about (non-zero at or below 1024, soft above hard) fail before lfs runs
     (lfs_setquota() in lustre/utils/lfs.c, 2.15 and 2.16).
 version_added: "0.1.0"
-author: kiln
+author: Kiln maintainers (@kiln-hpc)
 options:
   path:
     description: Mount point of a Lustre client (the filesystem whose default quota is set).
@@ -92,6 +79,20 @@ command:
   type: list
   elements: str
 """
+
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.kiln.cluster.plugins.module_utils.lustre_quota import (
+    QUOTA_TYPES,
+    DefaultQuota,
+    build_setquota_args,
+    parse_default_quota,
+    quota_drift,
+    quota_from_spec,
+    validate_quota,
+)
+
 
 ARGUMENT_SPEC: dict[str, Any] = {
     "path": {"type": "path", "required": True},

@@ -3,41 +3,6 @@
 
 from __future__ import annotations
 
-import os
-import stat
-from dataclasses import replace
-from typing import Any
-
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.kiln.cluster.plugins.module_utils.lustre_common import coerce_nid_groups
-from ansible_collections.kiln.cluster.plugins.module_utils.lustre_target import (
-    ASHIFT_RANGE,
-    CONFIRM,
-    CONTENT,
-    UNKNOWN,
-    TargetOnDisk,
-    TargetSpec,
-    blank_verdict,
-    build_mdadm_create_command,
-    build_mkfs_command,
-    build_tunefs_update_command,
-    build_zpool_create_command,
-    describe_target,
-    device_type_problem,
-    md_problems,
-    parse_tunefs_dryrun,
-    refusal_message,
-    render_target_state,
-    spec_state,
-    target_identity_mismatch,
-    target_param_drift,
-    target_state,
-    tunefs_says_not_lustre,
-    unknown_content_message,
-    validate_target_spec,
-    zfs_vdev_paths,
-)
-
 DOCUMENTATION = r"""
 ---
 module: lustre_target
@@ -68,7 +33,7 @@ description:
     a target device (members with content are refused unless O(name) is in O(reformat), and then wiped).
   - In check mode nothing is run except the read-only probes.
 version_added: "0.1.0"
-author: kiln
+author: Kiln maintainers (@kiln-hpc)
 options:
   name:
     description:
@@ -261,6 +226,41 @@ commands:
   elements: list
 """
 
+import os
+import stat
+from dataclasses import replace
+from typing import Any, NoReturn
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.kiln.cluster.plugins.module_utils.lustre_common import coerce_nid_groups
+from ansible_collections.kiln.cluster.plugins.module_utils.lustre_target import (
+    ASHIFT_RANGE,
+    CONFIRM,
+    CONTENT,
+    UNKNOWN,
+    TargetOnDisk,
+    TargetSpec,
+    blank_verdict,
+    build_mdadm_create_command,
+    build_mkfs_command,
+    build_tunefs_update_command,
+    build_zpool_create_command,
+    describe_target,
+    device_type_problem,
+    md_problems,
+    parse_tunefs_dryrun,
+    refusal_message,
+    render_target_state,
+    spec_state,
+    target_identity_mismatch,
+    target_param_drift,
+    target_state,
+    tunefs_says_not_lustre,
+    unknown_content_message,
+    validate_target_spec,
+    zfs_vdev_paths,
+)
+
 
 ARGUMENT_SPEC: dict[str, Any] = {
     "name": {"type": "str", "required": True},
@@ -363,7 +363,7 @@ class TargetRun:
 
     def _zpool_exists(self) -> bool:
         pool = self.spec.device.split("/", 1)[0]
-        rc, _, _ = self.module.run_command([self.tool("zpool", "zpool"), "list", "-H", "-o", "name", pool])
+        rc = self.module.run_command([self.tool("zpool", "zpool"), "list", "-H", "-o", "name", pool])[0]
         return int(rc) == 0
 
     def probe_lustre(self) -> TargetOnDisk | None:
@@ -398,7 +398,7 @@ class TargetRun:
 
     def _zfs_dataset_exists(self) -> bool:
         cmd = [self.tool("zfs", "zfs"), "list", "-H", "-o", "name", self.spec.device]
-        rc, _, _ = self.module.run_command(cmd)
+        rc = self.module.run_command(cmd)[0]
         return int(rc) == 0
 
     def _blkid(self, path: str) -> tuple[str, str]:
@@ -422,14 +422,13 @@ class TargetRun:
             self.fail(f"{' '.join(cmd)} exited {rc}: {err or out}")
         return str(out)
 
-    def fail(self, msg: str, **extra: Any) -> None:
+    def fail(self, msg: str, **extra: Any) -> NoReturn:
         self.module.fail_json(msg=msg, commands=self.commands, **extra)
 
     def verify(self) -> TargetOnDisk:
         after = self.probe_lustre()
         if after is None:
             self.fail(f"after formatting, tunefs.lustre --dryrun {self.spec.device} shows no Lustre target")
-        assert after is not None
         mismatch = target_identity_mismatch(after, self.spec)
         if mismatch:
             self.fail(f"after formatting, {self.spec.device} shows {', '.join(mismatch)}")

@@ -3,85 +3,37 @@ directories that hold a stack file and nothing of the checkout. Its output must 
 checkout is tested against (so templates and knowledge data ship in the wheel), and errors stay one line.
 
 Select with `-m package`. The build backend and kiln's dependencies come from PyPI once, into
-.cache/wheels/, and from there (offline) afterwards.
+.cache/wheels/, and from there (offline) afterwards (the `kiln_wheel` and `wheel_venv` fixtures, tests/conftest.py).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
-import tomllib
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
 
+from tests.conftest import user_env
+
 pytestmark = pytest.mark.package
 
 ROOT = Path(__file__).resolve().parents[2]
-CACHE = ROOT / ".cache" / "wheels"
 GOLDEN = ROOT / "tests" / "golden"
-# What the sdist of kiln needs to build its wheel (pyproject.toml's readme and license files included).
-SOURCES = ("pyproject.toml", "README.md", "LICENSE", "kiln")
-
-
-def _pip(python: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    # The user's environment: with this checkout on PYTHONPATH pip would take its kiln as already installed.
-    return subprocess.run([str(python), "-m", "pip", "--disable-pip-version-check", "-q", *args],
-                          capture_output=True, text=True, check=False, env=_env())
-
-
-def _install(python: Path, *requirements: str) -> None:
-    """Install from the wheel cache; on a miss fill the cache from PyPI once and install from it."""
-    offline = ("install", "--no-index", "--find-links", str(CACHE), *requirements)
-    if _pip(python, *offline).returncode == 0:
-        return
-    CACHE.mkdir(parents=True, exist_ok=True)
-    got = _pip(python, "download", "--dest", str(CACHE), *requirements)
-    assert got.returncode == 0, f"pip download into {CACHE} failed:\n{got.stderr}"
-    for own in CACHE.glob("kiln-*.whl"):  # the cache holds third-party wheels only, never a stale kiln
-        own.unlink()
-    done = _pip(python, *offline)
-    assert done.returncode == 0, done.stderr
 
 
 @pytest.fixture(scope="module")
-def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh virtualenv with the wheel built from this tree installed; returns its bin/ directory."""
-    work = tmp_path_factory.mktemp("wheel")
-    src = work / "src"
-    for name in SOURCES:
-        if (ROOT / name).is_dir():
-            shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        else:
-            src.mkdir(exist_ok=True)
-            shutil.copy2(ROOT / name, src / name)
-    subprocess.run([sys.executable, "-m", "venv", str(work / "venv")], check=True)
-    python = work / "venv" / "bin" / "python"
-    build_requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"]
-    _install(python, *build_requires)
-    built = _pip(python, "wheel", "--no-deps", "--no-build-isolation", "--wheel-dir", str(work / "dist"), str(src))
-    assert built.returncode == 0, built.stderr
-    (wheel,) = (work / "dist").glob("kiln-*.whl")
-    _install(python, str(wheel))
-    where = subprocess.run([str(python), "-c", "import kiln; print(kiln.__file__)"], capture_output=True, text=True,
-                           check=True, cwd=work, env=_env())
-    assert str(work / "venv") in where.stdout, f"kiln is not imported from the wheel: {where.stdout}"
-    return python.parent
-
-
-def _env(**extra: str) -> dict[str, str]:
-    """The user's environment without this checkout on the import path or a stacks directory preset."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "KILN_STACKS_DIR", "KILN_CHECKOUT")}
-    return {**env, **extra}
+def venv(wheel_venv: Callable[[str], Path]) -> Path:
+    """bin/ of a fresh virtualenv with the wheel built from this tree installed (no extras)."""
+    return wheel_venv("")
 
 
 def kiln(bin_dir: Path, cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(bin_dir / "kiln"), *args], capture_output=True, text=True, cwd=cwd,
-                          env=_env(**env), check=False, timeout=120)
+                          env=user_env(**env), check=False, timeout=120)
 
 
 @pytest.fixture

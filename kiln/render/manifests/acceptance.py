@@ -43,6 +43,7 @@ from kiln.render.manifests.context import (
 )
 from kiln.render.manifests.lustre import lustre_claim_name
 from kiln.render.manifests.nccl import nccl_configmap_name
+from kiln.render.manifests.workload import NO_API, POD_SECURITY, finished_after, restricted, unprivileged
 from kiln.spec.types import dns_name
 
 CHECK_ANNOTATION = "kiln.io/check"
@@ -81,7 +82,10 @@ def _gpu_pod(c: Ctx, pool: str, gpus: int, container: Obj) -> tuple[Obj, dict[st
     container = {**container,
                  "envFrom": [{"configMapRef": {"name": nccl_configmap_name(pool)}}],
                  "resources": {"limits": dict(limits), "requests": dict(limits)},
-                 "securityContext": {"capabilities": {"add": ["IPC_LOCK"]}},
+                 # IPC_LOCK: RDMA memory registration; NET_RAW (raw sockets) is in the runtime's default set and
+                 # nothing here needs it
+                 "securityContext": {"allowPrivilegeEscalation": False,
+                                     "capabilities": {"add": ["IPC_LOCK"], "drop": ["NET_RAW"]}},
                  "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}]}
     pod = {"nodeSelector": {pool_label(): pool},
            "containers": [container],
@@ -95,8 +99,9 @@ def _job(c: Ctx, name: str, pod: Obj, judged: dict[str, str], annotations: dict[
     template_meta: Obj = {"labels": c.labels(ACCEPTANCE, sel)}
     if annotations:
         template_meta["annotations"] = annotations
-    spec = {"backoffLimit": backoff,
-            "template": {"metadata": template_meta, "spec": {"restartPolicy": "Never", **pod}}}
+    pod_spec = {"restartPolicy": "Never", "securityContext": dict(POD_SECURITY), **NO_API, **pod}
+    spec = finished_after({"backoffLimit": backoff, "template": {"metadata": template_meta, "spec": pod_spec}},
+                          kubernetes().workloads.acceptance_ttl_s.value)
     # NOTE: skipAwait keeps `pulumi up` from blocking on the benchmarks; Flux and kubectl ignore it.
     meta = c.meta(ACCEPTANCE, name, c.training, labels=sel, annotations={"pulumi.com/skipAwait": "true", **judged})
     return obj("batch/v1", "Job", meta, spec=spec)
@@ -131,7 +136,8 @@ def _nccl_inter(c: Ctx, pool: str, nodes: int, gpus: int, jc: JobCheck) -> Obj:
     launcher = {"name": "launcher", "image": image, "command": ["mpirun"],
                 "args": ["--allow-run-as-root", "-np", str(nodes * gpus), "-npernode", str(gpus), "--bind-to", "none",
                          *env_flags, NCCL_TESTS_BINARY, *_nccl_args(), "-g", "1"],
-                "envFrom": [{"configMapRef": {"name": nccl_configmap_name(pool)}}]}
+                "envFrom": [{"configMapRef": {"name": nccl_configmap_name(pool)}}],
+                "securityContext": {"capabilities": {"drop": ["NET_RAW"]}}}
     if check_env:
         launcher["env"] = check_env
     worker, annotations = _gpu_pod(c, pool, gpus, {"name": "worker", "image": image,
@@ -143,7 +149,8 @@ def _nccl_inter(c: Ctx, pool: str, nodes: int, gpus: int, jc: JobCheck) -> Obj:
         worker_meta["annotations"] = annotations
     spec = {
         "slotsPerWorker": gpus,
-        "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": 0},
+        "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": 0,
+                      "ttlSecondsAfterFinished": kubernetes().workloads.acceptance_ttl_s.value},
         "mpiReplicaSpecs": {
             "Launcher": {"replicas": 1, "template": {"metadata": {"labels": c.labels(ACCEPTANCE)},
                                                      "spec": {"restartPolicy": "Never", "containers": [launcher]}}},
@@ -181,8 +188,9 @@ def _fio_lustre(c: Ctx, checks: list[JobCheck]) -> Obj:
                    f"cat /tmp/fio-{op}.json || true\n"
                    f"echo '{FIO_END.format(op=op)}'\n")
     script += "rm -rf /data/kiln-acceptance/$HOSTNAME\nexit $rc\n"
-    container = {"name": "fio", "image": a.fio_image.value, "command": ["/bin/sh", "-c"], "args": [script],
-                 "volumeMounts": [{"name": "lustre", "mountPath": "/data"}]}
+    container = restricted({"name": "fio", "image": a.fio_image.value, "command": ["/bin/sh", "-c"],
+                            "args": [script], "volumeMounts": [{"name": "lustre", "mountPath": "/data"}]},
+                           kubernetes().workloads.fio.value)
     pod = {"nodeSelector": {pool_label(): pool.name}, "containers": [container],
            "volumes": [{"name": "lustre", "persistentVolumeClaim": {"claimName": _fio_claim(c.plan)}}]}
     return _job(c, FIO_JOB, pod, _judged(checks))
@@ -208,8 +216,10 @@ def _warp(c: Ctx, op: str, jc: JobCheck) -> Obj:
                                                                      "key": "AWS_ACCESS_KEY_ID"}}},
            {"name": "WARP_SECRET_KEY", "valueFrom": {"secretKeyRef": {"name": S3_SECRET_NAME,
                                                                      "key": "AWS_SECRET_ACCESS_KEY"}}}]
-    container = {"name": "warp", "image": a.warp_image.value, "args": args, "env": env}
-    return _job(c, jc.job, {"containers": [container]}, _judged([jc]))
+    # warp writes its result file into its working directory: /tmp, on the pod's own scratch volume
+    container, tmp = unprivileged({"name": "warp", "image": a.warp_image.value, "args": args, "env": env},
+                                  kubernetes().workloads.warp.value)
+    return _job(c, jc.job, {"containers": [container], "volumes": [tmp]}, _judged([jc]))
 
 
 def acceptance(c: Ctx) -> list[Obj]:

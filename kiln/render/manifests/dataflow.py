@@ -32,7 +32,7 @@ from typing import Any
 import yaml
 
 from kiln import knowledge
-from kiln.knowledge.kubernetes import kubernetes
+from kiln.knowledge.kubernetes import Resources, kubernetes
 from kiln.plan.model import ModelFlowPlan
 from kiln.render.manifests.context import (
     DATAFLOW,
@@ -44,6 +44,7 @@ from kiln.render.manifests.context import (
     pool_label,
 )
 from kiln.render.manifests.lustre import lustre_claim_name, lustre_root_volume
+from kiln.render.manifests.workload import NO_API, POD_SECURITY, RESTRICTED, finished_after, resources
 from kiln.render.networkpolicy import NAMESPACE_NAME_LABEL, seaweedfs_selector
 from kiln.spec.loader import CONFIG_KEY
 from kiln.spec.types import dns_name
@@ -80,9 +81,9 @@ def _state_dir(c: Ctx) -> str:
 
 
 def _pod(c: Ctx, name: str, args: list[str], restart: str, ports: list[Obj] | None = None,
-         mounts: list[Obj] | None = None, volumes: list[Obj] | None = None) -> Obj:
+         mounts: list[Obj] | None = None, volumes: list[Obj] | None = None, size: Resources | None = None) -> Obj:
     """The mover's pod template: kiln with the plan's tuning, the Lustre root claim, the S3 Secret by reference."""
-    image = kubernetes().dataflow.mover_image.value
+    image = c.plan.kubernetes.mover_image
     env = [
         {"name": "KILN_S3_ACCESS_KEY", "valueFrom": {"secretKeyRef": {"name": S3_SECRET_NAME,
                                                                       "key": "AWS_ACCESS_KEY_ID"}}},
@@ -100,14 +101,19 @@ def _pod(c: Ctx, name: str, args: list[str], restart: str, ports: list[Obj] | No
         "env": env,
         "volumeMounts": [{"name": "lustre", "mountPath": c.plan.mount_point},
                          {"name": "spec", "mountPath": SPEC_DIR, "readOnly": True}, *(mounts or [])],
-        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+        "resources": resources(size or kubernetes().workloads.mover.value),
+        "securityContext": dict(RESTRICTED),
     }
     if ports:
         container["ports"] = ports
+        # ready once the metrics server answers (`kiln data run --metrics-port`, prometheus_client)
+        container["readinessProbe"] = {"httpGet": {"path": "/metrics", "port": ports[0]["name"]}, "periodSeconds": 30}
     return {
         "metadata": {"labels": c.labels(DATAFLOW, {"app.kubernetes.io/name": name})},
         "spec": {
             "restartPolicy": restart,
+            "securityContext": dict(POD_SECURITY),
+            **NO_API,
             "containers": [container],
             "volumes": [
                 {"name": "lustre", "persistentVolumeClaim": {"claimName": lustre_claim_name(None)}},
@@ -135,13 +141,15 @@ def dataflow(c: Ctx) -> list[Obj]:
         annotations = {"kiln.io/link": f"{link.bucket}/{link.prefix} -> {link.mount_path}",
                        "kiln.io/layout": link.setstripe}
         if link.schedule is not None:
-            job: dict[str, Any] = {"backoffLimit": 3, "template": _pod(c, name, _stage_args(c, link.name), "Never")}
+            job: dict[str, Any] = finished_after({"backoffLimit": 3, "template": _pod(
+                c, name, _stage_args(c, link.name), "Never")}, kubernetes().workloads.job_ttl_s.value)
             objs.append(obj("batch/v1", "CronJob", c.meta(DATAFLOW, name, ns, annotations=annotations), spec={
                 "schedule": link.schedule, "concurrencyPolicy": "Forbid", "startingDeadlineSeconds": 3600,
                 "jobTemplate": {"spec": job}}))
         elif link.import_policy == "preload" and link.import_trigger != "continuous":
-            objs.append(obj("batch/v1", "Job", c.meta(DATAFLOW, name, ns, annotations=annotations), spec={
-                "backoffLimit": 6, "template": _pod(c, name, _stage_args(c, link.name), "OnFailure")}))
+            job = finished_after({"backoffLimit": 6, "template": _pod(c, name, _stage_args(c, link.name), "OnFailure")},
+                                 kubernetes().workloads.job_ttl_s.value)
+            objs.append(obj("batch/v1", "Job", c.meta(DATAFLOW, name, ns, annotations=annotations), spec=job))
     # Always: besides continuous links and checkpoint write-back it serves every status file on Lustre (the
     # stage Jobs' and the model pods') to Prometheus; with neither it only serves.
     pod = _pod(c, MOVER, ["run", _spec_file(c), "--metrics-port", str(metrics_port())], "Always",
@@ -217,13 +225,12 @@ def _model_daemonset(c: Ctx, ns: str, index: int, m: ModelFlowPlan) -> Obj:
     args = ["models", _spec_file(c), "--index", str(index), "--filer", filer_address(c),
             "--weed", "/usr/local/bin/weed", "--relay", relay, "--target", m.target]
     pod = _pod(c, MODELS, args, "Always", mounts=[{"name": "receiver", "mountPath": m.target}],
-               volumes=[{"name": "receiver", "hostPath": {"path": m.target, "type": "Directory"}}])
+               volumes=[{"name": "receiver", "hostPath": {"path": m.target, "type": "Directory"}}],
+               size=kubernetes().workloads.models.value)
     pod["metadata"]["labels"]["kiln.io/models-index"] = str(index)
     # root (uid 0) without any capability: the receiver directory on the node and the relay and state directory
     # on Lustre belong to root (the node's preparation and the other mover pods); no other privilege
     pod["spec"]["nodeSelector"] = {pool_label(): m.pool}
-    pod["spec"]["securityContext"] = {"seccompProfile": {"type": "RuntimeDefault"}}
-    pod["spec"]["automountServiceAccountToken"] = False
     annotations = {"kiln.io/models": f"{m.bucket}/{m.prefix} -> {m.target} on pool {m.pool} ({m.receivers} nodes)"}
     return obj("apps/v1", "DaemonSet", c.meta(DATAFLOW, name, ns, annotations=annotations), spec={
         "selector": {"matchLabels": {"app.kubernetes.io/name": MODELS, "kiln.io/models-index": str(index)}},

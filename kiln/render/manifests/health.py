@@ -56,7 +56,7 @@ def _daemonset(c: Ctx, ns: str, pools: list[str]) -> Obj:
     k = kubernetes().health
     container = {
         "name": "health",
-        "image": k.image.value,
+        "image": c.plan.kubernetes.health_image,
         "command": ["kiln-health"],
         "args": ["--kubernetes", "--root", HOST_ROOT, "--expect", f"{EXPECT_DIR}/$(NODE_NAME).json",
                  "--every", str(k.interval_s.value)],
@@ -70,7 +70,7 @@ def _daemonset(c: Ctx, ns: str, pools: list[str]) -> Obj:
               for p in HOST_PATHS),
             {"name": "expect", "mountPath": EXPECT_DIR, "readOnly": True},
         ],
-        "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
+        "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"cpu": "500m", "memory": "128Mi"}},
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
                             "readOnlyRootFilesystem": True, "runAsNonRoot": True, "runAsUser": 65534,
                             "runAsGroup": 65534},

@@ -30,6 +30,7 @@ from kiln.render.manifests.context import (
 )
 from kiln.render.manifests.dataflow import models_namespace
 from kiln.render.manifests.helm import helm_release, helm_source
+from kiln.render.manifests.workload import NO_API, POD_SECURITY, finished_after, unprivileged
 from kiln.render.networkpolicy import network_policies
 
 
@@ -187,14 +188,17 @@ def _bucket_job(c: Ctx) -> Obj:
         "  fi\n"
         "done\n"
     )
-    container = {"name": "buckets", "image": kubernetes().seaweedfs.bucket_image.value,
-                 "command": ["/bin/bash", "-c"], "args": [script],
-                 "envFrom": [{"secretRef": {"name": S3_SECRET_NAME}},
-                             {"configMapRef": {"name": S3_ENDPOINT_CONFIGMAP}}],
-                 "env": [{"name": "AWS_DEFAULT_REGION", "value": "us-east-1"}]}
-    spec = {"backoffLimit": 10,
-            "template": {"metadata": {"labels": c.labels(OBJECT_STORE, {"app.kubernetes.io/name": "kiln-buckets"})},
-                         "spec": {"restartPolicy": "OnFailure", "containers": [container]}}}
+    container, tmp = unprivileged({"name": "buckets", "image": kubernetes().seaweedfs.bucket_image.value,
+                                   "command": ["/bin/bash", "-c"], "args": [script],
+                                   "envFrom": [{"secretRef": {"name": S3_SECRET_NAME}},
+                                               {"configMapRef": {"name": S3_ENDPOINT_CONFIGMAP}}],
+                                   "env": [{"name": "AWS_DEFAULT_REGION", "value": "us-east-1"}]},
+                                  kubernetes().workloads.buckets.value)
+    spec = finished_after({"backoffLimit": 10, "template": {
+        "metadata": {"labels": c.labels(OBJECT_STORE, {"app.kubernetes.io/name": "kiln-buckets"})},
+        "spec": {"restartPolicy": "OnFailure", "securityContext": dict(POD_SECURITY), **NO_API,
+                 "containers": [container], "volumes": [tmp]}}},
+        kubernetes().workloads.job_ttl_s.value)
     return obj("batch/v1", "Job", c.meta(OBJECT_STORE, "kiln-buckets", c.storage), spec=spec)
 
 

@@ -72,7 +72,7 @@ def measure_pass(ctx: Context, host: str, rep: Rep) -> dict[str, Any]:
     python = v.python
     if not ctx.run(host, f"{quote(python)} -c 'import kiln.dataflow.measure'", 60).ok:
         raise CheckError(f"{host}: {python} has no kiln data mover; deploy it with the datamover role "
-                         "(ansible/site.yml, tag datamover) or pass --option dataflow.python=PATH")
+                         f"(kiln deploy {ctx.plan.stack} --tags datamover) or pass --option dataflow.python=PATH")
     fast = v.fast_tier or ctx.plan.mount_point
     work = posixpath.join(fast, f".kiln-measure-{rep.label}")
     ak, sk = s3_credentials(ctx)

@@ -118,8 +118,10 @@ def test_contract_is_documented() -> None:
         assert key in text
 
 
-def test_inventory_files(tmp_path: Path) -> None:
+def test_inventory_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["inventory", "lab", "--out", str(tmp_path)]) == 0
+    # The next step an installed kiln has: kiln deploy (a checkout's ansible/ is not in the wheel).
+    assert f"(next: kiln deploy lab --inventory {tmp_path};" in capsys.readouterr().out
     hosts = load_inventory((tmp_path / "hosts.yml").read_text())
     assert set(hosts["all"]["children"]["kiln_lustre_oss"]["hosts"]) == {"oss01", "oss02"}
     oss = load_inventory((tmp_path / "host_vars" / "oss01.yml").read_text())

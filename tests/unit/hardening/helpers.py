@@ -104,6 +104,10 @@ def _base_spec() -> dict[str, Any]:
         "training_namespace": "training",
         "health_namespace": "kiln-health",
         "models_namespace": "kiln-models",
+        "images": {
+            "datamover": "registry.example.com/hpc/kiln-datamover:0.1.0@sha256:" + "a" * 64,
+            "health": "registry.example.com:5000/hpc/kiln-health@sha256:" + "b" * 64,
+        },
     }
     lu["mount_point"] = "/lustre"
     lu["lnet"][0]["subnet"] = d["networks"]["storage"]

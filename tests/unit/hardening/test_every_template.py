@@ -330,7 +330,7 @@ def test_every_template_has_a_context() -> None:
     assert not stale, f"entries for templates that no longer exist: {sorted(stale)}"
     assert set(PACKAGE_TEMPLATES) == {
         "kiln/templates/plan-report.txt.j2", "kiln/templates/plan-report.md.j2", "kiln/templates/plan-report.html.j2",
-        "kiln/templates/verify-report.html.j2",
+        "kiln/templates/verify-report.html.j2", "kiln/templates/starter-stack.yaml.j2",
     }, "a new package template: add a check for it at the end of this module"
 
 
@@ -461,3 +461,24 @@ def test_nccl_env_script_refuses_a_name_that_is_not_a_variable(inventories: str)
     variables["nccl_env"] = {**variables["nccl_env"], "NCCL_X=1;touch PWNED;x": "1"}
     with pytest.raises(Exception, match="nccl_env names must match"):
         render("roles/nccl/templates/kiln-nccl.sh.j2", variables)
+
+
+def test_starter_stack_keeps_every_answer_a_value() -> None:
+    """kiln/templates/starter-stack.yaml.j2 (`kiln init`): every string answer, however hostile, loads back as the
+    same string in its field; the document's structure does not change (kiln init validates the rest)."""
+    from kiln.render.starter import QUESTIONS, render_starter
+
+    def fields(doc: object, path: str = "") -> dict[str, object]:
+        if isinstance(doc, dict):
+            return {k: v for key, val in doc.items() for k, v in fields(val, f"{path}.{key}").items()}
+        if isinstance(doc, list):
+            return {k: v for i, val in enumerate(doc) for k, v in fields(val, f"{path}[{i}]").items()}
+        return {path: doc}
+
+    plain = {q.key: q.default for q in QUESTIONS}
+    hostile = {q.key: (WORST_TEXT + "\n  evil: {x: 1}" if q.kind is str else q.default) for q in QUESTIONS}
+    before = fields(yaml.safe_load(render_starter("lab", {**plain, "fabric": "roce"})))
+    after = fields(yaml.safe_load(render_starter("lab", {**hostile, "fabric": "roce"})))
+    assert before.keys() == after.keys()
+    assert after[".config.kiln:cluster.compute.pools[0].compute_rails.nic"] == hostile["nic"]
+    assert after[".config.kiln:cluster.networks.management"] == hostile["management_network"]

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kiln.lab.lifecycle import VERIFY_OPTIONS, Lab, LabError, parse_recap
+from kiln.deploy.runner import parse_recap
+from kiln.lab.lifecycle import VERIFY_OPTIONS, Lab, LabError
 from kiln.verify.checks.network import Iperf3Variables
 from kiln.verify.checks.objectstore import WarpVariables
 from kiln.verify.checks.options import Options
@@ -94,5 +95,5 @@ def test_the_lab_deploys_the_mover_with_its_stack_wheelhouse_and_fast_tier(tmp_p
     assert data["datamover_weed_src"].endswith(".tools/bin/weed")
     assert data["datamover_mount_point"] == "/srv/kiln-fast"
     # The role is in the site playbook, after the object store it talks to.
-    site = (ROOT / "ansible" / "site.yml").read_text()
+    site = (ROOT / "playbooks" / "site.yml").read_text()
     assert site.index("plays/objectstore.yml") < site.index("plays/datamover.yml")

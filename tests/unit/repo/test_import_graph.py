@@ -36,7 +36,8 @@ ALLOWED: dict[str, frozenset[str]] = {
                               "kiln.yamlio"}),
     "kiln.policy": frozenset({"kiln.plan", "kiln.render"}),
     "kiln.infra": frozenset({"kiln.plan", "kiln.render", "kiln.spec", "kiln.knowledge"}),
-    "kiln.lab": frozenset({"kiln.plan", "kiln.render", "kiln.spec"}),
+    "kiln.deploy": frozenset({"kiln.plan", "kiln.yamlio"}),
+    "kiln.lab": frozenset({"kiln.plan", "kiln.render", "kiln.spec", "kiln.deploy"}),
     "kiln.docgen": frozenset({"kiln.knowledge", "kiln.spec", "kiln.yamlio"}),
     "kiln.cli": ANY,
 }
@@ -56,10 +57,11 @@ def unit_of(module: str, kiln: Path = KILN) -> str:
 
 
 def _files(kiln: Path) -> list[Path]:
-    """Every Python file of kiln, kiln/lustre (a symlink to plugins/module_utils) included."""
+    """Every Python file of kiln, kiln/lustre (a symlink to plugins/module_utils) included; not kiln/collection,
+    the kiln.cluster collection the wheel carries as data (Ansible imports it as ansible_collections.kiln.cluster)."""
     out = []
     for top, dirs, names in os.walk(kiln, followlinks=True):
-        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__" and Path(top, d) != kiln / "collection")
         out += [Path(top) / n for n in sorted(names) if n.endswith(".py")]
     return out
 

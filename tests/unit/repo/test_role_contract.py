@@ -1,6 +1,6 @@
 """The rendered inventory of every shipped stack validates against the argument specs of the roles that read it.
 
-A role reads a group_vars or host_vars file when the playbooks (ansible/site.yml and the plays it imports) run it
+A role reads a group_vars or host_vars file when the playbooks (playbooks/site.yml and the plays it imports) run it
 on a host that gets the file. Values are checked with Ansible's own ArgumentSpecValidator, the validator of role
 argument specs, after loading the files with Ansible's own YAML loader (so `!unsafe` strings arrive as Ansible
 sees them).
@@ -67,8 +67,8 @@ def _plays(path: Path) -> list[Play]:
         tasks = play.get("tasks") or []
         out.append(Play(
             hosts=play["hosts"],
-            roles=tuple((r["role"], r.get("when")) for r in play.get("roles") or []),
-            included=tuple(t["ansible.builtin.include_role"]["name"] for t in tasks
+            roles=tuple((_role(r["role"]), r.get("when")) for r in play.get("roles") or []),
+            included=tuple(_role(t["ansible.builtin.include_role"]["name"]) for t in tasks
                            if "ansible.builtin.include_role" in t),
             grouped=tuple(t["ansible.builtin.group_by"]["key"].split("{{")[0].strip() for t in tasks
                           if "ansible.builtin.group_by" in t),
@@ -76,7 +76,14 @@ def _plays(path: Path) -> list[Play]:
     return out
 
 
-PLAYS = _plays(ROOT / "ansible" / "site.yml")
+def _role(fqcn: str) -> str:
+    """The directory under roles/ of a role the collection's playbooks name by FQCN (kiln.cluster.<role>)."""
+    namespace, collection, role = fqcn.split(".")
+    assert (namespace, collection) == ("kiln", "cluster"), f"{fqcn}: the playbooks run only kiln.cluster roles"
+    return role
+
+
+PLAYS = _plays(ROOT / "playbooks" / "site.yml")
 _DEFAULT = re.compile(r"\{\{\s*\w+\s*\|\s*default\('([^']*)'\)\s*\}\}")  # {{ kiln_scope | default('all') }}
 
 

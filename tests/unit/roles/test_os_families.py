@@ -294,7 +294,7 @@ def _check_role(role: str, host: str, extra: Mapping[str, Any] | None = None) ->
 def entry_points(role: str) -> tuple[str, ...]:
     """The tasks files of `role` the playbooks run with include_role/import_role `tasks_from`."""
     found: set[str] = set()
-    for play in sorted((ROLES.parent / "ansible").rglob("*.yml")):
+    for play in sorted((ROLES.parent / "playbooks").rglob("*.yml")):
         for m in re.finditer(r"name:\s*(?:kiln\.cluster\.)?(\w+)\s*\n\s*tasks_from:\s*(\S+)", play.read_text()):
             if m.group(1) == role:
                 found.add(m.group(2))

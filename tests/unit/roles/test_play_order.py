@@ -1,4 +1,4 @@
-"""ansible/site.yml on a failover-pair stack reaches Pacemaker before anything needs a running MGS: the servers'
+"""The collection's site playbook (playbooks/site.yml, kiln.cluster.site) on a failover-pair stack reaches Pacemaker before anything needs a running MGS: the servers'
 plays format and write units, the lustre_ha play starts the targets (MGS first), then the server tunables are
 stored where the MGS runs, and only then do clients mount. Also the order inside lustre_server: the ZFS host id
 before any zpool create -o multihost=on or mkfs.lustre."""
@@ -27,11 +27,11 @@ def plays(playbook: Path) -> list[dict[str, Any]]:
 
 def steps(play: dict[str, Any]) -> list[str]:
     """The roles a play runs: `role` or `role:tasks_from` for include_role tasks."""
-    names = [r["role"] if isinstance(r, dict) else r for r in play.get("roles", [])]
+    names = [(r["role"] if isinstance(r, dict) else r).removeprefix("kiln.cluster.") for r in play.get("roles", [])]
     for task in play.get("tasks", []):
         inc = task.get("ansible.builtin.include_role") or task.get("include_role")
         if inc:
-            names.append(f"{inc['name']}:{inc.get('tasks_from', 'main.yml')}")
+            names.append(f"{inc['name'].removeprefix('kiln.cluster.')}:{inc.get('tasks_from', 'main.yml')}")
     return names
 
 
@@ -44,7 +44,7 @@ def last(order: list[tuple[int, str]], step: str) -> int:
 
 
 def test_site_reaches_pacemaker_before_the_mgs_parameters_and_the_clients() -> None:
-    order = [(i, s) for i, p in enumerate(plays(ROOT / "ansible" / "site.yml")) for s in steps(p)]
+    order = [(i, s) for i, p in enumerate(plays(ROOT / "playbooks" / "site.yml")) for s in steps(p)]
     servers, ha = last(order, "lustre_server"), first(order, "lustre_ha")
     params = first(order, "lustre_server:params.yml")
     readback = first(order, "lustre_server:readback.yml")
@@ -53,12 +53,12 @@ def test_site_reaches_pacemaker_before_the_mgs_parameters_and_the_clients() -> N
 
 
 def test_storage_playbook_keeps_the_same_order() -> None:
-    order = [(i, s) for i, p in enumerate(plays(ROOT / "ansible" / "storage.yml")) for s in steps(p)]
+    order = [(i, s) for i, p in enumerate(plays(ROOT / "playbooks" / "storage.yml")) for s in steps(p)]
     assert last(order, "lustre_server") < first(order, "lustre_ha") < first(order, "lustre_server:params.yml")
 
 
 def test_parameter_play_runs_where_the_mgs_may_run() -> None:
-    params = next(p for p in plays(ROOT / "ansible" / "site.yml") if "lustre_server:params.yml" in steps(p))
+    params = next(p for p in plays(ROOT / "playbooks" / "site.yml") if "lustre_server:params.yml" in steps(p))
     assert params["hosts"].startswith("kiln_mgs_pair")
     assert params.get("max_fail_percentage") == 0
 

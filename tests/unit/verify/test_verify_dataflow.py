@@ -75,5 +75,5 @@ def test_no_mover_installed_is_an_error_with_the_fix() -> None:
     plan, _, _ = lab()
     target = next(t for t in plan.targets if t.check == "dataflow.stage_in")
     (subject,) = REGISTRY["dataflow.stage_in"].subjects(ctx, target)
-    with pytest.raises(CheckError, match="datamover role"):
+    with pytest.raises(CheckError, match=r"datamover role \(kiln deploy lab --tags datamover\)"):
         REGISTRY["dataflow.stage_in"].measure(ctx, target, subject, Rep(1, 1, False))
