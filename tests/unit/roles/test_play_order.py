@@ -1,7 +1,7 @@
-"""The collection's site playbook (playbooks/site.yml, kiln.cluster.site) on a failover-pair stack reaches Pacemaker before anything needs a running MGS: the servers'
-plays format and write units, the lustre_ha play starts the targets (MGS first), then the server tunables are
-stored where the MGS runs, and only then do clients mount. Also the order inside lustre_server: the ZFS host id
-before any zpool create -o multihost=on or mkfs.lustre."""
+"""The collection's site playbook (playbooks/site.yml, kiln.cluster.site) on a failover-pair stack reaches
+Pacemaker before anything needs a running MGS: the servers' plays format and write units, the lustre_ha play starts
+the targets (MGS first), then the server tunables are stored where the MGS runs, and only then do clients mount.
+Also the order inside lustre_server: the ZFS host id before any zpool create -o multihost=on or mkfs.lustre."""
 
 from __future__ import annotations
 
