@@ -799,14 +799,16 @@ FAULTS: dict[str, tuple[str, str]] = {
     "exporter_down": ("ExporterDown", "stop node_exporter on a host"),
 }
 
-#: kiln-health's sub-checks (kiln/node/health.py run_checks), one acceptance row each on the compute hosts.
-HEALTH_CHECKS: dict[str, str] = {
-    "health.gpu": "GPUs present, no uncorrectable ECC errors, no hardware slowdown",
-    "health.rdma": "planned RDMA ports ACTIVE at their planned rate",
-    "health.lustre": "Lustre mounted with every OST/MDT import FULL",
-    "health.lnet": "every Lustre server NID answers lnetctl ping",
-    "health.clock": "the clock is synchronised",
-    "health.nvme": "local NVMe scratch mounted",
+#: kiln-health's sub-checks (kiln/node/health.py run_checks), one acceptance row each on the compute hosts: what
+#: each judges and the part of the host it is about (the target's `requires`: a sign-off needs the row where the
+#: plan has that part, kiln/plan/signoff.py; kiln-health itself says when the host lacks it).
+HEALTH_CHECKS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "health.gpu": ("GPUs present, no uncorrectable ECC errors, no hardware slowdown", ("gpu",)),
+    "health.rdma": ("planned RDMA ports ACTIVE at their planned rate", ("rdma",)),
+    "health.lustre": ("Lustre mounted with every OST/MDT import FULL", ("lustre",)),
+    "health.lnet": ("every Lustre server NID answers lnetctl ping", ("lustre",)),
+    "health.clock": ("the clock is synchronised", ("clock",)),
+    "health.nvme": ("local NVMe scratch mounted", ("nvme",)),
 }
 
 
@@ -847,10 +849,10 @@ def monitoring_targets(m: MonitoringPlan) -> list[AcceptanceTarget]:
             why=f"{what}: {alert} fires within 2 scrape intervals + its for: ({bound} s) and clears after repair",
             scope="aggregate", higher_is_better=False, group="all",
         ))
-    for check, why in HEALTH_CHECKS.items():
+    for check, (why, requires) in HEALTH_CHECKS.items():
         out.append(AcceptanceTarget(
             check=check, metric="faults", unit="count", expected=0, warn=0, fail=0, why=f"kiln-health: {why}",
-            scope="host", higher_is_better=False, group=COMPUTE,
+            scope="host", higher_is_better=False, group=COMPUTE, requires=requires,
         ))
     return out
 
