@@ -28,15 +28,19 @@ AREA_WHY = {
 }
 
 
-def _pools(spec: ClusterSpec, group: str | None) -> list[ComputePool]:
+def _pools(spec: ClusterSpec, by_group: dict[str, ComputePool], group: str | None) -> list[ComputePool]:
     """The compute pools a target's group covers: its pool, or every pool."""
-    mine = [p for p in spec.compute.pools if pool_group(p.name) == group]
-    return mine or list(spec.compute.pools)
+    mine = by_group.get(group or "")
+    return [mine] if mine is not None else list(spec.compute.pools)
+
+
+def _listed(items: list[str], most: int = 3) -> str:
+    return "; ".join(items[:most]) + (f"; … {len(items) - most} more pools" if len(items) > most else "")
 
 
 def _gpu(spec: ClusterSpec, pools: list[ComputePool]) -> tuple[bool, str]:
     have = [f"pool {p.name}: {p.nodes} nodes × {p.gpu.count} {p.gpu.model}" for p in pools if p.gpu and p.gpu.count]
-    return (True, "; ".join(have)) if have else (False, "the plan has no GPUs here (storage-only pools)")
+    return (True, _listed(have)) if have else (False, "the plan has no GPUs here (storage-only pools)")
 
 
 def _rdma(spec: ClusterSpec, pools: list[ComputePool]) -> tuple[bool, str]:
@@ -53,7 +57,7 @@ def _lustre(spec: ClusterSpec, pools: list[ComputePool]) -> tuple[bool, str]:
 def _nvme(spec: ClusterSpec, pools: list[ComputePool]) -> tuple[bool, str]:
     have = [f"pool {p.name}: {p.local_nvme.count} × {p.local_nvme.device}" for p in pools
             if p.local_nvme and p.local_nvme.count]
-    return (True, "; ".join(have)) if have else (False, "the plan has no local NVMe here")
+    return (True, _listed(have)) if have else (False, "the plan has no local NVMe here")
 
 
 def _objectstore(spec: ClusterSpec, pools: list[ComputePool]) -> tuple[bool, str]:
@@ -71,11 +75,12 @@ def _clock(spec: ClusterSpec, pools: list[ComputePool]) -> tuple[bool, str]:
 PARTS = {"gpu": _gpu, "rdma": _rdma, "lustre": _lustre, "nvme": _nvme, "objectstore": _objectstore, "clock": _clock}
 
 
-def sign_off_need(spec: ClusterSpec, target: AcceptanceTarget) -> tuple[bool, str]:
+def sign_off_need(spec: ClusterSpec, target: AcceptanceTarget,
+                  by_group: dict[str, ComputePool] | None = None) -> tuple[bool, str]:
     """Whether a sign-off needs `target`'s evidence, and why (or why not)."""
     if not target.requires:
         return True, AREA_WHY.get(target.check.split(".", 1)[0], "the plan includes this check")
-    pools = _pools(spec, target.group)
+    pools = _pools(spec, by_group if by_group is not None else _by_group(spec), target.group)
     found = [PARTS[p](spec, pools) if p in PARTS else (True, f"the plan needs {p}") for p in target.requires]
     missing = [why for have, why in found if not have]
     if missing:
@@ -83,10 +88,15 @@ def sign_off_need(spec: ClusterSpec, target: AcceptanceTarget) -> tuple[bool, st
     return True, "; ".join(why for _, why in found)
 
 
+def _by_group(spec: ClusterSpec) -> dict[str, ComputePool]:
+    return {pool_group(p.name): p for p in spec.compute.pools}
+
+
 def mark_required(spec: ClusterSpec, targets: tuple[AcceptanceTarget, ...]) -> tuple[AcceptanceTarget, ...]:
     """The targets with `required` and `required_why` set from the plan."""
+    by_group = _by_group(spec)
     out = []
     for t in targets:
-        required, why = sign_off_need(spec, t)
+        required, why = sign_off_need(spec, t, by_group)
         out.append(dataclasses.replace(t, required=required, required_why=why))
     return tuple(out)
