@@ -143,6 +143,12 @@ def stack_reference() -> str:
         " a NIC must support `fabric.kind`;",
         "- `devices`/`interfaces` lists have one entry per NIC; `nccl_hcas` must be compute-rail devices of the node;",
         "- `lustre.failover: pairs` needs an even number of OSS and of MDS nodes;",
+        "- `lustre.failover: pairs` needs shared storage: `lustre.oss.osts.attachment`, `lustre.mds.mdts.attachment`"
+        " and, with a combined MGS, `lustre.mgs.attachment` must be `shared-enclosure`, `san` or `nvmeof`. A target"
+        " fails over by its partner mounting it, which it can only do if its drives reach the partner too: drives"
+        " inside one server (`internal`, the default) go down with that server, and so would the target."
+        " `lustre.oss.uplink` describes shared OST drives (PCIe lanes for `shared-enclosure`, links for `san` and"
+        " `nvmeof`) and bounds the sizing model's `ost_uplinks` layer;",
         "- `shared_storage_rails` must name compute-rail devices of the pool (RDMA fabrics only), each once, not also"
         " under `storage_nics.devices`, and kept in `nccl_hcas` when that is given;",
         "- `lustre.mds.colocated_with_oss` needs `mds.nodes` ≤ `oss.nodes` and `mds.nics` equal to `oss.nics`;",
@@ -152,7 +158,9 @@ def stack_reference() -> str:
         "- an `external` object store needs `endpoint` and `throughput_GBps`; `seaweedfs` needs `nics` and `disks`,"
         " and enough raw capacity for `capacity_TB` at its replication;",
         "- `workload.read_demand` takes exactly one of `profile` and `GBps_per_gpu`;",
-        "- the management and storage subnets must not overlap and must hold an address per host / storage NIC;",
+        "- the management and storage subnets must not overlap and must hold an address per host / storage NIC; "
+        "on a routed filesystem each LNet network has a subnet of its own (`lustre.lnet[].subnet`, or a slice of "
+        "`networks.storage`), disjoint from the others and holding an address per NIC on that network;",
         "- a checkpoint budget that needs more write bandwidth than the GPU nodes' storage NICs can send is rejected;",
         "- names are unique: compute pools, OST pools (and the OST indexes within one), buckets, LNet networks"
         " (`o2ib` is `o2ib0`), directory paths after canonicalisation, and directory paths once turned into"

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kiln.cli.common import EXIT_FAIL, EXIT_OK, EXIT_SPEC, add_stack, result
+from kiln.render.inventory import render_inventory
 from kiln.verify.api import run_jobs_verify, run_verify
 from kiln.verify.checks.options import Options
 from kiln.verify.compare import compare_reports
@@ -58,7 +59,8 @@ def _run(args: argparse.Namespace, out: Path, opts: Options) -> VerifyRun:
         return run_jobs_verify(args.stack, out, opts, Path(args.from_jobs) if args.from_jobs else None,
                                stacks_dir=args.stacks_dir)
     return run_verify(args.stack, out, opts, Path(args.inventory) if args.inventory else None,
-                      progress=ProgressPrinter(quiet=args.quiet), stacks_dir=args.stacks_dir)
+                      progress=ProgressPrinter(quiet=args.quiet), stacks_dir=args.stacks_dir,
+                      inventory_renderer=render_inventory)
 
 
 def _summary(run: VerifyRun, out: Path, strict: bool) -> str:

@@ -226,6 +226,19 @@ class HostSettings(Entry):
 
 class Protocol(Entry):
     ipoib_header_bytes: Sourced[int]
+    roce_header_bytes: Sourced[int]
+    mtu_infiniband: Sourced[int]
+    mtu_roce: Sourced[int]
+    mtu_tcp: Sourced[int]
+
+    def default_mtu(self, fabric: str) -> int:
+        """The storage network's link MTU when the spec gives none (fabric.mtu)."""
+        return {"infiniband": self.mtu_infiniband, "roce": self.mtu_roce, "tcp": self.mtu_tcp}[fabric].value
+
+    def roce_path_mtu(self, netdev_mtu: int) -> int:
+        """The RDMA path MTU of a RoCE port with this netdev MTU (0: none fits), as iboe_get_mtu() picks it."""
+        room = netdev_mtu - self.roce_header_bytes.value
+        return next((m for m in (4096, 2048, 1024, 512, 256) if m <= room), 0)
 
 
 class Layouts(Entry):

@@ -58,7 +58,7 @@ class Variant(_Model):
             hi = "" if self.max is None else f"{self.max:g}"
             parts.append(f"{lo}..{hi}" + (" (upper bound excluded)" if self.max_exclusive else ""))
         if self.max_ram_fraction is not None:
-            parts.append(f"≤ RAM × {self.max_ram_fraction:g}")
+            parts.append(f"≤ MemTotal × {self.max_ram_fraction:g} (the kernel's totalram pages)")
         if self.relation:
             parts.append(self.relation)
         return "; ".join(parts) or "any"
@@ -135,11 +135,15 @@ def check(registry: Registry, pid: str, variant: Variant, value: int | float | s
         return "not a number" + (" or a size like 16M" if param.type == "size_MiB" else "")
     too_high = variant.max is not None and (number >= variant.max if variant.max_exclusive else number > variant.max)
     too_low = variant.min is not None and number < variant.min
+    # The kernel refuses more than MemTotal × fraction, and MemTotal is always below the installed RAM (the kernel
+    # image alone is reserved), so the installed RAM's share itself is refused too.
     too_much_ram = (
-        variant.max_ram_fraction is not None and ram_MiB is not None and number > ram_MiB * variant.max_ram_fraction
+        variant.max_ram_fraction is not None and ram_MiB is not None and number >= ram_MiB * variant.max_ram_fraction
     )
     if too_low or too_high or too_much_ram:
-        ram = f" (RAM {ram_MiB} MiB)" if too_much_ram else ""
+        # A value below the installed RAM's share may still be refused on the node: the lustre_param module compares
+        # it with MemTotal there (kiln.lustre.lustre_param.ram_limit_refusal).
+        ram = f" (ram_GiB is {ram_MiB} MiB, and MemTotal is less)" if too_much_ram else ""
         return f"outside the accepted range {variant.range_text()}{ram}"
     return ""
 

@@ -292,7 +292,13 @@ class Lab:
             )
             try:
                 done = podman.ensure_container(host_spec)
-                state = podman.wait_for_systemd(host_spec.container)
+                try:
+                    state = podman.wait_for_systemd(host_spec.container)
+                except podman.PodmanError:
+                    if done == "created":
+                        raise
+                    done = podman.recreate_container(host_spec)  # a stale container of an earlier run
+                    state = podman.wait_for_systemd(host_spec.container)
                 podman.authorize_key(host_spec.container, public_key)
                 known[h.management_address] = podman.ssh_host_key(host_spec.container)
             except podman.PodmanError as exc:

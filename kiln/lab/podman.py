@@ -161,8 +161,9 @@ def _has_tmpfs(h: HostSpec) -> bool:
     return all(path in have for path, _ in h.tmpfs)
 
 
-def wait_for_systemd(name: str, timeout: float = 120) -> str:
-    """Wait until systemd in the container is up; returns its state (running or degraded)."""
+def wait_for_systemd(name: str, timeout: float = 240) -> str:
+    """Wait until systemd in the container is up; returns its state (running or degraded). A container that
+    exits meanwhile fails at once, with its state and the end of its log."""
     deadline = time.monotonic() + timeout
     state = ""
     while time.monotonic() < deadline:
@@ -170,8 +171,26 @@ def wait_for_systemd(name: str, timeout: float = 120) -> str:
         state = proc.stdout.strip()
         if state in ("running", "degraded"):
             return state
+        status = container_state(name)
+        if status not in ("running", "created", "initialized", None):
+            raise PodmanError(f"{name}: the container {status} before systemd came up: {_log_tail(name)}")
         time.sleep(1)
-    raise PodmanError(f"{name}: systemd did not come up within {timeout:.0f} s (state {state or 'unknown'})")
+    raise PodmanError(f"{name}: systemd did not come up within {timeout:.0f} s (state {state or 'unknown'}, "
+                      f"container {container_state(name) or 'gone'}): {_log_tail(name)}")
+
+
+def _log_tail(name: str, lines: int = 8) -> str:
+    """The last lines of a container's console log, on one line (what systemd printed before it stopped)."""
+    proc = _run(["logs", "--tail", str(lines), name], check=False)
+    text = " | ".join(line.strip() for line in (proc.stdout + proc.stderr).splitlines() if line.strip())
+    return text[-600:] or "no log"
+
+
+def recreate_container(h: HostSpec) -> str:
+    """Remove a container that would not come up (made by an earlier run, its state stale) and make it anew."""
+    _run(["rm", "-f", h.container])
+    ensure_container(h)
+    return "recreated (the earlier container did not come up)"
 
 
 _AUTHORIZE = (

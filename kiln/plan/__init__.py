@@ -33,11 +33,12 @@ from kiln.plan.settings import (
     build_lustre,
     build_networks,
     build_rdma,
+    link_mtu_issues,
 )
 from kiln.plan.signoff import mark_required
 from kiln.plan.sizing import build_sizing
 from kiln.plan.targets import build_targets
-from kiln.plan.topology import build_groups, build_hosts, build_routes, build_target_map, lnet_nets
+from kiln.plan.topology import build_groups, build_hosts, build_routes, build_target_map, lnet_nets, naming_warnings
 from kiln.plan.tuning import build_tunables, nccl_pools
 from kiln.spec.errors import SpecError, SpecIssue, suggest
 from kiln.spec.models import ClusterSpec
@@ -145,7 +146,7 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
         dataflow = dataclasses.replace(dataflow, targets=tuple(t for t in targets if t.check.startswith("dataflow.")))
     digest = hashlib.sha256(json.dumps(spec.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:16]
     warnings = (plan_warnings(spec, sizing, lustre_targets) + tuple(i for i in found if i.severity != "error")
-                + tuple(waiver_issues(spec, targets)))
+                + tuple(waiver_issues(spec, targets)) + tuple(link_mtu_issues(spec)) + tuple(naming_warnings(spec)))
     return Plan(
         schema=PLAN_SCHEMA,
         stack=spec.name,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -93,6 +94,9 @@ class LustreTarget:
     mkfs_options: tuple[str, ...] = ()  # extra mkfs.lustre words the layout needs (ldiskfs RAID geometry)
     raid_chunk_KiB: int = 0  # ldiskfs on md RAID: mdadm --chunk; 0 when there is no md array
     ashift: int = 0  # zfs: pool ashift; 0 on ldiskfs
+    # How the drives reach the servers (spec attachment): internal, shared-enclosure, san or nvmeof. Failover pairs
+    # have a shared kind (kiln.spec.checks refuses internal); the HA manager acts on it (md arrays or pools to move).
+    attachment: str = "internal"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -391,8 +395,30 @@ class NetworksPlan:
     """The environment's subnets (spec `networks`): host interfaces, firewall sources, the lab's networks."""
 
     management: str  # CIDR
-    storage: str  # CIDR: storage NICs, LNet NIDs, the object store
+    storage: str  # CIDR: storage NICs, LNet NIDs, the object store (routed: sliced per LNet network)
     roce_rails: str | None  # CIDR of the RoCE compute rails' addresses; None without RoCE rails
+    lnet: dict[str, str] = field(default_factory=dict)  # LNet network → the CIDR of its NIDs' addresses
+
+    def subnet_of(self, nid: str | None) -> str:
+        """The CIDR of a storage port's address, by the LNet network of its NID (networks.storage without one)."""
+        net = nid.split("@", 1)[1] if nid else ""
+        return self.lnet.get(net, self.storage)
+
+    def storage_sources(self) -> list[str]:
+        """Every subnet storage addresses come from, as firewall sources: networks.storage and any LNet network's
+        subnet outside it (a routed filesystem's default slices lie inside it)."""
+        storage = ipaddress.ip_network(self.storage)
+        outside = {c for c in self.lnet.values() if not _inside(ipaddress.ip_network(c), storage)}
+        return [self.storage, *sorted(outside)]
+
+
+def _inside(net: ipaddress.IPv4Network | ipaddress.IPv6Network,
+            outer: ipaddress.IPv4Network | ipaddress.IPv6Network) -> bool:
+    if isinstance(net, ipaddress.IPv4Network) and isinstance(outer, ipaddress.IPv4Network):
+        return net.subnet_of(outer)
+    if isinstance(net, ipaddress.IPv6Network) and isinstance(outer, ipaddress.IPv6Network):
+        return net.subnet_of(outer)
+    return False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -408,8 +434,8 @@ class InventoryPlan:
 class RdmaPlan:
     """Link settings the rdma role applies to storage and rail interfaces."""
 
-    mtu: int  # fabric.mtu: RoCE (Ethernet) interfaces
-    ipoib_mtu: int  # InfiniBand: IPoIB interfaces, the fabric MTU less the IPoIB header
+    mtu: int  # fabric.mtu or the fabric's default (IB MTU 4096, RoCE netdev MTU 9000): RoCE (Ethernet) interfaces
+    ipoib_mtu: int  # InfiniBand: IPoIB interfaces, the IB MTU less the IPoIB header
     roce_dscp: int  # DSCP of RoCE traffic (fabric.roce_dscp)
     roce_tos: int  # its IP traffic-class byte: the DSCP in the upper six bits, ECT(0) in the ECN bits
 
@@ -432,7 +458,7 @@ class LustrePlan:
     failover: Literal["none", "pairs"]
     fencing: FencingPlan | None  # failover pairs: None only where the spec names none
     scheduler: Literal["slurm", "kubernetes", "none"]  # who drains a node the health check takes out
-    ost_capacity_TB: float  # raw: the target map's OSTs × drives per OST × drive capacity
+    ost_usable_capacity_TB: float  # Σ OSTs × drives × drive capacity × their protection's capacity share
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -326,6 +326,7 @@ def _lustre_target(t: LustreTarget) -> dict[str, Any]:
         "mkfs_options": list(t.mkfs_options),
         "raid_chunk_KiB": t.raid_chunk_KiB,
         "ashift": t.ashift,
+        "attachment": t.attachment,
     }
 
 

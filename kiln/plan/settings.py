@@ -20,7 +20,10 @@ from kiln.plan.model import (
 from kiln.plan.sizing import device_figures
 from kiln.plan.tuning import roce_traffic_class
 from kiln.spec import catalog
+from kiln.spec.addressing import lnet_subnets
+from kiln.spec.errors import SpecIssue
 from kiln.spec.models import ClusterSpec, ComputePool
+from kiln.spec.protection import capacity_share
 
 # Spec fields left out of the mover's copy of the spec (KubernetesPlan.mover_spec): names that look like credentials
 # to the policy checks, and that the pods take from the S3 Secret instead (KILN_S3_ACCESS_KEY).
@@ -29,7 +32,8 @@ _LEFT_OUT = {"objectstore": {"access_key_id", "credentials_secret"}}
 
 def build_networks(spec: ClusterSpec) -> NetworksPlan:
     n = spec.networks
-    return NetworksPlan(management=n.management, storage=n.storage, roce_rails=n.roce_rails)
+    return NetworksPlan(management=n.management, storage=n.storage, roce_rails=n.roce_rails,
+                        lnet=lnet_subnets(spec))
 
 
 def build_inventory(spec: ClusterSpec) -> InventoryPlan:
@@ -37,9 +41,35 @@ def build_inventory(spec: ClusterSpec) -> InventoryPlan:
     return InventoryPlan(connection=inv.connection, address_by=inv.address_by, ansible_user=inv.ansible_user)
 
 
+def link_mtu(spec: ClusterSpec) -> int:
+    """The storage network's link MTU: fabric.mtu, else the fabric's default (kiln/knowledge/tuning.yaml protocol)."""
+    return spec.fabric.mtu or knowledge.load().tuning.protocol.default_mtu(spec.fabric.kind)
+
+
+def link_mtu_issues(spec: ClusterSpec) -> list[SpecIssue]:
+    """A warning when a RoCE netdev MTU gives an RDMA path MTU below 4096 (iboe_get_mtu() in include/rdma/ib_addr.h
+    subtracts the RoCE headers first): RDMA then moves half-size packets or less."""
+    if spec.fabric.kind != "roce":
+        return []
+    proto = knowledge.load().tuning.protocol
+    mtu = link_mtu(spec)
+    path = proto.roce_path_mtu(mtu)
+    if path >= 4096:
+        return []
+    need = 4096 + proto.roce_header_bytes.value
+    return [SpecIssue(
+        "fabric.mtu", mtu,
+        f"a RoCE netdev MTU of {mtu} gives an RDMA path MTU of {path}: the kernel subtracts "
+        f"{proto.roce_header_bytes.value} bytes of RoCE headers before it picks the IB MTU (iboe_get_mtu())",
+        f"use at least {need} (9000 where the switches carry jumbo frames end to end)",
+        "warning",
+    )]
+
+
 def build_rdma(spec: ClusterSpec) -> RdmaPlan:
     ipoib_header = knowledge.load().tuning.protocol.ipoib_header_bytes.value
-    return RdmaPlan(mtu=spec.fabric.mtu, ipoib_mtu=spec.fabric.mtu - ipoib_header, roce_dscp=spec.fabric.roce_dscp,
+    mtu = link_mtu(spec)
+    return RdmaPlan(mtu=mtu, ipoib_mtu=mtu - ipoib_header, roce_dscp=spec.fabric.roce_dscp,
                     roce_tos=roce_traffic_class(spec))
 
 
@@ -48,11 +78,16 @@ def build_lustre(spec: ClusterSpec, targets: tuple[LustreTarget, ...]) -> Lustre
     f = lu.ha.fencing
     fencing = None if f is None else FencingPlan(agent=f.agent, address=f.address, username=f.username,
                                                  options=dict(f.options))
-    osts = sum(1 for t in targets if t.kind == "ost")
-    group = lu.oss.osts
-    capacity = osts * group.devices_per_target * device_figures(group.device).capacity_TB
     return LustrePlan(backend=lu.backend, failover=lu.failover, fencing=fencing, scheduler=lu.scheduler,
-                      ost_capacity_TB=capacity)
+                      ost_usable_capacity_TB=ost_usable_capacity_TB(spec, targets))
+
+
+def ost_usable_capacity_TB(spec: ClusterSpec, targets: tuple[LustreTarget, ...]) -> float:
+    """What the OSTs hold after their protection: Σ OSTs × drives × drive capacity × the level's capacity share
+    (kiln/knowledge/protection.yaml; `external` LUNs and `none` keep all of it)."""
+    drive_TB = device_figures(spec.lustre.oss.osts.device).capacity_TB
+    return sum(len(t.drives) * drive_TB * capacity_share(t.protection, len(t.drives))
+               for t in targets if t.kind == "ost")
 
 
 def _pool(spec: ClusterSpec, pool: ComputePool) -> ComputePoolPlan:

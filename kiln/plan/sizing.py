@@ -78,10 +78,41 @@ def per_oss(spec: ClusterSpec) -> tuple[float, float]:
     rf, wf = _ost_factors(spec)
     pr, pw = protection_share(spec)
     ceiling = server_ceiling(spec)
+    uplink = uplink_rate(spec)
+    up = uplink[0] if uplink is not None else math.inf
     return (
-        min(nic, ceiling.read_GBps, n_dev * dev.read_GBps * rf * pr),
-        min(nic, ceiling.write_GBps, n_dev * dev.write_GBps * wf * pw),
+        min(nic, ceiling.read_GBps, up, n_dev * dev.read_GBps * rf * pr),
+        min(nic, ceiling.write_GBps, up, n_dev * dev.write_GBps * wf * pw),
     )
+
+
+def uplink_rate(spec: ClusterSpec) -> tuple[float, str] | None:
+    """(GB/s, how) one OSS reaches its shared OST drives through (lustre.oss.uplink), None where not described:
+    PCIe lanes × the generation's per-lane rate (PCI-SIG, kiln/knowledge/workload.yaml), or links × line rate."""
+    up = spec.lustre.oss.uplink
+    if up is None:
+        return None
+    if up.pcie_lanes is not None:
+        gen = up.pcie_gen or catalog.nics(spec)[spec.lustre.oss.nics.nic].pcie_gen or 4
+        lane = knowledge.load().pcie.rates[gen] / 16
+        return up.pcie_lanes * lane, f"{up.pcie_lanes} PCIe Gen{gen} lanes × {lane:.3g} GB/s"
+    assert up.links is not None and up.link_Gbps is not None  # kiln.spec.checks: links for san and nvmeof
+    return up.links * up.link_Gbps / 8, f"{up.links} links × {up.link_Gbps:g} Gb/s ÷ 8"
+
+
+def uplink_layers(spec: ClusterSpec) -> tuple[Layer, ...]:
+    """`ost_uplinks`: what the OSS reach their shared OST drives through (an enclosure's PCIe lanes, a SAN's or an
+    NVMe-oF fabric's links), where lustre.oss.uplink describes it. Nominal rates and no efficiency factor: a bound
+    every byte to or from the drives crosses, not a prediction of its own."""
+    uplink = uplink_rate(spec)
+    if uplink is None:
+        return ()
+    rate, how = uplink
+    oss = spec.lustre.oss
+    assert oss.uplink is not None
+    total = oss.nodes * rate
+    formula = f"{oss.nodes} OSS × {how} ({oss.osts.attachment}; {oss.uplink.source})"
+    return (Layer(name="ost_uplinks", kind="supply", read_GBps=total, write_GBps=total, formula=formula),)
 
 
 def protection_share(spec: ClusterSpec) -> tuple[float, float]:
@@ -424,6 +455,7 @@ def build_layers(spec: ClusterSpec) -> tuple[Layer, ...]:
         *client_layers(spec),
         *router_layers(spec),
         *server_layers(spec),
+        *uplink_layers(spec),
         *small_file_layers(spec),
     )
 

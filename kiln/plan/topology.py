@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -21,7 +22,9 @@ from kiln.plan.groups import (
 )
 from kiln.plan.model import Host, LnetNet, LnetRoute, LustreTarget, Nic, Role, TargetKind
 from kiln.spec import catalog
-from kiln.spec.checks import rail_devices
+from kiln.spec.addressing import lnet_subnets
+from kiln.spec.checks import mgt_attachment, rail_devices
+from kiln.spec.errors import SpecIssue
 from kiln.spec.models import ClusterSpec, NicGroup, TargetGroup
 from kiln.spec.naming import objectstore_family, pool_family, router_family, server_family
 from kiln.spec.protection import default_drive_base, default_level, ext4_raid_options, zfs_vdevs
@@ -38,6 +41,19 @@ class _Allocator:
         addr = self.network[self.next_offset]
         self.next_offset += 1
         return str(addr)
+
+
+class _Storage:
+    """Storage addresses per LNet network, each from its network's subnet (kiln.spec.addressing.lnet_subnets);
+    networks that share a subnet share its allocator, so their addresses never repeat."""
+
+    def __init__(self, spec: ClusterSpec) -> None:
+        subnets = lnet_subnets(spec)
+        pools = {cidr: _Allocator(ipaddress.ip_network(cidr)) for cidr in sorted(set(subnets.values()))}
+        self._by_net = {net: pools[cidr] for net, cidr in subnets.items()}
+
+    def take(self, net: str) -> str:
+        return self._by_net[net].take()
 
 
 def lnet_nets(spec: ClusterSpec) -> tuple[LnetNet, ...]:
@@ -69,6 +85,9 @@ def _nics_per_net(spec: ClusterSpec) -> dict[str, int]:
 
 
 def _interfaces(group: NicGroup, fabric: str, start: int) -> list[str]:
+    """The group's interface names as the spec gives them, else the kernel's traditional names, counted across the
+    host's groups: ib<n> for IPoIB, eth<n> after the management eth0 (podman's names for a lab container's
+    networks). Real InfiniBand and RoCE hosts name ports otherwise: naming_warnings says so."""
     if group.interfaces:
         return list(group.interfaces)
     if fabric == "infiniband":
@@ -76,11 +95,49 @@ def _interfaces(group: NicGroup, fabric: str, start: int) -> list[str]:
     return [f"eth{1 + start + i}" for i in range(group.count)]
 
 
+#: Fabrics whose hosts name their ports in ways the defaults do not match.
+NAMED_FABRICS = ("infiniband", "roce")
+_NAMES_FIX = "as the host shows them (`ibdev2netdev`, `rdma link`, `ip -br link`)"
+
+
+def _nic_groups(spec: ClusterSpec) -> Iterator[tuple[str, NicGroup]]:
+    lu = spec.lustre
+    for i, pool in enumerate(spec.compute.pools):
+        if pool.compute_rails is not None:
+            yield f"compute.pools[{i}].compute_rails", pool.compute_rails
+        yield f"compute.pools[{i}].storage_nics", pool.storage_nics
+    yield "lustre.mds.nics", lu.mds.nics
+    yield "lustre.oss.nics", lu.oss.nics
+    for i, rg in enumerate(lu.routers):
+        yield f"lustre.routers[{i}].client_nics", rg.client_nics
+        yield f"lustre.routers[{i}].server_nics", rg.server_nics
+    if spec.objectstore.nics is not None:
+        yield "objectstore.nics", spec.objectstore.nics
+
+
+def naming_warnings(spec: ClusterSpec) -> list[SpecIssue]:
+    """Warnings for InfiniBand and RoCE ports left to the default names: EL9 and Ubuntu name ports predictably
+    (ibp24s0, ens1f0np0) and RDMA devices are numbered per machine (a DGX H100's rails are mlx5_0, mlx5_3, ...,
+    NVIDIA DGX H100/H200 User Guide, "Network Modules"), so ib<n>, eth<n>, mlx5_<n> and eth0 rarely match."""
+    fabric = spec.fabric.kind
+    if fabric not in NAMED_FABRICS:
+        return []
+    why = (f"left to the default names, which {fabric} hosts with predictable names (ibp24s0, ens1f0np0) and "
+           "per-machine RDMA numbering (a DGX H100's rails are mlx5_0, mlx5_3, ...) do not have")
+    out = [SpecIssue(f"{path}.{field}", None, why, f"list the {group.count} {field} {_NAMES_FIX}", "warning")
+           for path, group in _nic_groups(spec) if group.count
+           for field in ("devices", "interfaces") if getattr(group, field) is None]
+    out += [SpecIssue(f"compute.pools[{i}].management_interface", None, why,
+                      f"name the interface NCCL bootstraps on {_NAMES_FIX}", "warning")
+            for i, pool in enumerate(spec.compute.pools) if pool.management_interface is None]
+    return out
+
+
 def _nics(
     spec: ClusterSpec,
     compute: NicGroup | None,
     storage: NicGroup,
-    storage_alloc: _Allocator,
+    storage_alloc: _Storage,
     rail_alloc: _Allocator | None = None,
     shared: tuple[str, ...] = (),
     nets: list[str] | None = None,
@@ -102,8 +159,8 @@ def _nics(
         for iface, dev in zip(_interfaces(compute, fabric, 0), devs, strict=True):
             link = nic_models[compute.nic].link_Gbps
             if dev is not None and dev in shared:
-                shared_addr = storage_alloc.take()
                 net = nets[(storage.count + shared.index(dev)) % len(nets)]
+                shared_addr = storage_alloc.take(net)
                 out.append(Nic(role="shared", model=compute.nic, interface=iface, device=dev, address=shared_addr,
                                nid=f"{shared_addr}@{net}", link_Gbps=link))
                 continue
@@ -114,7 +171,8 @@ def _nics(
     first = n_compute if start is None else start
     devs = rail_devices(storage, start=first) if rdma else [None] * storage.count
     for j, (iface, dev) in enumerate(zip(_interfaces(storage, fabric, first), devs, strict=True)):
-        addr = storage_alloc.take()
+        net = nets[j % len(nets)]
+        addr = storage_alloc.take(net)
         out.append(
             Nic(
                 role="storage",
@@ -122,7 +180,7 @@ def _nics(
                 interface=iface,
                 device=dev,
                 address=addr,
-                nid=f"{addr}@{nets[j % len(nets)]}",
+                nid=f"{addr}@{net}",
                 link_Gbps=nic_models[storage.nic].link_Gbps,
             )
         )
@@ -132,7 +190,7 @@ def _nics(
 def build_hosts(spec: ClusterSpec) -> tuple[Host, ...]:
     """Every host of the environment, in a stable order: compute pools, MGS, MDS, OSS, LNet routers, object store."""
     mgmt = _Allocator(ipaddress.ip_network(spec.networks.management))
-    stor = _Allocator(ipaddress.ip_network(spec.networks.storage))
+    stor = _Storage(spec)
     roce = spec.networks.roce_rails if spec.fabric.kind == "roce" else None
     rails = _Allocator(ipaddress.ip_network(roce)) if roce else None
     hosts: list[Host] = []
@@ -211,7 +269,7 @@ def _server(
     spec: ClusterSpec,
     nics: NicGroup,
     mgmt: _Allocator,
-    stor: _Allocator,
+    stor: _Storage,
     partner: str | None = None,
 ) -> Host:
     return Host(
@@ -304,6 +362,7 @@ def build_target_map(
             mkfs_options=(),
             raid_chunk_KiB=0,
             ashift=lu.mds.mdts.ashift if lu.backend == "zfs" else 0,
+            attachment=mgt_attachment(spec),
         )
     )
     kinds: tuple[tuple[TargetKind, str, TargetGroup], ...] = (("mdt", "mds", lu.mds.mdts), ("ost", "oss", lu.oss.osts))
@@ -331,6 +390,7 @@ def build_target_map(
                         mkfs_options=options,
                         raid_chunk_KiB=chunk,
                         ashift=group.ashift if lu.backend == "zfs" else 0,
+                        attachment=group.attachment,
                     )
                 )
     return tuple(out), mgs_service

@@ -113,6 +113,7 @@ def server_tunables(spec: ClusterSpec, client_mod_rpcs: int) -> list[Tunable]:
             _tunable(spec, "server.ost.readcache_max_filesize", _c(r["server.ost.readcache_max_filesize"], "value")),
             _tunable(spec, "server.mdt.max_mod_rpcs", client_mod_rpcs),
             _tunable(spec, "server.quota.enforce_mdt", spec.lustre.quotas.enforce),
+            _tunable(spec, "server.quota.enforce_mdt_dom", spec.lustre.quotas.enforce),
             _tunable(spec, "server.quota.enforce_ost", spec.lustre.quotas.enforce),
             _tunable(spec, "client.jobid_var", _c(r["client.jobid_var"], spec.lustre.scheduler)),
         ]
@@ -184,12 +185,11 @@ def lnet_tunables(spec: ClusterSpec) -> list[Tunable]:
     if any(n.multi_rail for n in lnet_nets(spec)):
         out += [
             _tunable(spec, tid, _c(r[tid], "multi_rail"))
-            for tid in (
-                "lnet.lnet.lnet_health_sensitivity",
-                "lnet.lnet.lnet_retry_count",
-                "lnet.lnet.lnet_transaction_timeout",
-            )
+            for tid in ("lnet.lnet.lnet_health_sensitivity", "lnet.lnet.lnet_retry_count")
         ]
+        # The release's own default (LU-15288 raised it on 2.16): tuning.yaml keys it by lustre.version.
+        timeout = "lnet.lnet.lnet_transaction_timeout"
+        out.append(_tunable(spec, timeout, _c(r[timeout], spec.lustre.version)))
     if spec.lustre.routers:
         out += [
             _tunable(spec, tid, _c(r[tid], "routed"))
@@ -214,7 +214,7 @@ def nccl_tunables(spec: ClusterSpec) -> list[Tunable]:
     for pool in spec.compute.pools:
         name = pool.name
         hcas = pool.nccl_hcas or (rail_devices(pool.compute_rails) if pool.compute_rails is not None else [])
-        out.append(_tunable(spec, "nccl.NCCL_SOCKET_IFNAME", f"={pool.management_interface}", name))
+        out.append(_tunable(spec, "nccl.NCCL_SOCKET_IFNAME", f"={pool.socket_interface}", name))
         if spec.fabric.kind == "tcp" or not hcas:
             out.append(_tunable(spec, "nccl.NCCL_IB_DISABLE", 1, name))
             continue

@@ -40,12 +40,12 @@ def _storage_addresses(h: Host) -> list[str]:
 def firewall_rules(plan: Plan, h: Host) -> list[dict[str, Any]]:
     """The `firewall` role's rules for host `h`, in a stable order."""
     ports = knowledge.load().ports  # kiln/knowledge/ports.yaml
-    mgmt, storage = plan.networks.management, plan.networks.storage
+    mgmt, storage = plan.networks.management, plan.networks.storage_sources()
     rules = [_rule("ssh", "tcp", [ports.host.ssh.value], [mgmt],
                    "Ansible and kiln verify from the management network")]
     os_ = plan.objectstore
     if os_.backend == "seaweedfs" and h.name in os_.hosts:
-        rules.append(_rule("s3", "tcp", [os_.s3_port], [storage, mgmt], "S3 gateway for clients"))
+        rules.append(_rule("s3", "tcp", [os_.s3_port], [*storage, mgmt], "S3 gateway for clients"))
         peers = sorted({f"{a}/32" for name in os_.hosts for a in _storage_addresses(plan.host(name))})
         if peers:
             rules.append(_rule("seaweedfs", "tcp", ports.seaweedfs.backend(), peers,
@@ -62,10 +62,10 @@ def firewall_rules(plan: Plan, h: Host) -> list[dict[str, Any]]:
         *plan.groups.get(LNET_ROUTERS, ()),
     }
     if any(n.lnd == "tcp" for n in plan.lnet) and h.name in lustre and _storage_addresses(h):
-        rules.append(_rule("lnet", "tcp", [ports.host.lnet_acceptor.value], [storage], "LNet TCP (socklnd) acceptor"))
+        rules.append(_rule("lnet", "tcp", [ports.host.lnet_acceptor.value], storage, "LNet TCP (socklnd) acceptor"))
     compute = plan.groups.get(COMPUTE, ())
     if h.name in compute and _storage_addresses(h):
-        rules.append(_rule("iperf3", "tcp", [ports.acceptance.iperf3.value], [storage], "acceptance network.iperf3"))
+        rules.append(_rule("iperf3", "tcp", [ports.acceptance.iperf3.value], storage, "acceptance network.iperf3"))
     if h.name in compute:
         peers = sorted({f"{plan.host(p).management_address}/32" for p in compute if p != h.name}
                        | {f"{a}/32" for p in compute if p != h.name for a in _storage_addresses(plan.host(p))})

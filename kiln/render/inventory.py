@@ -16,8 +16,8 @@ import yaml
 from kiln import knowledge, yamlio
 from kiln.node.health import expectations
 from kiln.plan.dataflow import systemd_calendar
-from kiln.plan.groups import LUSTRE_CLIENTS, LUSTRE_SERVERS, pool_group
-from kiln.plan.model import ComputePoolPlan, Host, LustreTarget, Plan, Tunable
+from kiln.plan.groups import LUSTRE_CLIENTS, LUSTRE_MDS, LUSTRE_MGS, LUSTRE_OSS, LUSTRE_SERVERS, pool_group
+from kiln.plan.model import ComputePoolPlan, Host, LustreTarget, Nic, Plan, Tunable
 from kiln.plan.tuning import is_namespaced_sysctl
 from kiln.render.firewall import firewall_rules
 
@@ -62,15 +62,19 @@ def _connection_vars(plan: Plan, h: Host) -> dict[str, Any]:
     return out
 
 
+def _prefix(plan: Plan, n: Nic) -> int:
+    """Prefix length of a storage port's subnet: its LNet network's (a routed filesystem's fabrics differ)."""
+    return ipaddress.ip_network(plan.networks.subnet_of(n.nid)).prefixlen
+
+
 def _network_vars(plan: Plan, h: Host) -> dict[str, Any]:
     """The host's management address, storage interfaces and its LNet interfaces and routes (role lnet)."""
-    storage_prefix = ipaddress.ip_network(plan.networks.storage).prefixlen
     nets = {n.name for n in plan.lnet}
     storage = [n for n in h.nics if n.carries_storage]
     out: dict[str, Any] = {
         "kiln_management_address": h.management_address,
         "kiln_storage_interfaces": [
-            {"interface": n.interface, "address": n.address, "prefix": storage_prefix, "device": n.device,
+            {"interface": n.interface, "address": n.address, "prefix": _prefix(plan, n), "device": n.device,
              "nid": n.nid}
             for n in storage
         ],
@@ -90,11 +94,10 @@ def _network_vars(plan: Plan, h: Host) -> dict[str, Any]:
 
 def _rdma_host_vars(plan: Plan, h: Host) -> dict[str, Any]:
     """The rdma role's interfaces of the host: IPoIB (InfiniBand) or RoCE addresses, and the devices it expects."""
-    storage_prefix = ipaddress.ip_network(plan.networks.storage).prefixlen
     out: dict[str, Any] = {}
     if plan.fabric == "infiniband":
         out["rdma_ipoib_interfaces"] = [
-            {"name": n.interface, "address": f"{n.address}/{storage_prefix}", "mtu": plan.rdma.ipoib_mtu}
+            {"name": n.interface, "address": f"{n.address}/{_prefix(plan, n)}", "mtu": plan.rdma.ipoib_mtu}
             for n in h.nics
             if n.carries_storage
         ]
@@ -104,7 +107,7 @@ def _rdma_host_vars(plan: Plan, h: Host) -> dict[str, Any]:
         out["rdma_roce_interfaces"] = [
             {
                 "name": n.interface,
-                "address": f"{n.address}/{storage_prefix if n.carries_storage else rail_prefix}",
+                "address": f"{n.address}/{_prefix(plan, n) if n.carries_storage else rail_prefix}",
                 "mtu": plan.rdma.mtu,
             }
             for n in h.nics
@@ -129,10 +132,24 @@ def _server_host_vars(plan: Plan, h: Host) -> dict[str, Any]:
         out["lustre_server_standby_targets"] = [_target(plan, t) for t in standby]
     if (targets or standby) and plan.lustre.backend == "zfs":
         out["lustre_server_hostid"] = hostid(h.management_address)
+    local = _local_persistent_params(plan, h)
+    if local:
+        out["lustre_server_params_local"] = local
     if h.failover_partner:
         out["kiln_failover_partner"] = h.failover_partner
         out.update(_ha_vars(plan, h, [*targets, *standby]))
     return out
+
+
+_SERVER_SIDES = {LUSTRE_MGS: "mgs", LUSTRE_MDS: "mds", LUSTRE_OSS: "oss"}
+
+
+def _local_persistent_params(plan: Plan, h: Host) -> list[dict[str, Any]]:
+    """The persistent (set_param -P) parameters this server applies itself, by the sides of its groups (an OSS:
+    obdfilter.* and its OSTs' osd-*; an MDS: mdt.* and its MDTs' osd-*): the lustre_server role reads them back
+    here, where the MGS's record alone proves nothing."""
+    sides = {side for group, side in _SERVER_SIDES.items() if group in h.groups}
+    return _params([t for t in plan.tunables if t.apply == "set_param_persistent" and t.side in sides])
 
 
 def _host_vars(plan: Plan, h: Host) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """Plan → Prometheus config, alert rules (with their promtool unit tests), Alertmanager config and
 Grafana dashboards: the files `kiln monitoring <stack>` writes and the monitoring role installs.
 
-Everything comes from plan.monitoring (kiln/plan/monitoring.py); nothing here decides a threshold.
+Everything comes from plan.monitoring (kiln/plan/monitoring.py) and the dashboards' panels from
+kiln/plan/dashboards.py; nothing here decides a threshold.
 """
 
 from __future__ import annotations
@@ -14,18 +15,17 @@ from typing import Any
 import yaml
 
 from kiln import knowledge
+from kiln.plan.dashboards import Dashboard, Panel
+from kiln.plan.dashboards import dashboards as plan_dashboards
 from kiln.plan.model import Plan
 from kiln.plan.monitoring import (
     CASE_KINDS,
-    EXPORT_LAG,
     GOOD_SAMPLES,
     AlertRule,
     MonitoringPlan,
     PromtoolCase,
     Series,
-    fill_mounts,
     fire_bound_s,
-    mountpoint_selector,
 )
 
 RULES_FILE = "rules/kiln.rules.yml"
@@ -202,24 +202,23 @@ def rules_tests(plan: Plan) -> dict[str, Any]:
 
 # --- Grafana dashboards -----------------------------------------------------------------------------------
 
-def _panel(pid: int, title: str, exprs: list[tuple[str, str]], unit: str, y: int, x: int = 0,
-           w: int = 12) -> dict[str, Any]:
+def _panel(pid: int, panel: Panel, y: int, x: int = 0, w: int = 12) -> dict[str, Any]:
     return {
         "id": pid,
         "type": "timeseries",
-        "title": title,
+        "title": panel.title,
         "datasource": {"type": "prometheus", "uid": "${datasource}"},
         "gridPos": {"h": 8, "w": w, "x": x, "y": y},
-        "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
-        "targets": [{"refId": chr(65 + i), "expr": e, "legendFormat": leg} for i, (e, leg) in enumerate(exprs)],
+        "fieldConfig": {"defaults": {"unit": panel.unit}, "overrides": []},
+        "targets": [{"refId": chr(65 + i), "expr": e, "legendFormat": leg} for i, (e, leg) in enumerate(panel.queries)],
     }
 
 
-def _dashboard(plan: Plan, uid: str, title: str, panels: list[tuple[str, list[tuple[str, str]], str]]) -> str:
-    built = [_panel(i + 1, t, e, u, y=(i // 2) * 8, x=(i % 2) * 12) for i, (t, e, u) in enumerate(panels)]
+def _dashboard(plan: Plan, d: Dashboard) -> str:
+    built = [_panel(i + 1, p, y=(i // 2) * 8, x=(i % 2) * 12) for i, p in enumerate(d.panels)]
     doc = {
-        "uid": f"kiln-{plan.stack}-{uid}"[:40],
-        "title": f"kiln {plan.stack}: {title}",
+        "uid": f"kiln-{plan.stack}-{d.uid}"[:40],
+        "title": f"kiln {plan.stack}: {d.title}",
         "tags": ["kiln", plan.stack],
         "timezone": "utc",
         "schemaVersion": 39,
@@ -230,77 +229,9 @@ def _dashboard(plan: Plan, uid: str, title: str, panels: list[tuple[str, list[tu
     return json.dumps(doc, indent=2) + "\n"
 
 
-def _filesystem_panel(m: MonitoringPlan) -> list[tuple[str, list[tuple[str, str]], str]]:
-    """Space used on the planned filesystems (monitoring.filesystems and fault_filesystem), as their alerts."""
-    mounts = fill_mounts(m.filesystems, m.fault_filesystem)
-    if not mounts:
-        return []
-    sel = mountpoint_selector(mounts)
-    return [("Planned filesystems used", [(f"1 - node_filesystem_avail_bytes{sel} / node_filesystem_size_bytes{sel}",
-                                           "{{host}} {{mountpoint}}")], "percentunit")]
-
-
 def dashboards(plan: Plan) -> dict[str, str]:
-    m = plan.monitoring
-    s = plan.sizing
-    demand = m.demand_read_GBps * 1e9
-    supply = s.aggregate_read_GBps * 1e9
-    out = {
-        "overview.json": _dashboard(plan, "overview", "is the storage feeding the GPUs", [
-            ("Lustre read rate vs the plan's GPU demand", [
-                ('sum(rate(lustre_target_read_bytes_total{kind="ost"}[5m]))', "OSTs read"),
-                (f"vector({demand:.0f})", f"planned GPU demand ({m.demand_read_GBps:g} GB/s)"),
-                (f"vector({supply:.0f})", f"planned supply ({s.aggregate_read_GBps:g} GB/s, {s.read_bottleneck})"),
-            ], "Bps"),
-            ("Lustre write rate (checkpoints)", [
-                ('sum(rate(lustre_target_write_bytes_total{kind="ost"}[5m]))', "OSTs written"),
-                (f"vector({s.aggregate_write_GBps * 1e9:.0f})", "planned write supply"),
-            ], "Bps"),
-            ("GPU utilisation", [("avg(DCGM_FI_DEV_GPU_UTIL)", "mean GPU util")], "percent"),
-            ("Firing alerts", [('count by (severity) (ALERTS{alertstate="firing"})', "{{severity}}")], "short"),
-        ]),
-        "lustre.json": _dashboard(plan, "lustre", "Lustre", [
-            ("OST/MDT space used", [("1 - lustre_target_free_bytes / lustre_target_capacity_bytes",
-                                     "{{target}}")], "percentunit"),
-            ("OST/MDT inodes used", [("1 - lustre_target_files_free / lustre_target_files", "{{target}}")],
-             "percentunit"),
-            ("Read per target", [("rate(lustre_target_read_bytes_total[5m])", "{{target}}")], "Bps"),
-            ("Write per target", [("rate(lustre_target_write_bytes_total[5m])", "{{target}}")], "Bps"),
-            ("Top jobs by bytes", [("topk(10, sum by (job_id) (rate(lustre_job_read_bytes_total[5m]) + "
-                                    "rate(lustre_job_write_bytes_total[5m])))", "{{job_id}}")], "Bps"),
-            ("LNet messages", [("sum by (host) (rate(lustre_lnet_send_count_total[5m]))", "{{host}} sent"),
-                               ("sum by (host) (rate(lustre_lnet_drop_count_total[5m]))", "{{host}} dropped")],
-             "ops"),
-        ]),
-        "fabric.json": _dashboard(plan, "fabric", "RDMA fabric", [
-            ("Port state (4 = ACTIVE)", [("node_infiniband_state_id", "{{host}} {{device}}")], "short"),
-            ("Port rate", [("node_infiniband_rate_bytes_per_second", "{{host}} {{device}}")], "Bps"),
-            ("Received", [("rate(node_infiniband_port_data_received_bytes_total[5m])", "{{host}} {{device}}")],
-             "Bps"),
-            ("Errors", [("increase(node_infiniband_symbol_error_total[10m]) + "
-                         "increase(node_infiniband_port_errors_received_total[10m])", "{{host}} {{device}}")],
-             "short"),
-        ]),
-        "gpu.json": _dashboard(plan, "gpu", "GPUs", [
-            ("GPU utilisation", [("DCGM_FI_DEV_GPU_UTIL", "{{Hostname}} {{gpu}}")], "percent"),
-            ("GPU temperature", [("DCGM_FI_DEV_GPU_TEMP", "{{Hostname}} {{gpu}}")], "celsius"),
-            ("Last XID", [("DCGM_FI_DEV_XID_ERRORS", "{{Hostname}} {{gpu}}")], "short"),
-            ("Remapped rows (uncorrectable)", [("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
-                                                "{{Hostname}} {{gpu}}")], "short"),
-        ]),
-        "objectstore.json": _dashboard(plan, "objectstore", "Object store", [
-            ("SeaweedFS components up", [('up{job=~"seaweedfs-.*"}', "{{job}} {{host}}")], "short"),
-            ("Checkpoint export lag", [(EXPORT_LAG, "{{host}} {{link}}")], "s"),
-        ]),
-        "hosts.json": _dashboard(plan, "hosts", "Hosts", [
-            ("Scrape targets up", [("up", "{{job}} {{host}}")], "short"),
-            ("CPU busy", [('1 - avg by (host) (rate(node_cpu_seconds_total{mode="idle"}[5m]))', "{{host}}")],
-             "percentunit"),
-            ("Memory available", [("node_memory_MemAvailable_bytes", "{{host}}")], "bytes"),
-            *_filesystem_panel(m),
-        ]),
-    }
-    return {f"grafana/dashboards/{k}": v for k, v in out.items()}
+    """The Grafana dashboards of kiln/plan/dashboards.py as files (relative path → JSON text)."""
+    return {f"grafana/dashboards/{d.file}": _dashboard(plan, d) for d in plan_dashboards(plan)}
 
 
 def render_monitoring(plan: Plan) -> dict[str, str]:

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from kiln import knowledge
 from kiln.knowledge import NicModel
 from kiln.spec import catalog
+from kiln.spec.addressing import IPNetwork, lnet_subnets, ports_per_net, storage_slices
 from kiln.spec.checks_dataflow import check_dataflow
 from kiln.spec.errors import SpecIssue, suggest
 from kiln.spec.models import ClusterSpec, ComputePool, Device, NicGroup
@@ -235,6 +236,8 @@ def _colocated(spec: ClusterSpec) -> Iterator[SpecIssue]:
 def _lustre(spec: ClusterSpec) -> Iterator[SpecIssue]:
     """Lustre: failover pairs, servers and their targets, HA, LNet networks, OST pools and directories."""
     yield from _failover_pairs(spec)
+    yield from _shared_storage(spec)
+    yield from _uplink(spec)
     yield from _colocated(spec)
     yield from _server_parts(spec)
     yield from _targets(spec)
@@ -262,6 +265,51 @@ def _failover_pairs(spec: ClusterSpec) -> Iterator[SpecIssue]:
             "failover pairs need an even number of MDS nodes",
             f"set lustre.mds.nodes to {lu.mds.nodes + 1}, or lustre.failover: none",
         )
+
+
+def mgt_attachment(spec: ClusterSpec) -> str:
+    """How the MGT's drives reach its server: lustre.mgs.attachment, by default the MDTs'."""
+    return spec.lustre.mgs.attachment or spec.lustre.mds.mdts.attachment
+
+
+def _shared_storage(spec: ClusterSpec) -> Iterator[SpecIssue]:
+    """Failover pairs need drives both servers of a pair reach: a target on drives inside one server cannot move."""
+    lu = spec.lustre
+    if lu.failover != "pairs":
+        return
+    kinds: list[tuple[str, str, str]] = [("lustre.oss.osts.attachment", lu.oss.osts.attachment, "OSTs"),
+             ("lustre.mds.mdts.attachment", lu.mds.mdts.attachment, "MDTs")]
+    if lu.mgs.mode == "combined":  # a standalone MGS has no partner
+        kinds.append(("lustre.mgs.attachment", mgt_attachment(spec), "MGT"))
+    for path, attachment, what in kinds:
+        if attachment == "internal":
+            yield SpecIssue(
+                path, attachment,
+                f"failover pairs need the {what}' drives reachable from both servers of a pair; drives inside one "
+                "server cannot fail over, so the partner could never mount them",
+                "describe shared storage (shared-enclosure: dual-ported drives cabled to both servers; san; "
+                "nvmeof), or set lustre.failover: none",
+            )
+
+
+def _uplink(spec: ClusterSpec) -> Iterator[SpecIssue]:
+    """An uplink describes shared OST drives, with the figures of its kind."""
+    oss = spec.lustre.oss
+    up = oss.uplink
+    if up is None:
+        return
+    kind = oss.osts.attachment
+    given = up.model_dump(exclude_none=True, exclude={"source"})
+    if kind == "internal":
+        yield SpecIssue("lustre.oss.uplink", given, "internal OST drives have no enclosure uplink",
+                        "drop lustre.oss.uplink (lustre.oss.server.pcie_lanes describes a server's own drive lanes), "
+                        "or set lustre.oss.osts.attachment to the shared kind")
+    elif kind == "shared-enclosure" and (up.pcie_lanes is None or up.links is not None):
+        yield SpecIssue("lustre.oss.uplink", given, "a shared enclosure is reached over PCIe lanes",
+                        "give pcie_lanes (and pcie_gen where it differs from the NICs'), not links")
+    elif kind in ("san", "nvmeof") and (up.links is None or up.link_Gbps is None or up.pcie_lanes is not None):
+        yield SpecIssue("lustre.oss.uplink", given, f"{kind} storage is reached over links",
+                        "give links and link_Gbps, not pcie_lanes")
 
 
 def _server_parts(spec: ClusterSpec) -> Iterator[SpecIssue]:
@@ -484,20 +532,68 @@ def _server(spec: ClusterSpec) -> Iterator[SpecIssue]:
         )
 
 
-def _count_hosts(spec: ClusterSpec) -> tuple[int, int]:
+def _count_hosts(spec: ClusterSpec) -> int:
     lu = spec.lustre
     mds = 0 if lu.mds.colocated_with_oss else lu.mds.nodes  # colocated MDTs add no hosts
     hosts = sum(p.nodes for p in spec.compute.pools) + mds + lu.oss.nodes
     hosts += sum(rg.count for rg in lu.routers)
     hosts += 1 if lu.mgs.mode == "standalone" else 0
     hosts += spec.objectstore.nodes if spec.objectstore.backend == "seaweedfs" else 0
-    nics = sum(p.nodes * (p.storage_nics.count + len(p.shared_storage_rails)) for p in spec.compute.pools)
-    nics += mds * lu.mds.nics.count + lu.oss.nodes * lu.oss.nics.count
-    nics += sum(rg.count * (rg.client_nics.count + rg.server_nics.count) for rg in lu.routers)
-    nics += lu.mds.nics.count if lu.mgs.mode == "standalone" else 0
-    if spec.objectstore.backend == "seaweedfs" and spec.objectstore.nics is not None:
-        nics += spec.objectstore.nodes * spec.objectstore.nics.count
-    return hosts, nics
+    return hosts
+
+
+def _storage_subnets(spec: ClusterSpec) -> Iterator[SpecIssue]:
+    """Every subnet storage addresses come from holds the addresses of the networks on it: a network's own
+    `subnet` (path lustre.lnet[i].subnet), else networks.storage or, routed, its slice of it."""
+    need = ports_per_net(spec)
+    lu = spec.lustre
+    sliced = lu.routed and len(lu.lnet) > 1
+    by_cidr: dict[str, tuple[str, list[str]]] = {}
+    for i, (name, cidr) in enumerate(lnet_subnets(spec).items()):
+        path = f"lustre.lnet[{i}].subnet" if lu.lnet[i].subnet else "networks.storage"
+        by_cidr.setdefault(cidr, (path, []))[1].append(name)
+    for cidr, (path, names) in by_cidr.items():
+        bits = (len(lu.lnet) - 1).bit_length() if sliced and path == "networks.storage" else 0
+        what = f" (the slice of {', '.join(names)})" if bits else ""
+        yield from _room(path, ipaddress.ip_network(cidr), sum(need[n] for n in names), bits, what)
+
+
+def _room(path: str, net: IPNetwork, need: int, bits: int = 0, what: str = "") -> Iterator[SpecIssue]:
+    """`net` has `need` addresses to hand out (.1 is left for the gateway); `bits`: `net` is a slice of the subnet at
+    `path`, 2**bits times smaller."""
+    room = net.num_addresses - 3
+    if need > room:
+        yield SpecIssue(
+            path, str(net), f"{need} addresses needed{what}, {max(room, 0)} available",
+            f"use a larger subnet (at least /{_prefix_for(need + 3) - bits})",
+        )
+
+
+def _lnet_subnets(spec: ClusterSpec, others: list[tuple[str, IPNetwork]]) -> Iterator[SpecIssue]:
+    """A routed filesystem's networks each have a subnet of their own, disjoint from each other and the others."""
+    lu = spec.lustre
+    storage = ipaddress.ip_network(spec.networks.storage)
+    if lu.routed and any(n.subnet is None for n in lu.lnet) and not storage_slices(storage, len(lu.lnet)):
+        yield SpecIssue(
+            "networks.storage", str(storage),
+            f"too small to give each of the {len(lu.lnet)} LNet networks of a routed filesystem a subnet of its own",
+            "use a larger networks.storage, or give each network of lustre.lnet its subnet",
+        )
+        return
+    subnets = lnet_subnets(spec)
+    nets = [(i, ipaddress.ip_network(subnets[n.name])) for i, n in enumerate(lu.lnet)]
+    for i, net in nets:
+        path = f"lustre.lnet[{i}].subnet"
+        clash = next((j for j, other in nets[:i] if other.overlaps(net) and (lu.routed or other != net)), None)
+        if clash is not None:
+            yield SpecIssue(
+                path, str(net), f"overlaps the subnet of lustre.lnet[{clash}] ({nets[clash][1]})",
+                "give each LNet network of a routed filesystem a disjoint subnet (the fabrics are separate IP "
+                "networks)" if lu.routed else "give the networks the same subnet or disjoint ones",
+            )
+        for other_path, other in others:
+            if lu.lnet[i].subnet is not None and other.overlaps(net):
+                yield SpecIssue(path, str(net), f"overlaps {other_path} ({other})", "use disjoint subnets")
 
 
 def _networks(spec: ClusterSpec) -> Iterator[SpecIssue]:
@@ -507,8 +603,14 @@ def _networks(spec: ClusterSpec) -> Iterator[SpecIssue]:
         yield SpecIssue(
             "networks.storage", str(stor), f"overlaps the management network {mgmt}", "use disjoint subnets"
         )
-    hosts, nics = _count_hosts(spec)
-    nets = [("networks.management", mgmt, hosts), ("networks.storage", stor, nics)]
+    others = [("networks.management", mgmt)]
+    if spec.networks.roce_rails is not None:
+        others.append(("networks.roce_rails", ipaddress.ip_network(spec.networks.roce_rails)))
+    lnet_issues = list(_lnet_subnets(spec, others))
+    yield from lnet_issues
+    yield from _room("networks.management", mgmt, _count_hosts(spec))
+    if not lnet_issues:
+        yield from _storage_subnets(spec)
     rails = sum(p.nodes * p.rails_per_node for p in spec.compute.pools)
     if spec.fabric.kind == "roce" and rails and spec.networks.roce_rails is None:
         yield SpecIssue(
@@ -522,17 +624,7 @@ def _networks(spec: ClusterSpec) -> Iterator[SpecIssue]:
         for other in (mgmt, stor):
             if roce.overlaps(other):
                 yield SpecIssue("networks.roce_rails", str(roce), f"overlaps {other}", "use disjoint subnets")
-        nets.append(("networks.roce_rails", roce, rails))
-    # .1 is left for the gateway; the rest are handed out in order.
-    for path, net, need in nets:
-        room = net.num_addresses - 3
-        if need > room:
-            yield SpecIssue(
-                path,
-                str(net),
-                f"{need} addresses needed, {max(room, 0)} available",
-                f"use a larger subnet (at least /{_prefix_for(need + 3)})",
-            )
+        yield from _room("networks.roce_rails", roce, rails)
 
 
 def _prefix_for(n: int) -> int:

@@ -100,10 +100,18 @@ class NicGroup(Model):
     )
     devices: list[RdmaDevice] | None = Field(
         default=None,
-        description="RDMA device names (e.g. mlx5_0); default mlx5_<n> numbered after the rails before.",
+        description="RDMA device names, one per NIC, as the host shows them (`rdma link`, `ibdev2netdev`; e.g. "
+        "mlx5_0). Give them on InfiniBand and RoCE fabrics: the numbering depends on the machine (a DGX H100's "
+        "compute rails are mlx5_0, mlx5_3, mlx5_4, mlx5_5, mlx5_6, mlx5_9, mlx5_10, mlx5_11); the default, "
+        "mlx5_<n> counted across the host's NIC groups, is a placeholder and the plan warns. Unused on tcp.",
     )
     interfaces: list[Interface] | None = Field(
-        default=None, description="Network interface names (e.g. ib0); default derived per fabric."
+        default=None,
+        description="Network interface names, one per NIC, as the host shows them (`ip -br link`). Give them on "
+        "InfiniBand and RoCE fabrics: EL9 and Ubuntu name ports predictably (ibp24s0, ens1f0np0), which no "
+        "default matches; the defaults, counted across the host's NIC groups, are the kernel's traditional "
+        "names (ib<n> on InfiniBand, eth<n> after the management eth0 otherwise: podman's names for a lab "
+        "container's networks), and the plan warns where an InfiniBand or RoCE group relies on them.",
     )
 
 
@@ -158,8 +166,11 @@ class ComputePool(Model):
     ram_GiB: int = Field(ge=1, le=65536, description="Host RAM per node, GiB.")
     cpu_cores: int = Field(default=64, ge=1, le=4096, description="CPU cores per node (lru_size, ksocklnd credits).")
     local_nvme: LocalNvme | None = Field(default=None, description="Local NVMe drives.")
-    management_interface: Interface = Field(
-        default="eth0", description="Interface for bootstrap/socket traffic (NCCL_SOCKET_IFNAME)."
+    management_interface: Interface | None = Field(
+        default=None,
+        description="Interface for bootstrap/socket traffic (NCCL_SOCKET_IFNAME). Default eth0, the name podman "
+        "gives a lab container's first network; real hosts name it predictably (enp…, ens…, or a bond), so give "
+        "it on InfiniBand and RoCE fabrics (the plan warns where it is left out).",
     )
     nccl_hcas: list[RdmaDevice] | None = Field(
         default=None, description="HCAs NCCL may use; default every compute-rail device. Must be rail devices."
@@ -180,6 +191,12 @@ class ComputePool(Model):
                 "rails); fix: drop them or give gpu and compute_rails"
             )
         return self
+
+    @property
+    def socket_interface(self) -> str:
+        """The management interface NCCL bootstraps on: management_interface, else eth0 (the podman lab's name; the
+        plan warns on InfiniBand and RoCE fabrics)."""
+        return self.management_interface or "eth0"
 
     @property
     def gpus_per_node(self) -> int:
@@ -217,11 +234,15 @@ class Fabric(Model):
         description="RoCE only: DSCP of RDMA traffic, mapped to the PFC priority on hosts and switches; NCCL_IB_TC "
         "and RDMA-CM's ToS carry it.",
     )
-    mtu: int = Field(
-        default=4096,
+    mtu: int | None = Field(
+        default=None,
         ge=1280,
         le=9000,
-        description="Link MTU of the storage network (the IB MTU on InfiniBand: IPoIB interfaces get it less 4 bytes).",
+        description="Link MTU of the storage network. InfiniBand: the IB MTU (default 4096; IPoIB interfaces get it "
+        "less 4 bytes). RoCE: the netdev MTU (default 9000), from which the kernel derives the RDMA path MTU as the "
+        "largest IB MTU at or below it less 96 bytes of RoCE headers (iboe_get_mtu()): 4096 would give 2048. The "
+        "switches must carry frames of this size; give a smaller value where they do not (the plan warns when the "
+        "path MTU falls below 4096). tcp: not applied (default 1500).",
     )
 
 
@@ -240,18 +261,23 @@ class Networks(Model):
     @field_validator("management", "storage", "roce_rails")
     @classmethod
     def _cidr(cls, v: str | None) -> str | None:
-        if v is None:
-            return v
-        check_plain(v)
-        try:
-            net = ipaddress.ip_network(v, strict=True)
-        except ValueError as exc:
-            raise ValueError(f"not a network in CIDR form ({exc}); fix: write it like 10.10.0.0/16") from exc
-        for kind in ("loopback", "multicast", "link_local", "unspecified", "reserved"):
-            if getattr(net, f"is_{kind}"):
-                raise ValueError(f"a {kind.replace('_', '-')} network cannot be handed out to hosts; "
-                                 "fix: use a private subnet such as 10.10.0.0/16")
+        return check_cidr(v)
+
+
+def check_cidr(v: str | None) -> str | None:
+    """A subnet hosts can be given addresses in, written in CIDR form (strict: no host bits)."""
+    if v is None:
         return v
+    check_plain(v)
+    try:
+        net = ipaddress.ip_network(v, strict=True)
+    except ValueError as exc:
+        raise ValueError(f"not a network in CIDR form ({exc}); fix: write it like 10.10.0.0/16") from exc
+    for kind in ("loopback", "multicast", "link_local", "unspecified", "reserved"):
+        if getattr(net, f"is_{kind}"):
+            raise ValueError(f"a {kind.replace('_', '-')} network cannot be handed out to hosts; "
+                             "fix: use a private subnet such as 10.10.0.0/16")
+    return v
 
 
 class Device(Model):
@@ -262,6 +288,19 @@ class Device(Model):
     read_GBps: DeviceGBps | None = Field(default=None, description="Per-device sequential read, GB/s (≤ 1000).")
     write_GBps: DeviceGBps | None = Field(default=None, description="Per-device sequential write, GB/s (≤ 1000).")
     capacity_TB: DeviceTB | None = Field(default=None, description="Per-device capacity, TB (≤ 10000).")
+
+
+#: How a target's drives reach its server: only shared drives can fail over (docs/stack-reference.md, attachment).
+Attachment = Literal["internal", "shared-enclosure", "san", "nvmeof"]
+
+ATTACHMENT_DESCRIPTION = (
+    "How the drives behind each target reach the servers: internal (drives inside one server: only that server "
+    "reaches them, so they cannot fail over), shared-enclosure (dual-ported drives in an enclosure both servers of "
+    "a pair are cabled to, e.g. a dual-ported NVMe JBOF or a Storage Bridge Bay chassis with two server nodes), "
+    "san (array LUNs both servers see over FC, iSCSI or SAS) or nvmeof (NVMe over Fabrics namespaces both servers "
+    "connect to). failover: pairs needs one of the shared kinds: the partner must reach the drives to mount the "
+    "target."
+)
 
 
 class TargetGroup(Model):
@@ -296,6 +335,7 @@ class TargetGroup(Model):
         le=16,
         description="zfs pool ashift (log2 of the sector size ZFS writes): 12 for 4 KiB-sector and 512e drives.",
     )
+    attachment: Attachment = Field(default="internal", description=ATTACHMENT_DESCRIPTION)
 
 
 class Mgs(Model):
@@ -309,6 +349,11 @@ class Mgs(Model):
         default=None,
         description="Redundancy of the MGT's two drives: default mirror (zfs) or raid1 (ldiskfs); external when "
         "`device` names an array LUN.",
+    )
+    attachment: Attachment | None = Field(
+        default=None,
+        description="How the MGT's drives reach its server (as lustre.mds.mdts.attachment, the default: the MGT "
+        "sits with the MDTs); a combined MGS fails over with its MDS, so failover pairs need a shared kind.",
     )
 
 
@@ -412,6 +457,26 @@ class ServerCeiling(Model):
     )
 
 
+class Uplink(Model):
+    """How one OSS reaches the shared drives of its OSTs: PCIe lanes (shared-enclosure) or links (san, nvmeof).
+    The sizing model bounds the OSTs' data path by it (layer ost_uplinks)."""
+
+    pcie_lanes: int | None = Field(
+        default=None,
+        ge=1,
+        le=512,
+        description="shared-enclosure: PCIe lanes from one server to the drives it serves, e.g. x2 per "
+        "dual-ported NVMe drive (each port of a dual-ported drive has half its lanes) or the width of the "
+        "server's links to a JBOF's switch.",
+    )
+    pcie_gen: int | None = Field(
+        default=None, ge=3, le=5, description="PCIe generation of those lanes (3 to 5); default the OSS NICs'."
+    )
+    links: int | None = Field(default=None, ge=1, le=64, description="san, nvmeof: links from one server.")
+    link_Gbps: float | None = Field(default=None, gt=0, le=3200, description="san, nvmeof: line rate of one link.")
+    source: Text = Field(min_length=1, description="Where the figures come from (enclosure or array documentation).")
+
+
 class Oss(Model):
     nodes: int = Field(ge=1, le=4096, description="OSS nodes.")
     nics: NicGroup = Field(description="Storage NICs per OSS.")
@@ -420,6 +485,11 @@ class Oss(Model):
         default=None,
         description="The server (or appliance) ceiling: PCIe parts or a published figure; default derived from "
         "the NICs' PCIe generation and x16 per NIC plus x4 per drive.",
+    )
+    uplink: Uplink | None = Field(
+        default=None,
+        description="How one OSS reaches shared OST drives (osts.attachment shared-enclosure, san or nvmeof); "
+        "where given, the sizing model bounds the OSTs' data path by it. Omitted: no bound from the attachment.",
     )
 
 
@@ -443,6 +513,20 @@ class LnetNetwork(Model):
         "side of a routed filesystem) or servers (the storage side: MGS, MDS, OSS and object-store hosts). "
         "Clients and servers on different networks reach each other through lustre.routers.",
     )
+    subnet: str | None = Field(
+        default=None,
+        pattern=CIDR_RE,
+        description="IP subnet (CIDR) of the addresses behind this network's NIDs. Default: networks.storage "
+        "while every network has hosts: all; on a routed filesystem (a network of clients or servers only) each "
+        "network its own slice of networks.storage, which is split into as many equal subnets as the next power "
+        "of two at or above the number of networks, given out in the order of lustre.lnet (10.21.0.0/22 with two "
+        "networks: 10.21.0.0/23, 10.21.2.0/23): the two fabrics of a routed filesystem are separate IP networks.",
+    )
+
+    @field_validator("subnet")
+    @classmethod
+    def _cidr(cls, v: str | None) -> str | None:
+        return check_cidr(v)
 
 
 class LnetRouterGroup(Model):
@@ -540,7 +624,11 @@ class Lustre(Model):
     mgs: Mgs = Field(default_factory=Mgs, description="Management server placement.")
     mds: Mds = Field(description="Metadata servers.")
     oss: Oss = Field(description="Object storage servers.")
-    failover: Literal["none", "pairs"] = Field(default="pairs", description="HA pairs of servers.")
+    failover: Literal["none", "pairs"] = Field(
+        default="pairs",
+        description="HA pairs of servers: each server's targets fail over to its partner, which must reach their "
+        "drives (lustre.mds.mdts.attachment, lustre.oss.osts.attachment and lustre.mgs.attachment a shared kind).",
+    )
     ha: Ha = Field(default_factory=Ha, description="Pacemaker and fencing for failover pairs.")
     lnet: list[LnetNetwork] = Field(
         min_length=1, max_length=16, description="LNet networks (multi-rail over all storage NICs)."
@@ -566,6 +654,11 @@ class Lustre(Model):
     def lnet_names(self, side: Literal["clients", "servers"]) -> list[str]:
         """The LNet networks one side's hosts put their storage NICs on, in spec order."""
         return [n.name for n in self.lnet if n.hosts in ("all", side)]
+
+    @property
+    def routed(self) -> bool:
+        """Whether some LNet network belongs to one side only (clients and servers are joined by routers)."""
+        return any(n.hosts != "all" for n in self.lnet)
 
 
 class Bucket(Model):

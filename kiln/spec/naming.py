@@ -3,7 +3,7 @@
 A generated name is <prefix><number>: hosts of one family (a compute pool, the MDS, the OSS, a router group, ...)
 share a prefix and are numbered from 1, each number zero-padded to the family's width. kiln.plan.topology names
 every host through a HostFamily of this module and kiln.spec.checks compares the same families for collisions,
-so the generator and the checker cannot drift (tests/unit/test_naming.py). It lives in kiln.spec because the
+so the generator and the checker cannot drift (tests/unit/spec/test_naming.py). It lives in kiln.spec because the
 spec layer may not import kiln.plan.
 """
 

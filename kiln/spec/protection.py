@@ -80,6 +80,13 @@ def data_share(level: str, devices: int) -> Share:
     return Share(share, share / copies, f"{level}: data {d}/{d + parity}, written {copies}×")
 
 
+def capacity_share(level: str, devices: int) -> float:
+    """Share of the drives' raw capacity that holds data at `level`: the data drives of each redundancy group, and
+    of those one copy ((n - p) / n ÷ copies; a two-way mirror keeps 1/2, raidz2 of 6 drives 4/6, md raid1 of n
+    drives 1/n). The same fraction as the write share of data_share(): every data byte is stored once per copy."""
+    return data_share(level, devices).write
+
+
 def zfs_vdevs(level: str, drives: tuple[str, ...]) -> tuple[str, ...]:
     """The vdev words of `zpool create` for `drives` at `level` (mirror: striped two-way mirrors)."""
     if level == "none":

@@ -1,15 +1,18 @@
-"""The Python entry point of `kiln verify`: load the stack, reach the hosts, run, write the report."""
+"""The Python entry point of `kiln verify`: load the stack, reach the hosts, run, write the report.
+
+kiln.verify reads the inventory contract, never the code that renders it: without an inventory directory the
+caller hands in the renderer (`inventory_renderer`, kiln.render.inventory.render_inventory for `kiln verify`).
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from kiln.plan import build_plan
 from kiln.plan.model import Plan
-from kiln.render.inventory import render_inventory
 from kiln.spec import load_stack
 from kiln.spec.models import Acceptance
 from kiln.verify.checks.options import Options
@@ -39,13 +42,18 @@ class Prepared:
     options: Options
 
 
+InventoryRenderer = Callable[[Plan], Mapping[str, str]]
+
+
 def prepare(stack: str, out_dir: Path, options: Options | None = None, inventory_dir: Path | None = None,
-            remotes: dict[str, Remote] | None = None, stacks_dir: str | Path | None = None) -> Prepared:
+            remotes: dict[str, Remote] | None = None, stacks_dir: str | Path | None = None, *,
+            inventory_renderer: InventoryRenderer | None = None) -> Prepared:
     """Load the stack and its plan, read (or render) the inventory, select the hosts and reach them.
 
-    Without `inventory_dir` the inventory is rendered from the plan (the same files `kiln inventory` writes)
-    and kept under out_dir/inventory/. `remotes` replaces the testinfra hosts (tests, other transports).
-    `stack` is a name or a path, resolved by kiln.spec.stack_path (`stacks_dir` as `kiln --stacks-dir`).
+    Without `inventory_dir` the inventory is rendered from the plan by `inventory_renderer` (the same files
+    `kiln inventory` writes) and kept under out_dir/inventory/. `remotes` replaces the testinfra hosts (tests,
+    other transports). `stack` is a name or a path, resolved by kiln.spec.stack_path (`stacks_dir` as
+    `kiln --stacks-dir`).
     """
     opts = credentials_from_env(options or Options())
     spec = load_stack(stack, stacks_dir)
@@ -53,8 +61,11 @@ def prepare(stack: str, out_dir: Path, options: Options | None = None, inventory
     inventory: Inventory
     if inventory_dir is not None:
         inventory = load_inventory(Path(inventory_dir))
+    elif inventory_renderer is None:
+        raise ValueError("no inventory: give an inventory directory (kiln inventory <stack> --out DIR) "
+                         "or the renderer of the plan's inventory")
     else:
-        files = render_inventory(plan)
+        files = inventory_renderer(plan)
         inv_dir = out_dir / "inventory"
         for rel, text in files.items():
             p = inv_dir / rel
@@ -71,11 +82,12 @@ def prepare(stack: str, out_dir: Path, options: Options | None = None, inventory
 
 def run_verify(stack: str, out_dir: Path, options: Options | None = None, inventory_dir: Path | None = None,
                progress: Callable[[str], None] | None = None,
-               remotes: dict[str, Remote] | None = None, stacks_dir: str | Path | None = None) -> VerifyRun:
+               remotes: dict[str, Remote] | None = None, stacks_dir: str | Path | None = None, *,
+               inventory_renderer: InventoryRenderer | None = None) -> VerifyRun:
     """Verify a stack's hosts against its plan; writes report.json/.md/.html and raw/ under `out_dir`."""
     p = prepare(
         stack=stack, out_dir=out_dir, options=options, inventory_dir=inventory_dir, remotes=remotes,
-        stacks_dir=stacks_dir,
+        stacks_dir=stacks_dir, inventory_renderer=inventory_renderer,
     )
     run = execute(
         plan=p.plan, acceptance=p.acceptance, inventory=p.inventory, remotes=p.remotes, options=p.options,

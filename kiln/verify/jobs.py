@@ -13,9 +13,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from kiln.plan.acceptance_jobs import FIO_BEGIN, FIO_END, JobCheck, acceptance_jobs
 from kiln.plan.model import AcceptanceTarget, Plan
-from kiln.render.manifests import JobCheck, acceptance_jobs
-from kiln.render.manifests.acceptance import FIO_BEGIN, FIO_END
 from kiln.verify.checks.check import Subject
 from kiln.verify.checks.options import Options
 from kiln.verify.judge import Verdict, judge

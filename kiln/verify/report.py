@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from kiln.plan.serialize import target_dict
+from kiln.templating import environment
 from kiln.verify.chart import build_chart, category
 from kiln.verify.judge import Verdict, effective
 from kiln.verify.layers import Collapsed, by_layer, collapse, layer_of, layer_title, reason_of
@@ -354,8 +355,6 @@ def _html_layers(run: VerifyRun) -> list[dict[str, Any]]:
 
 def render_html(run: VerifyRun) -> str:
     """report.html, rendered by kiln/templates/verify-report.html.j2 with autoescape (check output is untrusted)."""
-    from kiln.render.report import environment
-
     d = report_dict(run)
     s = d["summary"]
     whys = {r.check: (r.target.why, r.target.required, r.target.required_why) for r in run.results}

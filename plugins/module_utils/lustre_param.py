@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .lustre_common import normalize_param_value
+from .lustre_common import MIB, normalize_param_value
 
 # --------------------------------------------------------------------------
 # Parameters: lctl get_param / llog_print, value normalisation
@@ -145,3 +145,53 @@ def module_param_path(sysfs_root: str, name: str) -> str:
         if not re.match(r"^[A-Za-z0-9_]+$", part):
             raise ValueError(f"module parameter {name!r} has an invalid part {part!r}")
     return f"{sysfs_root.rstrip('/')}/module/{module}/parameters/{param}"
+
+
+# --------------------------------------------------------------------------
+# Limits the kernel sets from the node's RAM
+# --------------------------------------------------------------------------
+
+#: Client parameters whose store function refuses a value above a share of the node's kernel-managed RAM,
+#: cfs_totalram_pages() (totalram_pages(); /proc/meminfo MemTotal is the same count, fs/proc/meminfo.c):
+#: leaf name -> (divisor, store function). Identical at v2_15_0 and v2_16_0.
+RAM_LIMITS = {
+    # pages_number = round_up(MiB, 1 MiB) >> PAGE_SHIFT; -ERANGE if pages_number > totalram / 2
+    "max_read_ahead_mb": (2, "lustre/llite/lproc_llite.c max_read_ahead_mb_store"),
+    # pages_number = MiB_TO_PAGES(MiB); -ERANGE if pages_number >= MiB_TO_PAGES(2048) or > totalram / 4
+    "max_dirty_mb": (4, "lustre/osc/lproc_osc.c max_dirty_mb_store"),
+}
+#: osc max_dirty_mb refuses OSC_MAX_DIRTY_MB_MAX (2048) MiB and more, whatever the RAM (lustre/include/obd.h).
+OSC_MAX_DIRTY_MB_MAX = 2048
+
+_MEMTOTAL = re.compile(r"^MemTotal:\s+(\d+)\s+kB\s*$", re.MULTILINE)
+
+
+def memtotal_kib(meminfo: str) -> int | None:
+    """MemTotal of ``/proc/meminfo`` in KiB (totalram_pages() in KiB), or None when absent."""
+    match = _MEMTOTAL.search(meminfo)
+    return int(match.group(1)) if match else None
+
+
+def ram_limit_refusal(name: str, value: Any, memtotal: int, page_size: int = 4096) -> str | None:
+    """Why the kernel would refuse ``value`` for ``name`` on a node with ``memtotal`` KiB of MemTotal (None: it
+    accepts it, or ``name`` has no RAM limit). Compares in pages, as the store functions in RAM_LIMITS do."""
+    leaf = name.rsplit(".", 1)[-1]
+    if leaf not in RAM_LIMITS:
+        return None
+    divisor, where = RAM_LIMITS[leaf]
+    text = normalize_param_value(name, value, page_size)
+    if not text.isdigit():
+        return None  # not a whole MiB count: the value check is the caller's
+    mib = int(text)
+    pages = mib * (MIB // page_size)
+    limit = memtotal * 1024 // page_size // divisor
+    if leaf == "max_dirty_mb" and mib >= OSC_MAX_DIRTY_MB_MAX:
+        return f"{name}={mib} MiB: the kernel refuses {OSC_MAX_DIRTY_MB_MAX} MiB or more ({where})"
+    if pages > limit:
+        most = limit * page_size // MIB
+        return (
+            f"{name}={mib} MiB is more than 1/{divisor} of this node's RAM as the kernel counts it (MemTotal "
+            f"{memtotal} kB: at most {most} MiB); the kernel refuses it ({where})"
+        )
+    return None
+

@@ -11,11 +11,13 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.kiln.cluster.plugins.module_utils.lustre_common import normalize_param_value
 from ansible_collections.kiln.cluster.plugins.module_utils.lustre_param import (
     conf_param_values,
+    memtotal_kib,
     module_param_path,
     param_drift,
     parse_get_param,
     parse_llog_records,
     persistent_value,
+    ram_limit_refusal,
 )
 
 DOCUMENTATION = r"""
@@ -38,7 +40,16 @@ description:
     runs on, waiting up to O(readback_timeout) seconds for the MGS to propagate it, and fails if it
     differs. Where no device matches NAME on this host (an MGS has no obdfilter or osc devices), the
     result says C(applied=unknown) with the reason, never that the value is applied; run the module
-    with O(mode=set_param) in check mode on a host that applies it to read it back."
+    with O(readback_only=true) on a host that applies it to read it back there."
+  - "O(readback_only=true) with O(mode=set_param_persistent): on a server or client that applies the
+    parameters (an OSS for obdfilter.* and the OSTs' osd-*, an MDS for mdt.* and the MDTs' osd-*), neither
+    read nor change the MGS's records; only read this host's running values back as above, waiting up to
+    O(readback_timeout) seconds, and fail on a value that differs. Nothing is changed."
+  - "Before it sets C(llite.*.max_read_ahead_mb) or C(osc.*.max_dirty_mb) at runtime, the module compares
+    the value with what the kernel's store function compares it with, a share of this node's
+    kernel-managed RAM (MemTotal in O(meminfo): totalram pages / 2 for read-ahead, lustre/llite/lproc_llite.c
+    max_read_ahead_mb_store; / 4 and below 2048 MiB for max_dirty_mb, lustre/osc/lproc_osc.c
+    max_dirty_mb_store), and fails naming the largest value this node takes, instead of a bare ERANGE."
   - "O(mode=conf_param): run on the MGS. Reads the configuration logs in O(llogs) with C(llog_print) and
     compares the latest C(conf_param) record per device. Sets with C(lctl conf_param NAME=VALUE). The
     manual prefers C(set_param -P) for new parameters."
@@ -71,6 +82,16 @@ options:
   fsname:
     description: Filesystem name; needed for O(mode=conf_param) when O(llogs) is not given.
     type: str
+  readback_only:
+    description:
+      - With O(mode=set_param_persistent), only read this host's running values back (see the description);
+        the MGS's records are neither read nor changed.
+    type: bool
+    default: false
+  meminfo:
+    description: File with the node's MemTotal (the RAM limits of read-ahead and max_dirty_mb).
+    type: path
+    default: /proc/meminfo
   readback_timeout:
     description:
       - For O(mode=set_param_persistent), seconds to wait for this host's running value to match the
@@ -168,6 +189,8 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "fsname": {"type": "str"},
     "llogs": {"type": "list", "elements": "str"},
     "readback_timeout": {"type": "int", "default": 30},
+    "readback_only": {"type": "bool", "default": False},
+    "meminfo": {"type": "path", "default": "/proc/meminfo"},
     "page_size": {"type": "int"},
     "sysfs_root": {"type": "path", "default": "/sys"},
     "lctl": {"type": "path"},
@@ -259,8 +282,20 @@ class ParamRun:
             return [{"name": name, "device": None, "current": None, "wanted": str(value)}]
         return param_drift(name, value, sorted(reading.items()), self.page_size)
 
+    def ram_refusal(self, name: str, value: Any) -> str | None:
+        """The kernel's RAM limit on a runtime value (None: no limit, accepted, or MemTotal unreadable)."""
+        try:
+            with open(self.module.params["meminfo"], encoding="ascii") as handle:
+                memtotal = memtotal_kib(handle.read())
+        except OSError:
+            return None
+        return None if memtotal is None else ram_limit_refusal(name, value, memtotal, self.page_size)
+
     def set(self, name: str, value: Any) -> None:
         text = str(value)
+        refusal = self.ram_refusal(name, value) if self.mode == "set_param" else None
+        if refusal:
+            self.fail(f"{refusal}; plan a smaller value (the stack's overrides) or give the node more RAM")
         if self.mode == "module_params":
             path = self.sysfs_path(name)
             self.commands.append(["write", path, text])
@@ -303,9 +338,9 @@ class ParamRun:
                 return {
                     "applied": "unknown",
                     "reason": f"no device on this host matches {name} ({(err or out).strip() or 'lctl get_param'}"
-                    "); the record is on the MGS but is not read back here. Run lustre_param with mode=set_param"
-                    " in check mode on a host that applies it (an OSS for obdfilter.*, an MDS for mdt.*/mdd.*,"
-                    " a client for osc.*/llite.*/mdc.*)",
+                    "); the record is on the MGS but is not read back here. Run lustre_param with readback_only"
+                    " on a host that applies it (an OSS for obdfilter.* and the OSTs' osd-*, an MDS for mdt.* and"
+                    " the MDTs' osd-*, a client for osc.*/llite.*/mdc.*), with its targets mounted",
                 }
             left = param_drift(name, value, entries, self.page_size)
             if not left or time.monotonic() >= deadline:
@@ -320,7 +355,19 @@ class ParamRun:
         return {"applied": "no" if left else "yes", "reason": "" if not left else "running value differs",
                 "readback": dict(entries)}
 
+    def readback_only(self) -> None:
+        """Persistent parameters read back on a host that applies them; the MGS is not asked and nothing changes."""
+        if self.mode != "set_param_persistent":
+            self.fail("readback_only needs mode set_param_persistent")
+        applied = {item["name"]: self.readback(item["name"], item["value"], False)
+                   for item in self.module.params["params"]}
+        self.module.exit_json(changed=False, drift=[], changed_params=[], current={}, applied=applied,
+                              commands=self.commands)
+
     def main(self) -> None:
+        if self.module.params["readback_only"]:
+            self.readback_only()
+            return
         drift: list[dict[str, Any]] = []
         current: dict[str, dict[str, str]] = {}
         changed_params: list[str] = []

@@ -25,7 +25,8 @@ description:
     wanted ones and, when they differ, runs C(lfs setquota -U|-G|-P -b N -B N -i N -I N PATH), reads them back
     and fails if they still differ.
   - The default quota applies to every user, group or project that has no limits of its own; an ID with its
-    own limits keeps them. Enforcement is separate (quota_slave.enabled, set by the lustre_server role).
+    own limits keeps them. Enforcement is separate (quota_slave.enabled, and quota_slave_dt.enabled on MDTs for
+    Data-on-MDT blocks, set by the lustre_server role).
   - Limits lfs would warn about (non-zero at or below 1024, soft above hard) fail before lfs runs
     (lfs_setquota() in lustre/utils/lfs.c, 2.15 and 2.16).
 version_added: "0.1.0"

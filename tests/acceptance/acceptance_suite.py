@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from kiln.plan.model import AcceptanceTarget
+from kiln.render.inventory import render_inventory
 from kiln.verify.api import Prepared, prepare
 from kiln.verify.checks import REGISTRY
 from kiln.verify.checks.check import Check, Subject
@@ -65,7 +66,8 @@ def prepared(sc: SuiteConfig) -> Prepared:
     assert sc.stack
     if sc.stack not in _PREPARED:
         opts = Options(strict=sc.strict, only=sc.only, hosts_pattern=sc.hosts).with_values(sc.options)
-        _PREPARED[sc.stack] = prepare(sc.stack, sc.out, opts, Path(sc.inventory) if sc.inventory else None)
+        _PREPARED[sc.stack] = prepare(sc.stack, sc.out, opts, Path(sc.inventory) if sc.inventory else None,
+                                      inventory_renderer=render_inventory)
     return _PREPARED[sc.stack]
 
 

@@ -94,7 +94,8 @@ def verify_run(tmp_path_factory: pytest.TempPathFactory) -> Any:
             FioVariables(jobs=2, runtime_s=10), Iperf3Variables(seconds=3),
             WarpVariables(duration_s=5, objects=40, obj_size="1MiB", concurrent=8)))
         progress: list[str] = []
-        run = run_verify(str(stack_file), tmp / "report", opts, progress=progress.append)
+        run = run_verify(str(stack_file), tmp / "report", opts, progress=progress.append,
+                         inventory_renderer=render_inventory)
         yield run, progress, secret
     finally:
         teardown()

@@ -34,6 +34,7 @@ from kiln.render.manifests import (
 )
 from kiln.render.manifests.dataflow import models_namespace
 from kiln.spec import ClusterSpec, load_stack
+from kiln.spec.protection import capacity_share
 from kiln.yamlio import load_inventory
 from tests.conftest import STACKS
 from tests.infra import k8s_schemas
@@ -197,8 +198,10 @@ def test_lustre_volumes_carry_the_plan_nids_capacity_and_options(built: Any) -> 
     pvcs = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in _kind(objs, "PersistentVolumeClaim")}
     # the root and each directory; the root again in the models namespace where models are distributed
     assert len(pvs) == len(plan.layouts) + 1 + _models(spec, plan) == len(pvcs)
-    osts = sum(1 for t in plan.lustre_targets if t.kind == "ost")
-    tb = osts * spec.lustre.oss.osts.devices_per_target * device_figures(spec.lustre.oss.osts.device).capacity_TB
+    # usable: each OST's drives × capacity × the share its protection keeps (a raid1 pair holds one drive's worth)
+    drive_TB = device_figures(spec.lustre.oss.osts.device).capacity_TB
+    tb = sum(len(t.drives) * drive_TB * capacity_share(t.protection, len(t.drives))
+             for t in plan.lustre_targets if t.kind == "ost")
     nids = ":".join(",".join(server) for server in plan.mgs_nids)
     inv = load_inventory(render_inventory(plan)["group_vars/kiln_lustre_clients.yml"])
     options = [o for o in inv["lustre_client_mounts"][0]["options"] if o not in ("defaults", "_netdev")]

@@ -4,7 +4,8 @@ Builds the repository root (galaxy.yml) with ``ansible-galaxy collection build``
 into a temporary collections path with ``--no-deps --offline`` (ansible.posix and community.general come
 with the ``ansible`` package), and runs a playbook against localhost that uses only the installed copy:
 kiln.cluster.kiln_sysctl in check mode, kiln.cluster.lustre_param failing cleanly on a host without
-Lustre, kiln.cluster.lustre_layout rejecting a bad layout, and a role task file via import_role.
+Lustre, kiln.cluster.lustre_layout rejecting a bad layout, kiln.cluster.host_probe read through one of the
+collection's filters, and a role task file via import_role.
 """
 
 from __future__ import annotations
@@ -55,6 +56,11 @@ PLAY = """
       register: layout
       ignore_errors: true
 
+    - name: Look at the work directory with kiln.cluster.host_probe
+      kiln.cluster.host_probe:
+        paths: ["{{ work }}", "{{ work }}/missing"]
+      register: probe
+
     - name: Check the plan's NCCL values with the collection's nccl role
       ansible.builtin.import_role:
         name: kiln.cluster.nccl
@@ -67,7 +73,9 @@ PLAY = """
     - name: Write the results for the test
       ansible.builtin.copy:
         dest: "{{ work }}/results.json"
-        content: "{{ {'sysctl': sysctl, 'param': param, 'layout': layout} | to_json }}"
+        content: >-
+          {{ {'sysctl': sysctl, 'param': param, 'layout': layout, 'probe': probe,
+              'absent': probe.paths | kiln.cluster.absent} | to_json }}
         mode: "0644"
 """
 
@@ -96,7 +104,8 @@ def test_collection_builds_installs_and_runs(tmp_path: Path) -> None:
         manifest = json.load(tar.extractfile("MANIFEST.json"))  # type: ignore[arg-type]
     for lib in ("lustre_common", "lustre_target", "lustre_param", "lustre_layout", "lustre_quota"):
         assert f"plugins/module_utils/{lib}.py" in names
-    assert {"plugins/modules/lustre_target.py", "roles/lustre_server/tasks/main.yml", "meta/runtime.yml"} <= names
+    assert {"plugins/modules/lustre_target.py", "plugins/modules/host_probe.py", "plugins/filter/host_probe.py",
+            "roles/lustre_server/tasks/main.yml", "meta/runtime.yml"} <= names
     assert not [n for n in names if n.startswith(("tests/", "kiln/", "ansible/", "docs/")) or "/molecule/" in n]
     info = manifest["collection_info"]
     assert (info["namespace"], info["name"], info["license"]) == ("kiln", "cluster", ["Apache-2.0"])
@@ -119,5 +128,7 @@ def test_collection_builds_installs_and_runs(tmp_path: Path) -> None:
     assert 'required executable "lctl"' in results["param"]["msg"]
     assert results["layout"]["failed"] is True
     assert "the last component must end at EOF" in results["layout"]["msg"]
+    assert results["probe"]["paths"][str(work)]["type"] == "directory"
+    assert results["absent"] == [f"{work}/missing"]
     doc = run([str(BIN / "ansible-doc"), "-j", "kiln.cluster.lustre_param"], tmp_path, env)
     assert str(root) in json.loads(doc.stdout)["kiln.cluster.lustre_param"]["doc"]["filename"]

@@ -28,8 +28,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from kiln.plan.acceptance_jobs import JobCheck, acceptance_jobs
 from kiln.plan.model import Plan
-from kiln.render.manifests.acceptance import JobCheck, acceptance, acceptance_jobs, warp_bucket
+from kiln.render.manifests.acceptance import acceptance, warp_bucket
 from kiln.render.manifests.context import (
     ACCEPTANCE,
     BUILTIN_GROUPS,

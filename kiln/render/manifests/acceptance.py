@@ -3,21 +3,28 @@
 The Jobs do not judge: each prints what its tool prints (nccl-tests' table, fio's JSON, warp's JSON
 analysis) and `kiln verify <stack> --from-jobs DIR` (or `--kubernetes`) reads the logs and judges them
 with the parsers and the judge every other acceptance check uses, against the plan's targets.
-`acceptance_jobs()` is the contract between the two: Job name, the Job whose log holds the output,
-the check and target group, and the tool that printed it.
+`acceptance_jobs()` (kiln/plan/acceptance_jobs.py) is the contract between the two: Job name, the Job whose
+log holds the output, the check and target group, and the tool that printed it.
 """
 
 from __future__ import annotations
 
 import json
 import shlex
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlparse
 
 from kiln.knowledge.kubernetes import kubernetes
-from kiln.plan.groups import LUSTRE_CLIENTS, pool_group
-from kiln.plan.model import AcceptanceTarget, Plan
+from kiln.plan.acceptance_jobs import (
+    FIO_BEGIN,
+    FIO_END,
+    FIO_JOB,
+    JobCheck,
+    acceptance_jobs,
+    acceptance_target,
+)
+from kiln.plan.groups import pool_group
+from kiln.plan.model import Plan
 from kiln.plan.serialize import target_dict
 from kiln.render.manifests.context import (
     ACCEPTANCE,
@@ -42,70 +49,6 @@ CHECK_ANNOTATION = "kiln.io/check"
 GROUP_ANNOTATION = "kiln.io/target-group"
 LOGS_ANNOTATION = "kiln.io/logs-from"
 NCCL_TESTS_BINARY = "/opt/nccl_tests/build/all_reduce_perf"
-# Lines that frame each fio pass's JSON in the fio Job's log (the Job runs a write pass, then a read pass).
-FIO_BEGIN = "kiln: begin fio-{op}"
-FIO_END = "kiln: end fio-{op}"
-
-Tool = Literal["nccl-tests", "fio-write", "fio-read", "warp-put", "warp-get"]
-
-
-@dataclass(frozen=True, slots=True)
-class JobCheck:
-    """One check an acceptance Job measures: which Job's log holds the output, and which tool printed it."""
-
-    job: str  # the Job (or MPIJob) as rendered
-    log_job: str  # the batch Job whose pod log holds the output (`kubectl logs job/<log_job>`)
-    check: str
-    group: str | None
-    tool: Tool
-
-
-def _target(plan: Plan, check: str, group: str | None = None) -> AcceptanceTarget | None:
-    return next((t for t in plan.targets if t.check == check and (group is None or t.group == group)), None)
-
-
-def nccl_intra_name(pool: str) -> str:
-    return f"kiln-nccl-intra-{dns_name(pool)}"
-
-
-def nccl_inter_name(pool: str) -> str:
-    return f"kiln-nccl-inter-{dns_name(pool)}"
-
-
-FIO_JOB = "kiln-fio-lustre"
-
-
-def warp_job_name(op: str) -> str:
-    return f"kiln-s3-{op}"
-
-
-def acceptance_jobs(plan: Plan) -> list[JobCheck]:
-    """Every check the acceptance Jobs of this plan measure, in render order."""
-    out: list[JobCheck] = []
-    for pool in plan.compute_pools:
-        group = pool_group(pool.name)
-        intra = _target(plan, "fabric.nccl_allreduce_intra", group)
-        if intra is not None and pool.gpus_per_node > 1:
-            name = nccl_intra_name(pool.name)
-            out.append(JobCheck(name, name, intra.check, intra.group, "nccl-tests"))
-        inter = _target(plan, "fabric.nccl_allreduce_inter", group)
-        if inter is not None and pool.nodes > 1:
-            name = nccl_inter_name(pool.name)
-            # NOTE: MPI Operator v2beta1 runs the launcher as a batch Job named <MPIJob>-launcher.
-            out.append(JobCheck(name, f"{name}-launcher", inter.check, inter.group, "nccl-tests"))
-    write = _target(plan, "storage.fio_lustre_write", LUSTRE_CLIENTS)
-    read = _target(plan, "storage.fio_lustre_read", LUSTRE_CLIENTS)
-    if write is not None and read is not None:
-        out.append(JobCheck(FIO_JOB, FIO_JOB, write.check, write.group, "fio-write"))
-        out.append(JobCheck(FIO_JOB, FIO_JOB, read.check, read.group, "fio-read"))
-    for op, check in (("put", "objectstore.s3_put"), ("get", "objectstore.s3_get")):
-        t = _target(plan, check)
-        if t is not None:
-            tool: Tool = "warp-put" if op == "put" else "warp-get"
-            out.append(JobCheck(warp_job_name(op), warp_job_name(op), t.check, t.group, tool))
-    return out
-
-
 def _targets_configmap(c: Ctx) -> Obj:
     """The plan's targets, for people reading the cluster; `kiln verify` judges against the plan itself."""
     rows = [json.dumps(target_dict(t), sort_keys=True, ensure_ascii=False) for t in c.plan.targets]
@@ -165,7 +108,7 @@ def _nccl_args() -> list[str]:
 
 def _check_env(c: Ctx, jc: JobCheck) -> list[dict[str, str]]:
     """The environment the plan's target asks the check to set (NCCL_ALGO), so its figure is comparable."""
-    t = _target(c.plan, jc.check, jc.group)
+    t = acceptance_target(c.plan, jc.check, jc.group)
     return [{"name": k, "value": v} for k, v in (t.env if t is not None else ())]
 
 

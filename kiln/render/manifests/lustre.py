@@ -77,12 +77,12 @@ def _lustre_volume(c: Ctx, layout: Layout | None, capacity: str, options: list[s
 
 def lustre_root_volume(c: Ctx, namespace: str, component: ComponentKind) -> list[Obj]:
     """The filesystem root's PV and claim `lustre-root` in another namespace (the model distribution's)."""
-    return _lustre_volume(c=c, layout=None, capacity=quantity_GB(c.plan.lustre.ost_capacity_TB),
+    return _lustre_volume(c=c, layout=None, capacity=quantity_GB(c.plan.lustre.ost_usable_capacity_TB),
                           options=client_mount_options(c.plan), namespace=namespace, component=component)
 
 
 def lustre_client(c: Ctx) -> list[Obj]:
-    capacity = quantity_GB(c.plan.lustre.ost_capacity_TB)
+    capacity = quantity_GB(c.plan.lustre.ost_usable_capacity_TB)
     options = client_mount_options(c.plan)
     objs = [helm_source(c, LUSTRE_CLIENT, "lustre_csi"),
             helm_release(c, LUSTRE_CLIENT, "lustre_csi", lustre_csi_values(), namespace=c.storage)]

@@ -61,9 +61,12 @@ def _nic_cluster_policy(c: Ctx) -> Obj:
 
 
 def _storage_ipam(c: Ctx) -> Obj:
-    """Whereabouts range on the storage subnet, above every address the plan gave a host."""
-    net = ipaddress.ip_network(c.plan.networks.storage)
-    used = [int(ipaddress.ip_address(n.address)) for h in c.plan.hosts for n in h.nics if n.address]
+    """Whereabouts range on the GPU nodes' storage subnet (on a routed filesystem their LNet network's), above
+    every address the plan gave a host in it."""
+    client_nid = next((n.nid for h in c.plan.hosts if h.role == "compute" for n in h.nics if n.nid), None)
+    net = ipaddress.ip_network(c.plan.networks.subnet_of(client_nid))
+    used = [int(ipaddress.ip_address(n.address)) for h in c.plan.hosts for n in h.nics
+            if n.address and ipaddress.ip_address(n.address) in net]
     start = max(used) + 1 if used else int(net[2])
     end = int(net[-2])
     if start > end:

@@ -18,7 +18,7 @@ from kiln.lustre.lustre_layout import (
     parse_getstripe,
 )
 from kiln.lustre.lustre_quota import QUOTA_TYPES, parse_default_quota, quota_drift, quota_from_spec
-from kiln.plan.groups import LUSTRE_CLIENTS, LUSTRE_MDS, LUSTRE_MGS, LUSTRE_OSS, LUSTRE_SERVERS
+from kiln.plan.groups import LNET_ROUTERS, LUSTRE_CLIENTS, LUSTRE_MDS, LUSTRE_MGS, LUSTRE_OSS, LUSTRE_SERVERS
 from kiln.plan.model import AcceptanceTarget, Layout, Tunable
 from kiln.plan.tuning import is_namespaced_sysctl
 from kiln.verify.checks.check import CheckError, Conformance, Findings, NothingPlanned, Subject, register
@@ -343,13 +343,17 @@ class Lnet(Conformance):
 
 
 def lustre_hosts(ctx: Context, target: AcceptanceTarget) -> list[str]:
+    """The target's group (the clients), then the Lustre servers and the LNet routers: every host that applies
+    a Lustre or LNet tunable, so each value is read where it applies."""
     hosts = ctx.group_hosts(target.group)
-    return hosts + [h for h in ctx.group_hosts(LUSTRE_SERVERS) if h not in hosts]
+    others = [*ctx.group_hosts(LUSTRE_SERVERS), *ctx.group_hosts(LNET_ROUTERS)]
+    return hosts + [h for h in others if h not in hosts]
 
 
 def tunables_for(ctx: Context, host: str) -> list[Tunable]:
     """The Lustre-side tunables that apply to this host: client ones for its pool on clients, OSS/MDS ones on
-    servers, LNet module options on every Lustre host."""
+    servers (persistent ones included: an OSS runs obdfilter.*.brw_size), LNet module options on every Lustre
+    host and LNet router."""
     ph = ctx.plan_host(host)
     groups = set(ctx.plan.groups)
     member = {g for g in groups if host in ctx.plan.groups[g]}

@@ -29,6 +29,7 @@ class Context:
     progress: Progress = lambda _msg: None
     _probe_cache: dict[tuple[str, str], str | None] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _shared: dict[tuple[str, ...], Any] = field(default_factory=dict)
 
     def var(self, variables: type[V]) -> V:
         """This run's values of a check's variable set (--option <scope>.<variable>=VALUE, else the defaults)."""
@@ -70,6 +71,16 @@ class Context:
 
     def workdir(self, *parts: str) -> str:
         return "/".join([self.options.workdir.rstrip("/"), *parts])
+
+    def recall(self, key: tuple[str, ...]) -> Any:
+        """What a check kept for this run under `key` (figures several targets share), else None."""
+        with self._lock:
+            return self._shared.get(key)
+
+    def keep(self, key: tuple[str, ...], value: Any) -> None:
+        """Keep `value` for this run only: a new run (a new context) measures again."""
+        with self._lock:
+            self._shared[key] = value
 
     # ---- what a host has (cached per host) -------------------------------------------------------------
 

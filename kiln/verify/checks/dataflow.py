@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import posixpath
-import threading
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -35,8 +34,6 @@ class DataflowVariables(Variables):
                                 "plan's Lustre mount point (the lab: /srv/kiln-fast)")
     shard_MiB: int = var(64, "checkpoint shard and model size of the pass, MiB (4 such files resume)")
 
-_passes: dict[tuple[int, str, str], dict[str, Any]] = {}  # (context, host, rep) → one pass's figures
-_lock = threading.Lock()
 
 
 MEASURE_BUCKET = "kiln-dataflow-measure"
@@ -65,10 +62,10 @@ def last_json_line(host: str, what: str, stdout: str, stderr: str) -> Any:
 
 def measure_pass(ctx: Context, host: str, rep: Rep) -> dict[str, Any]:
     """The figures of this repetition's pass on `host`, measured on first use."""
-    key = (id(ctx), host, rep.label)
-    with _lock:
-        if key in _passes:
-            return _passes[key]
+    key = ("dataflow.measure", host, rep.label)
+    kept: dict[str, Any] | None = ctx.recall(key)
+    if kept is not None:
+        return kept
     flow = ctx.plan.dataflow
     assert flow is not None
     v = ctx.var(DataflowVariables)
@@ -93,8 +90,7 @@ def measure_pass(ctx: Context, host: str, rep: Rep) -> dict[str, Any]:
     tool_finished(host, "kiln.dataflow.measure", r)
     figures: dict[str, Any] = last_json_line(host, "kiln.dataflow.measure", r.stdout, r.stderr)
     figures["command"] = shown
-    with _lock:
-        _passes[key] = figures
+    ctx.keep(key, figures)
     return figures
 
 

@@ -136,7 +136,10 @@ class NcclIntra(Check):
         need_tool(ctx, host, v.all_reduce_perf, "build nccl-tests (github.com/NVIDIA/nccl-tests)")
         env = "".join(f"{k}={quote(value)} " for k, value in target.env)
         cmd = f"{env}{quote(v.all_reduce_perf)} -b 1M -e {v.max_bytes} -f 2 -g {gpus}"
-        res, r = run_tool(ctx, host, "all_reduce_perf", cmd, ctx.options.command_timeout_s, parse_nccl_tests)
+        res, r = run_tool(
+            ctx, host, tool="all_reduce_perf", command=cmd, timeout=ctx.options.command_timeout_s,
+            parse=parse_nccl_tests,
+        )
         return Sample(res.busbw_GBps, raw={"all_reduce_perf.txt": r.stdout},
                       info={"avg_busbw_GBps": res.avg_busbw_GBps, "gpus": gpus,
                             "largest_size": max(x.size_bytes for x in res.rows)})
@@ -160,6 +163,9 @@ class NcclInter(Check):
         cmd = launch_command(ctx, subject.hosts, gpus, f"{quote(v.all_reduce_perf)} -b 1M -e {v.max_bytes} "
                              "-f 2 -g 1", env={**_pool_env(ctx, launcher), **dict(target.env)},
                              gpus_per_node=gpus)
-        res, r = run_tool(ctx, launcher, "all_reduce_perf", cmd, ctx.options.command_timeout_s, parse_nccl_tests)
+        res, r = run_tool(
+            ctx, launcher, tool="all_reduce_perf", command=cmd, timeout=ctx.options.command_timeout_s,
+            parse=parse_nccl_tests,
+        )
         return Sample(res.busbw_GBps, raw={"all_reduce_perf.txt": r.stdout, "command.txt": cmd},
                       info={"avg_busbw_GBps": res.avg_busbw_GBps, "ranks": res.ranks or len(subject.hosts) * gpus})

@@ -50,11 +50,17 @@ class CopyBw(Check):
         res: GpuCopyResult
         if tool == "nvbandwidth":
             case = "host_to_device_memcpy_ce" if self.direction == "h2d" else "device_to_host_memcpy_ce"
-            res, r = run_tool(ctx, host, tool, f"{quote(v.nvbandwidth_path)} -t {case}", timeout, parse_nvbandwidth)
+            res, r = run_tool(
+                ctx, host, tool=tool, command=f"{quote(v.nvbandwidth_path)} -t {case}", timeout=timeout,
+                parse=parse_nvbandwidth,
+            )
         else:
             flag = "--htod" if self.direction == "h2d" else "--dtoh"
             cmd = f"{quote(v.bandwidth_test_path)} --memory=pinned --mode=quick {flag}"
-            res, r = run_tool(ctx, host, tool, cmd, timeout, parse_bandwidth_test)
+            res, r = run_tool(
+                ctx, host, tool=tool, command=cmd, timeout=timeout,
+                parse=parse_bandwidth_test,
+            )
         value = res.h2d_Bps if self.direction == "h2d" else res.d2h_Bps
         if value is None:
             raise CheckError(f"{tool} printed no {self.direction} figure")

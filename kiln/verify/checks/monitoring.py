@@ -13,9 +13,10 @@ import threading
 import time
 import urllib.parse
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 from kiln import knowledge
+from kiln.plan.dashboards import dashboards
 from kiln.plan.groups import COMPUTE
 from kiln.plan.model import AcceptanceTarget
 from kiln.plan.monitoring import FAULTS, HEALTH_CHECKS, Fault, FilesystemFill, fire_bound_s
@@ -147,15 +148,9 @@ _NAME = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")
 
 
 def panel_queries(ctx: Context) -> list[tuple[str, str, str]]:
-    """(dashboard file, panel title, PromQL) of every dashboard kiln renders for this plan."""
-    from kiln.render.monitoring import dashboards
-
-    out = []
-    for path, text in sorted(dashboards(ctx.plan).items()):
-        for panel in json.loads(text).get("panels", []):
-            for t in panel.get("targets", []):
-                out.append((path.rsplit("/", 1)[-1], str(panel.get("title")), str(t.get("expr"))))
-    return out
+    """(dashboard file, panel title, PromQL) of every dashboard kiln renders for this plan (kiln/plan/dashboards.py)."""
+    return [(d.file, panel.title, expr) for d in sorted(dashboards(ctx.plan), key=lambda d: d.file)
+            for panel in d.panels for expr, _ in panel.queries]
 
 
 @register
@@ -304,7 +299,6 @@ class FaultSession:
     to clear. The fault checks share one session per run, so the block takes as long as its slowest fault."""
 
     _lock = threading.Lock()
-    _runs: ClassVar[dict[int, FaultSession]] = {}
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
@@ -314,10 +308,11 @@ class FaultSession:
     @classmethod
     def of(cls, ctx: Context) -> FaultSession:
         with cls._lock:
-            run = cls._runs.get(id(ctx))
-            if run is None or run.ctx is not ctx:
-                run = cls._runs[id(ctx)] = cls(ctx)
+            run: FaultSession | None = ctx.recall(("monitoring.faults",))
+            if run is None:
+                run = cls(ctx)
                 run.run()
+                ctx.keep(("monitoring.faults",), run)
             return run
 
     def selected(self) -> list[str]:
@@ -464,14 +459,11 @@ class HealthCheck(Conformance):
 
     runbook = RUNBOOK
     tools = ("kiln-health",)
-    _lock = threading.Lock()
-    _cache: ClassVar[dict[tuple[int, str], list[dict[str, Any]]]] = {}
-
     def results(self, ctx: Context, host: str) -> list[dict[str, Any]]:
-        key = (id(ctx), host)
-        with self._lock:
-            if key in self._cache:
-                return self._cache[key]
+        key = ("monitoring.kiln_health", host)
+        kept: list[dict[str, Any]] | None = ctx.recall(key)
+        if kept is not None:
+            return list(kept)
         r = ctx.run(host, "command -v kiln-health >/dev/null || exit 127; kiln-health --json", 120)
         if r.rc == 127:
             raise CheckError(f"{host}: kiln-health is not installed (roles/monitoring installs it on compute hosts)")
@@ -480,8 +472,7 @@ class HealthCheck(Conformance):
         except ValueError:
             raise CheckError(f"{host}: kiln-health printed no JSON (rc {r.rc}): "
                              f"{(r.stderr.strip() or r.stdout.strip())[-300:]}") from None
-        with self._lock:
-            self._cache[key] = rows
+        ctx.keep(key, rows)
         return list(rows)
 
     def not_applicable(self, ctx: Context, target: AcceptanceTarget, subject: Subject) -> str | None:

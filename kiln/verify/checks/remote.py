@@ -42,7 +42,7 @@ def tool_finished(host: str, tool: str, r: CommandResult) -> None:
     raise CheckError(f"{host}: {tool} exited with rc {r.rc}{hint}" + (f": {tail}" if tail else ""))
 
 
-def run_tool(ctx: Context, host: str, tool: str, command: str, timeout: float,
+def run_tool(ctx: Context, host: str, *, tool: str, command: str, timeout: float,
              parse: Callable[[str, str], T]) -> tuple[T, CommandResult]:
     """Run a benchmark and check that it ran correctly: its output parsed (ParseError with the tool's own error
     text), then its exit status (tool_finished). The caller takes the figure from the parsed result."""

@@ -113,7 +113,10 @@ class FioCheck(Check):
         timeout = job.runtime_s * 3 + 600 + job.size_per_job * job.numjobs / 50e6  # layout of read files included
         cmd = (f"mkdir -p {quote(ctx.options.workdir)} && cat > {quote(jobfile)} <<'EOF'\n{job.text()}EOF\n"
                f"fio --output-format=json {quote(jobfile)}")
-        res, r = run_tool(ctx, host, "fio", cmd, timeout, parse_fio)
+        res, r = run_tool(
+            ctx, host, tool="fio", command=cmd, timeout=timeout,
+            parse=parse_fio,
+        )
         bw = res.aggregate_Bps(self.op)
         return Sample(bw / GB, raw={"fio.json": r.stdout, "job.fio": job.text()},
                       info={"per_job_GBps": [round(x / GB, 4) for x in res.per_job_Bps(self.op)],
@@ -193,7 +196,10 @@ class IorEasy(Check):
         ior = (f"{v.path} -a POSIX -F -e -C -t 1m -b {v.block} {flags} -i 1 -o {quote(d + '/file')} "
                "-O summaryFormat=JSON")
         cmd = launch_command(ctx, subject.hosts, v.procs_per_node, ior)
-        res, r = run_tool(ctx, launcher, "ior", cmd, o.command_timeout_s, parse_ior)
+        res, r = run_tool(
+            ctx, launcher, tool="ior", command=cmd, timeout=o.command_timeout_s,
+            parse=parse_ior,
+        )
         return Sample(res.bw(self.op) / GB, raw={"ior.json": r.stdout, "command.txt": cmd},
                       info={"tasks": res.tasks})
 
@@ -229,7 +235,10 @@ class MdtestCreate(Check):
         ctx.must(launcher, f"mkdir -p {quote(d)}", 60)
         md = f"{v.path} -n {v.files_per_proc} -F -C -T -r -u -d {quote(d)}"
         cmd = launch_command(ctx, subject.hosts, v.procs_per_node, md)
-        res, r = run_tool(ctx, launcher, "mdtest", cmd, ctx.options.command_timeout_s, parse_mdtest)
+        res, r = run_tool(
+            ctx, launcher, tool="mdtest", command=cmd, timeout=ctx.options.command_timeout_s,
+            parse=parse_mdtest,
+        )
         return Sample(res.rate("File creation").mean, raw={"mdtest.txt": r.stdout, "command.txt": cmd},
                       info={"file_stat_ops": res.rates["File stat"].mean if "File stat" in res.rates else None})
 

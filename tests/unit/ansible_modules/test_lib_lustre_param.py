@@ -200,3 +200,18 @@ def test_module_param_path_is_confined_to_sysfs() -> None:
     for bad in ("mdt", "mdt.a.b", "../etc.passwd", "mdt./x"):
         with pytest.raises(ValueError):
             kl.module_param_path("/sys", bad)
+
+
+def test_ram_limits_compare_pages_with_memtotal_as_the_kernel_does() -> None:
+    from kiln.lustre.lustre_param import memtotal_kib, ram_limit_refusal
+
+    memtotal = memtotal_kib("MemTotal:       16384000 kB\nMemFree: 1 kB\n")
+    assert memtotal == 16384000
+    # totalram = 4096000 pages of 4 KiB; / 2 = 2048000 pages = 8000 MiB (lproc_llite.c max_read_ahead_mb_store)
+    assert ram_limit_refusal("llite.*.max_read_ahead_mb", 8000, memtotal) is None
+    assert "at most 8000 MiB" in str(ram_limit_refusal("llite.*.max_read_ahead_mb", 8001, memtotal))
+    # / 4 = 4000 MiB, and never 2048 MiB or more (lproc_osc.c max_dirty_mb_store)
+    assert "2048 MiB or more" in str(ram_limit_refusal("osc.*.max_dirty_mb", "2G", memtotal))
+    assert ram_limit_refusal("osc.*.max_dirty_mb", 2047, memtotal) is None
+    assert "at most 250 MiB" in str(ram_limit_refusal("osc.*.max_dirty_mb", 251, 1024000))
+    assert ram_limit_refusal("osc.*.max_rpcs_in_flight", 10**9, memtotal) is None

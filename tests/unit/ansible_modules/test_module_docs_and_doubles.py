@@ -15,6 +15,8 @@ from kiln_ansible_support import DOUBLES, MODULE_UTILS, MODULES, collection_env
 ANSIBLE_DOC = Path(sys.executable).parent / "ansible-doc"
 MODULE_NAMES = ["lustre_target", "lustre_param", "lustre_layout", "lustre_quota"]
 DOUBLE_NAMES = ["mkfs.lustre", "tunefs.lustre", "blkid", "wipefs", "lctl", "lfs", "zpool", "zfs", "mdadm"]
+#: The doubles of host_probe's tools, and what each is not.
+HOST_DOUBLES = {"systemctl": "systemd", "systemd-detect-virt": "systemd", "dpkg-query": "dpkg", "modprobe": "kmod"}
 
 
 @pytest.mark.parametrize("name", MODULE_NAMES)
@@ -68,4 +70,13 @@ def test_double_declares_itself_and_is_executable(name: str) -> None:
     lines = path.read_text(encoding="utf-8").splitlines()
     assert lines[0].startswith("#!")
     assert lines[1] == "# TEST DOUBLE: records calls; not Lustre"
+    assert os.access(path, os.X_OK)
+
+
+@pytest.mark.parametrize("name", sorted(HOST_DOUBLES))
+def test_host_probe_double_declares_itself_and_is_executable(name: str) -> None:
+    path = DOUBLES / name
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert lines[0].startswith("#!")
+    assert lines[1] == f"# TEST DOUBLE: records calls; not {HOST_DOUBLES[name]}"
     assert os.access(path, os.X_OK)

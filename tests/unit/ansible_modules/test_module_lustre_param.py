@@ -203,4 +203,42 @@ def test_persistent_value_not_visible_here_is_unknown_not_applied(
     assert result["changed"] is True and not result.get("failed")
     assert result["applied"][BRW]["applied"] == "unknown"
     assert "no device on this host matches obdfilter.*.brw_size" in result["applied"][BRW]["reason"]
-    assert "mode=set_param" in result["applied"][BRW]["reason"]
+    assert "readback_only" in result["applied"][BRW]["reason"]
+
+
+def test_readback_only_reads_this_host_and_leaves_the_mgs_alone(run_module: ModuleRunner, doubles: Doubles) -> None:
+    """An OSS reads back what the MGS stored: equal is applied, a clamped value fails, nothing is set."""
+    doubles.set_state(params={OSTS[0]: "16", OSTS[1]: "16"})
+    args = param_args(doubles, [{"name": BRW, "value": 16}], mode="set_param_persistent", readback_only=True,
+                      readback_timeout=0)
+    result = run_module("lustre_param", args)
+    assert result["changed"] is False and result["applied"][BRW]["applied"] == "yes"
+    assert sets(doubles) == [] and not [c for c in doubles.calls("lctl") if "llog_print" in c]
+    doubles.set_state(params={OSTS[0]: "16", OSTS[1]: "4"})
+    failed = run_module("lustre_param", args)
+    assert failed["failed"] is True and f"this host runs {OSTS[1]}=4" in failed["msg"]
+
+
+def test_readback_only_without_the_targets_mounted_is_unknown(run_module: ModuleRunner, doubles: Doubles) -> None:
+    doubles.set_state(params={})
+    args = param_args(doubles, [{"name": BRW, "value": 16}], mode="set_param_persistent", readback_only=True,
+                      readback_timeout=0)
+    result = run_module("lustre_param", args)
+    assert not result.get("failed") and result["applied"][BRW]["applied"] == "unknown"
+
+
+def test_read_ahead_above_half_of_memtotal_fails_before_lctl(
+    run_module: ModuleRunner, doubles: Doubles, tmp_path: Path
+) -> None:
+    """lproc_llite.c max_read_ahead_mb_store refuses pages > totalram / 2: MemTotal, not the installed RAM."""
+    ra = "llite.*.max_read_ahead_mb"
+    doubles.set_state(params={"llite.lab-ff01.max_read_ahead_mb": "64"})
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:        2037152 kB\nMemFree:          100000 kB\n", encoding="ascii")  # a "2 GiB" VM
+    result = run_module("lustre_param", param_args(doubles, [{"name": ra, "value": 1024}], meminfo=str(meminfo)))
+    assert result["failed"] is True
+    assert "at most 994 MiB" in result["msg"] and "max_read_ahead_mb_store" in result["msg"]
+    assert sets(doubles) == []
+    ok = run_module("lustre_param", param_args(doubles, [{"name": ra, "value": 512}], meminfo=str(meminfo)))
+    assert ok["changed"] is True and sets(doubles) == [["set_param", f"{ra}=512"]]
+

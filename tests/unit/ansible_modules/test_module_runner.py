@@ -15,6 +15,8 @@ from typing import Any, Literal
 
 import pytest
 from kiln_ansible_support import Doubles, ModuleRunner
+from test_module_host_probe import host_tree
+from test_module_host_probe import probe as probe_args
 from test_module_kiln_sysctl import RMEM, SWAP, proc_tree
 from test_module_kiln_sysctl import args as sysctl_args
 from test_module_lustre_layout import PFL, layout_args
@@ -33,6 +35,16 @@ def sysctl_case(run: ModuleRunner, doubles: Doubles, tmp: Path) -> list[dict[str
     wanted = sysctl_args(root, [RMEM, SWAP])
     return [run("kiln_sysctl", wanted, check=True), run("kiln_sysctl", wanted), run("kiln_sysctl", wanted),
             run("kiln_sysctl", sysctl_args(root, [{"name": "vm.swappiness"}]))]
+
+
+def probe_case(run: ModuleRunner, doubles: Doubles, tmp: Path) -> list[dict[str, Any]]:
+    root = host_tree(tmp / "host")
+    doubles.set_state(host={"container": "podman", "modules": ["lnet"], "packages": {"fio": [["installed", "3.33-3"]]},
+                            "units": {"chrony.service": {"load_state": "loaded", "enabled": "enabled"}}})
+    wanted = probe_args(doubles, root, container=True, paths=["/", str(root / "missing")], units=["chrony.service"],
+                        kernel_modules=["lnet"], packages=["fio"], pci_vendors=["0x10de"], interfaces=["ib0"])
+    return [run("host_probe", wanted, check=True), run("host_probe", wanted),
+            run("host_probe", probe_args(doubles, root, module_parameters=[{"module": "mdt"}]))]
 
 
 def layout_case(run: ModuleRunner, doubles: Doubles, tmp: Path) -> list[dict[str, Any]]:
@@ -66,6 +78,7 @@ def target_case(run: ModuleRunner, doubles: Doubles, tmp: Path) -> list[dict[str
 
 
 CASES: dict[str, Case] = {
+    "host_probe": probe_case,
     "kiln_sysctl": sysctl_case,
     "lustre_layout": layout_case,
     "lustre_param": param_case,
@@ -91,6 +104,11 @@ def run_case(case: Case, via: Literal["python", "ansible"], tmp_path: Path) -> t
 def test_in_process_run_reports_what_ansible_reports(module: str, tmp_path: Path) -> None:
     ansible_results, ansible_calls = run_case(CASES[module], "ansible", tmp_path)
     python_results, python_calls = run_case(CASES[module], "python", tmp_path)
-    assert [r.get("changed") for r in ansible_results][:3] == [True, True, False]  # the case did something
+    # The case did something (host_probe only reads: it never changes anything, and fails on a bad entry).
+    if module == "host_probe":
+        assert [r["changed"] for r in ansible_results] == [False, False, False]
+        assert ansible_results[-1]["failed"] is True
+    else:
+        assert [r.get("changed") for r in ansible_results][:3] == [True, True, False]
     assert python_results == ansible_results
     assert python_calls == ansible_calls

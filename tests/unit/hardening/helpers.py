@@ -106,6 +106,7 @@ def _base_spec() -> dict[str, Any]:
         "models_namespace": "kiln-models",
     }
     lu["mount_point"] = "/lustre"
+    lu["lnet"][0]["subnet"] = d["networks"]["storage"]
     df = d["dataflow"]
     df["links"][0].update(include=["*.tar"], exclude=["tmp/*"])
     df["checkpoints"].update(prefix="runs/", commit_marker=".metadata")

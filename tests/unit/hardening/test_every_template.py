@@ -89,7 +89,7 @@ Facts = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 def _unit_name(path: str) -> str:
-    """`systemd-escape --path --suffix=mount PATH`, as tasks/units.yml's probe prints it."""
+    """`systemd-escape --path --suffix=mount PATH`, as tasks/detect.yml's probe (kiln.cluster.host_probe) names it."""
     out = []
     for i, ch in enumerate(path.strip("/")):
         if ch == "/":
@@ -99,6 +99,11 @@ def _unit_name(path: str) -> str:
         else:
             out.extend(f"\\x{b:02x}" for b in ch.encode())
     return "".join(out) + ".mount"
+
+
+def _rendered(v: dict[str, Any], name: str) -> str:
+    """A variable's value as the role's tasks see it (a default may be a template of other variables)."""
+    return str(Templar(loader=DataLoader(), variables=v).template(v[name]))
 
 
 def _lustre_server(v: dict[str, Any]) -> dict[str, Any]:
@@ -114,10 +119,12 @@ def _lustre_server(v: dict[str, Any]) -> dict[str, Any]:
 
 #: Test doubles of the facts each template's task has set by the time it runs (roles/<role>/tasks).
 FACTS: dict[str, Facts] = {
-    # tasks/state.yml: package → installed version, read from dpkg on the host.
+    # tasks/state.yml: package → installed version, read from dpkg on the host; ior and mdtest built (the
+    # host_probe answers for their paths).
     "roles/bench_tools/templates/bench-tools.json.j2": lambda v: {
         "bench_tools_package_versions": {"fio": "3.33-3", "iperf3": "3.12-1"},
-        "bench_tools_state_probe": {"stdout_lines": ["built ior 1", "built mdtest 1"]},
+        "bench_tools_state_probe": {"paths": {f"{_rendered(v, 'bench_tools_ior_prefix')}/bin/{tool}": {"exists": True}
+                                              for tool in ("ior", "mdtest")}},
         "bench_tools_nccl_tests_reason": "", "bench_tools_warp_version_output": "warp version v1.0.0"},
     # tasks/detect.yml: systemd's major version on the host.
     # tasks/services.yml loops over the scheduled links (vars/main.yml __datamover_scheduled); a stack with
@@ -373,7 +380,7 @@ def test_verify_report_template_escapes_what_it_inserts() -> None:
     """kiln/templates/verify-report.html.j2 renders with autoescape, so check output and spec text stay text
     (the rendered report with hostile check output: tests/unit/verify/test_verify_runner_report.py
     test_html_report_escapes_check_output)."""
-    from kiln.render.report import environment
+    from kiln.templating import environment
 
     env = environment()
     assert callable(env.autoescape)

@@ -27,7 +27,7 @@ from tests.unit.hardening.helpers import (
 #: Free-text fields: shell characters are fine there (they are never executed), control characters are not.
 FREE_TEXT = {
     "description", "hardware.nics.description", "hardware.nics.source", "hardware.gpus.description",
-    "hardware.gpus.source", "lustre.oss.server.source", "acceptance.waivers.reason",
+    "hardware.gpus.source", "lustre.oss.server.source", "lustre.oss.uplink.source", "acceptance.waivers.reason",
 }
 
 

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from kiln.plan import build_plan
-from kiln.spec import SpecError, validate
+from kiln.spec import validate
 from tests.conftest import stack_data
+from tests.unit.refusals import Refusal, refusal, refused
 
 
 def _set(data: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
@@ -24,89 +25,109 @@ def _set(data: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
     return out
 
 
-def _refusal(data: dict[str, Any], path: str) -> str:
-    with pytest.raises(SpecError) as err:
-        validate(data)
-    issues = [i for i in err.value.issues if i.path.startswith(path)]
-    assert issues, [i.path for i in err.value.issues]
-    assert all(i.fix for i in issues)
-    return issues[0].render()
-
-
 PROD = stack_data("prod-h100")
 LAB = stack_data("lab")
 POOL = PROD["compute"]["pools"][0]
+LAB_POOL = LAB["compute"]["pools"][0]
+BIG_NETWORKS = {"networks.management": "10.0.0.0/16", "networks.storage": "10.64.0.0/12"}
 
-CASES: list[tuple[str, dict[str, Any], str]] = [
-    ("duplicate pool names", _set(PROD, "compute.pools", [POOL, {**POOL, "hostname_prefix": "other"}]),
-     "compute.pools[1].name"),
-    ("duplicate OST pool names", _set(PROD, "lustre.pools", [{"name": "a", "osts": [0]}, {"name": "a", "osts": [1]}]),
-     "lustre.pools[1].name"),
-    ("duplicate OST index", _set(PROD, "lustre.pools", [{"name": "a", "osts": [1, 1]}]), "lustre.pools[0].osts[1]"),
-    ("OST index -1", _set(PROD, "lustre.pools", [{"name": "a", "osts": [-1]}]), "lustre.pools[0].osts[0]"),
-    ("paths equal after '/'", _set(PROD, "lustre.directories", [
-        {"path": "/a", "purpose": "datasets"}, {"path": "/a/", "purpose": "datasets"}]), "lustre.directories[1].path"),
-    ("paths equal after '//' and '/.'", _set(PROD, "lustre.directories", [
-        {"path": "/a/b", "purpose": "datasets"}, {"path": "//a/./b", "purpose": "scratch"}]),
-     "lustre.directories[1].path"),
-    ("Kubernetes names collide", _set(PROD, "lustre.directories", [
-        {"path": "/Datasets", "purpose": "datasets"}, {"path": "/datasets", "purpose": "datasets"}]),
-     "lustre.directories[1].path"),
-    ("o2ib and o2ib0", _set(PROD, "lustre.lnet", [{"name": "o2ib"}, {"name": "o2ib0"}]), "lustre.lnet"),
-    ("two targets on one device", _set(PROD, "lustre.oss.osts.paths", ["/dev/sda"] * 8), "lustre.oss.osts.paths[1]"),
-    ("MGT on the MDT's device", _set(_set(PROD, "lustre.mds.mdts.paths", [f"/dev/nvme{i}n1" for i in range(4)]),
-                                     "lustre.mgs.device", "/dev/nvme0n1"), "lustre.mds.mdts.paths[0]"),
-    ("MGT on the default MDT device", _set(PROD, "lustre.mgs.device", "/dev/disk/by-id/kiln-mdt0000-0"),
-     "lustre.mgs.device"),
-    ("pool prefixed oss collides with 100 OSS servers",
-     _set(_set(_set(PROD, "lustre.oss.nodes", 100), "compute.pools.0.hostname_prefix", "oss"),
-          "networks.management", "10.0.0.0/16"), "compute.pools[0].hostname_prefix"),
-    ("pools gpu (1500 nodes) and gpu1 both name gpu1001", _set(_set(_set(_set(LAB, "compute.pools", [
-        {**LAB["compute"]["pools"][0], "name": "gpu", "nodes": 1500},
-        {**LAB["compute"]["pools"][0], "name": "gpu1", "nodes": 5}]), "networks.management", "10.0.0.0/16"),
-        "networks.storage", "10.64.0.0/12"), "objectstore.nodes", 1), "compute.pools[0].hostname_prefix"),
-    ("loopback network", _set(PROD, "networks.management", "127.0.0.0/8"), "networks.management"),
-    ("multicast network", _set(PROD, "networks.storage", "224.1.0.0/16"), "networks.storage"),
-    ("mount point /", _set(PROD, "lustre.mount_point", "/"), "lustre.mount_point"),
-    ("mount point with ..", _set(PROD, "lustre.mount_point", "/mnt/../etc"), "lustre.mount_point"),
-    ("relative file path", _set(PROD, "compute.pools.0.topology_file", "topo.xml"), "compute.pools[0].topology_file"),
-    ("relative device path", _set(PROD, "lustre.mgs.device", "../sda"), "lustre.mgs.device"),
-    ("endpoint not a URL", _set(_set(_set(PROD, "objectstore.backend", "external"), "objectstore.endpoint",
-                                     "s3.example.com"), "objectstore.throughput_GBps", 10), "objectstore.endpoint"),
-    ("endpoint port > 65535", _set(_set(PROD, "objectstore.backend", "external"), "objectstore.endpoint",
-                                   "https://s3.example.com:70000"), "objectstore.endpoint"),
-    ("warn below fail", _set(PROD, "acceptance", {"warn_fraction": 0.5, "fail_fraction": 0.8}), "acceptance"),
-    ("K8s name with trailing -", _set(PROD, "kubernetes", {"training_namespace": "train-"}),
-     "kubernetes.training_namespace"),
-    ("bucket like an IP", _set(PROD, "objectstore.buckets", [{"name": "192.168.1.1"}]), "objectstore.buckets[0].name"),
-    ("bucket with ..", _set(PROD, "objectstore.buckets", [{"name": "a..b"}]), "objectstore.buckets[0].name"),
-    ("RDMA device with ../", _set(POOL and PROD, "compute.pools.0.compute_rails.devices", ["../x"] * 8),
-     "compute.pools[0].compute_rails.devices[0]"),
-    ("one device twice in a NIC group", _set(PROD, "lustre.oss.nics.devices", ["mlx5_0", "mlx5_0"]),
-     "lustre.oss.nics.devices[1]"),
-    ("interfaces equal as Kubernetes names", _set(PROD, "lustre.oss.nics.interfaces", ["ib_0", "ib-0"]),
-     "lustre.oss.nics.interfaces[1]"),
-    ("sysctl override with newline", _set(PROD, "overrides", {"host.sysctl.net.core.rmem_max": "1\nkernel.x=1"}),
-     "overrides"),
-    ("mount options with newline", _set(PROD, "overrides", {"client.mount.options": "flock\nExecStart=/bin/x"}),
-     "overrides"),
-    ("infinite float", _set(PROD, "fabric.oversubscription", float("inf")), "fabric.oversubscription"),
-    ("NaN", _set(PROD, "workload.dataset_TB", float("nan")), "workload.dataset_TB"),
-    ("1e308", _set(PROD, "workload.model_params_B", 1e308), "workload.model_params_B"),
-    ("huge override", _set(PROD, "overrides", {"client.max_rpcs_in_flight": 1e300}), "overrides"),
-    ("zero OSS NICs", _set(PROD, "lustre.oss.nics.count", 0), "lustre.oss.nics.count"),
-    ("zero MDS NICs", _set(PROD, "lustre.mds.nics.count", 0), "lustre.mds.nics.count"),
-    ("zero object-store NICs", _set(PROD, "objectstore.nics.count", 0), "objectstore.nics.count"),
-    ("zero object-store disks", _set(PROD, "objectstore.disks.count", 0), "objectstore.disks.count"),
-    ("5000 pools", _set(LAB, "compute.pools", [{**LAB["compute"]["pools"][0], "name": f"p{i}", "nodes": 1}
-                                              for i in range(5000)]), "compute.pools"),
+CASES = [
+    refusal("duplicate pool names", "prod-h100", {"compute.pools": [POOL, {**POOL, "hostname_prefix": "other"}]},
+            "compute.pools[1].name", problem="same pool name"),
+    refusal("duplicate OST pool names", "prod-h100",
+            {"lustre.pools": [{"name": "a", "osts": [0]}, {"name": "a", "osts": [1]}]}, "lustre.pools[1].name",
+            problem="same OST pool name"),
+    refusal("duplicate OST index", "prod-h100", {"lustre.pools": [{"name": "a", "osts": [1, 1]}]},
+            "lustre.pools[0].osts[1]", problem="same OST index"),
+    refusal("OST index -1", "prod-h100", {"lustre.pools": [{"name": "a", "osts": [-1]}]}, "lustre.pools[0].osts[0]",
+            value=-1, problem="out of range"),
+    refusal("paths equal after '/'", "prod-h100", {"lustre.directories": [
+        {"path": "/a", "purpose": "datasets"}, {"path": "/a/", "purpose": "datasets"}]},
+            "lustre.directories[1].path", value="/a", problem="directory listed twice"),
+    refusal("paths equal after '//' and '/.'", "prod-h100", {"lustre.directories": [
+        {"path": "/a/b", "purpose": "datasets"}, {"path": "//a/./b", "purpose": "scratch"}]},
+            "lustre.directories[1].path", value="/a/b", problem="directory listed twice"),
+    refusal("Kubernetes names collide", "prod-h100", {"lustre.directories": [
+        {"path": "/Datasets", "purpose": "datasets"}, {"path": "/datasets", "purpose": "datasets"}]},
+            "lustre.directories[1].path", problem="same Kubernetes name"),
+    refusal("o2ib and o2ib0", "prod-h100", {"lustre.lnet": [{"name": "o2ib"}, {"name": "o2ib0"}]}, "lustre.lnet",
+            value=["o2ib0", "o2ib0"], problem="duplicate LNet network"),
+    refusal("two targets on one device", "prod-h100", {"lustre.oss.osts.paths": ["/dev/sda"] * 8},
+            "lustre.oss.osts.paths[1]", problem="two targets on one device"),
+    refusal("MGT on the MDT's device", "prod-h100", {
+        "lustre.mds.mdts.paths": [f"/dev/nvme{i}n1" for i in range(4)], "lustre.mgs.device": "/dev/nvme0n1"},
+            "lustre.mds.mdts.paths[0]", problem="two targets on one device (also lustre.mgs.device)"),
+    refusal("MGT on the default MDT device", "prod-h100", {"lustre.mgs.device": "/dev/disk/by-id/kiln-mdt0000-0"},
+            "lustre.mgs.device", problem="a drive of MDT0000"),
+    refusal("pool prefixed oss collides with 100 OSS servers", "prod-h100", {
+        "lustre.oss.nodes": 100, "compute.pools.0.hostname_prefix": "oss", "networks.management": "10.0.0.0/16"},
+            "compute.pools[0].hostname_prefix", problem="host oss001 would be generated by both"),
+    refusal("pools gpu (1500 nodes) and gpu1 both name gpu1001", "lab", {
+        "compute.pools": [{**LAB_POOL, "name": "gpu", "nodes": 1500}, {**LAB_POOL, "name": "gpu1", "nodes": 5}],
+        **BIG_NETWORKS, "objectstore.nodes": 1},
+            "compute.pools[0].hostname_prefix", problem="host gpu1001 would be generated by both"),
+    refusal("loopback network", "prod-h100", {"networks.management": "127.0.0.0/8"}, "networks.management",
+            problem="loopback"),
+    refusal("multicast network", "prod-h100", {"networks.storage": "224.1.0.0/16"}, "networks.storage",
+            problem="multicast"),
+    refusal("mount point /", "prod-h100", {"lustre.mount_point": "/"}, "lustre.mount_point",
+            problem="cannot be a mount point"),
+    refusal("mount point with ..", "prod-h100", {"lustre.mount_point": "/mnt/../etc"}, "lustre.mount_point",
+            problem="'..' is not allowed"),
+    refusal("relative file path", "prod-h100", {"compute.pools.0.topology_file": "topo.xml"},
+            "compute.pools[0].topology_file", problem="badly formed", fix="absolute path"),
+    refusal("relative device path", "prod-h100", {"lustre.mgs.device": "../sda"}, "lustre.mgs.device",
+            problem="badly formed", fix="/dev"),
+    refusal("endpoint not a URL", "prod-h100", {"objectstore.backend": "external",
+                                                "objectstore.endpoint": "s3.example.com",
+                                                "objectstore.throughput_GBps": 10},
+            "objectstore.endpoint", problem="not an http(s) URL"),
+    refusal("endpoint port > 65535", "prod-h100", {"objectstore.backend": "external",
+                                                   "objectstore.endpoint": "https://s3.example.com:70000"},
+            "objectstore.endpoint", problem="bad port"),
+    refusal("warn below fail", "prod-h100", {"acceptance": {"warn_fraction": 0.5, "fail_fraction": 0.8}},
+            "acceptance", problem="below fail_fraction"),
+    refusal("K8s name with trailing -", "prod-h100", {"kubernetes": {"training_namespace": "train-"}},
+            "kubernetes.training_namespace", problem="badly formed", fix="not starting or ending in '-'"),
+    refusal("bucket like an IP", "prod-h100", {"objectstore.buckets": [{"name": "192.168.1.1"}]},
+            "objectstore.buckets[0].name", problem="IP address"),
+    refusal("bucket with ..", "prod-h100", {"objectstore.buckets": [{"name": "a..b"}]}, "objectstore.buckets[0].name",
+            problem="adjacent"),
+    refusal("RDMA device with ../", "prod-h100", {"compute.pools.0.compute_rails.devices": ["../x"] * 8},
+            "compute.pools[0].compute_rails.devices[0]", problem="badly formed"),
+    refusal("one device twice in a NIC group", "prod-h100", {"lustre.oss.nics.devices": ["mlx5_0", "mlx5_0"]},
+            "lustre.oss.nics.devices[1]", problem="same device"),
+    refusal("interfaces equal as Kubernetes names", "prod-h100", {"lustre.oss.nics.interfaces": ["ib_0", "ib-0"]},
+            "lustre.oss.nics.interfaces[1]", problem="same interface"),
+    refusal("sysctl override with newline", "prod-h100",
+            {"overrides": {"host.sysctl.net.core.rmem_max": "1\nkernel.x=1"}},
+            "overrides.host.sysctl.net.core.rmem_max", problem="control characters"),
+    refusal("mount options with newline", "prod-h100",
+            {"overrides": {"client.mount.options": "flock\nExecStart=/bin/x"}},
+            "overrides.client.mount.options", problem="control characters"),
+    refusal("infinite float", "prod-h100", {"fabric.oversubscription": float("inf")}, "fabric.oversubscription",
+            problem="finite number"),
+    refusal("NaN", "prod-h100", {"workload.dataset_TB": float("nan")}, "workload.dataset_TB", problem="finite number"),
+    refusal("1e308", "prod-h100", {"workload.model_params_B": 1e308}, "workload.model_params_B",
+            problem="out of range"),
+    refusal("huge override", "prod-h100", {"overrides": {"client.max_rpcs_in_flight": 1e300}},
+            "overrides.client.max_rpcs_in_flight", problem="not a finite number"),
+    refusal("zero OSS NICs", "prod-h100", {"lustre.oss.nics.count": 0}, "lustre.oss.nics.count",
+            problem="storage NIC"),
+    refusal("zero MDS NICs", "prod-h100", {"lustre.mds.nics.count": 0}, "lustre.mds.nics.count",
+            problem="storage NIC"),
+    refusal("zero object-store NICs", "prod-h100", {"objectstore.nics.count": 0}, "objectstore.nics.count",
+            problem="need nics"),
+    refusal("zero object-store disks", "prod-h100", {"objectstore.disks.count": 0}, "objectstore.disks.count",
+            problem="need disks"),
+    refusal("5000 pools", "lab", {"compute.pools": [{**LAB_POOL, "name": f"p{i}", "nodes": 1} for i in range(5000)]},
+            "compute.pools", problem="at most 1024"),
 ]
 
 
-@pytest.mark.parametrize(("data", "path"), [(d, p) for _, d, p in CASES], ids=[c[0] for c in CASES])
-def test_refused_with_path_and_fix(data: dict[str, Any], path: str) -> None:
-    text = _refusal(data, path)
-    assert "fix:" in text
+@pytest.mark.parametrize("row", CASES)
+def test_refused_with_path_and_fix(row: Refusal) -> None:
+    assert "fix:" in refused(row).render()
 
 
 def test_canonical_values_are_what_the_plan_sees() -> None:

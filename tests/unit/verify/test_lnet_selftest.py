@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from verify_fakes import FakeRemote, context, fake_tool, lab
 
 from kiln.verify.checks import REGISTRY
 from kiln.verify.checks.check import NotApplicable, Rep
 from kiln.verify.parsers import ParseError, parse_lst_bw
+from tests.unit.verify.verify_fakes import FakeRemote, context, fake_tool, lab
 
 # Shape of `lst stat --bw` as lnet/utils/lst.c lst_print_lnet_stat prints it (two intervals).
 LST_OUT = """[LNet Bandwidth of s]

@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from verify_fakes import FakeRemote, context
 
 from kiln.plan.model import AcceptanceTarget
 from kiln.verify.checks import REGISTRY
 from kiln.verify.checks import monitoring as mon
 from kiln.verify.checks.check import CheckError, NotApplicable, Rep, Subject
+from tests.unit.verify.verify_fakes import FakeRemote, context
 
 REP = Rep(1, 1, False)
 

@@ -10,7 +10,6 @@ import logging
 from pathlib import Path
 
 import pytest
-from verify_fakes import FakeRemote, context
 
 from kiln.cli import verify as cli
 from kiln.verify.checks import REGISTRY
@@ -23,6 +22,7 @@ from kiln.verify.checks.options import DEPRECATED_NAMES, Options, known_names, r
 from kiln.verify.checks.storage import FioVariables, IorVariables, MdtestVariables
 from kiln.verify.report import report_dict
 from kiln.verify.runner import VerifyRun
+from tests.unit.verify.verify_fakes import FakeRemote, context
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -53,12 +53,23 @@ def test_unknown_names_are_refused_with_the_known_ones(caplog: pytest.LogCapture
     assert args.func(args) == 2
     assert "unknown option 'storage.fio.runtim_s'; known: " in caplog.text
     assert "storage.fio.runtime_s" in caplog.text and "objectstore.warp.duration_s" in caplog.text
-    with pytest.raises(ValueError, match="unknown option 's3_secret_key'"):
-        Options().with_values({"s3_secret_key": "x"})  # the secret comes from the environment only
-    with pytest.raises(ValueError, match=r"option gpu.tool='nvbw': one of auto, nvbandwidth, bandwidthTest"):
-        Options().with_values({"gpu.tool": "nvbw"})
-    with pytest.raises(ValueError, match=r"option network.iperf3.seconds='ten': not a number"):
-        Options().with_values({"network.iperf3.seconds": "ten"})
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        pytest.param({"nope": "1"}, "unknown option 'nope'", id="unknown name"),
+        # the secret comes from the environment only
+        pytest.param({"s3_secret_key": "x"}, "unknown option 's3_secret_key'", id="the S3 secret"),
+        pytest.param({"gpu.tool": "nvbw"}, r"option gpu.tool='nvbw': one of auto, nvbandwidth, bandwidthTest",
+                     id="a choice outside the choices"),
+        pytest.param({"network.iperf3.seconds": "ten"}, r"option network.iperf3.seconds='ten': not a number",
+                     id="a number that is not one"),
+    ],
+)
+def test_option_values_refused(values: dict[str, str], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        Options().with_values(values)
 
 
 def test_a_deprecated_flat_name_still_works_and_warns(caplog: pytest.LogCaptureFixture) -> None:

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
-from verify_fakes import FakeRemote, context, lab
 
 from kiln.plan.model import AcceptanceTarget
 from kiln.verify.checks import REGISTRY
@@ -21,6 +20,7 @@ from kiln.verify.hosts import backend_spec
 from kiln.verify.judge import Verdict
 from kiln.verify.report import REPORT_SCHEMA, anchor, render_html, render_markdown, write_report
 from kiln.verify.runner import Runner, VerifyRun, select_hosts, select_targets
+from tests.unit.verify.verify_fakes import FakeRemote, context, lab
 
 ROOT = Path(__file__).resolve().parents[3]
 
