@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
-from verify_fakes import FakeRemote, lab
 
 from kiln.plan.model import AcceptanceTarget
 from kiln.verify.chart import build_chart, score
@@ -26,6 +25,7 @@ from kiln.verify.judge import Verdict
 from kiln.verify.layers import by_layer, collapse
 from kiln.verify.report import render_html, render_markdown, report_dict, write_report
 from kiln.verify.runner import VerifyRun, execute
+from tests.unit.verify.verify_fakes import FakeRemote, lab
 
 FACTS = ("fact\tkernel\t6.1.0-28-amd64\nfact\tos\tDebian GNU/Linux 12 (bookworm)\nfact\tboot\tb00t\n"
          "fact\tconfig\tabc123\nabsent\tdriver\tno NVIDIA GPU (nvidia-smi not found)\ntool\tfio\tfio-3.33\n")

@@ -8,16 +8,17 @@ import json
 from pathlib import Path
 
 import pytest
-from verify_fakes import FakeRemote, lab
 
-from kiln.cli import common
+from kiln.cli import common, main
 from kiln.plan.model import AcceptanceTarget
+from kiln.render.inventory import render_inventory
 from kiln.verify.api import run_verify
 from kiln.verify.checks.check import Subject
 from kiln.verify.checks.options import Options
 from kiln.verify.judge import Verdict, stats
-from kiln.verify.runner import Result
+from kiln.verify.runner import Result, VerifyRun
 from kiln.verify.verdict import SIGN_OFF_EXIT, Evidence, SignOff, decide, evidence
+from tests.unit.verify.verify_fakes import FakeRemote, lab
 
 
 def target(check: str, required: bool = True) -> AcceptanceTarget:
@@ -113,7 +114,8 @@ def test_nothing_measurable_says_incomplete_and_exits_3(tmp_path: Path) -> None:
     plan, _, _ = lab()
     dead = {h.name: FakeRemote(h.name).on(".*", (127, "", "bash: command not found")) for h in plan.hosts}
     options = Options(workers=4, s3_secret_key="x" * 20, only=("gpu", "storage", "network", "objectstore"))
-    run = run_verify("lab", tmp_path, options, remotes=dead)  # type: ignore[arg-type]
+    run = run_verify("lab", tmp_path, options, remotes=dead,  # type: ignore[arg-type]
+                     inventory_renderer=render_inventory)
     assert run.results and all(r.stats is None for r in run.results)
     assert run.decision.verdict is SignOff.INCOMPLETE and run.exit_code == 3
     report = json.loads((tmp_path / "report.json").read_text())
@@ -126,8 +128,6 @@ def test_nothing_measurable_says_incomplete_and_exits_3(tmp_path: Path) -> None:
 
 def test_cli_with_no_host_selected_says_incomplete(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`kiln verify` that reaches no host: every row NOT APPLICABLE, exit 3 (no remote command is run)."""
-    from kiln.cli import main
-
     rc = main(["verify", "lab", "--hosts", "no-such-host", "--out", str(tmp_path), "-q"])
     assert rc == common.EXIT_INCOMPLETE
     out = capsys.readouterr().out
@@ -136,8 +136,6 @@ def test_cli_with_no_host_selected_says_incomplete(tmp_path: Path, capsys: pytes
 
 @pytest.mark.parametrize("strict", [False, True])
 def test_decision_is_the_runs(tmp_path: Path, strict: bool) -> None:
-    from kiln.verify.runner import VerifyRun
-
     plan, _, acc = lab()
     rows = [row("a.x", Verdict.PASS)]
     small = dataclasses.replace(plan, targets=(rows[0].target,))
