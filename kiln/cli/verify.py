@@ -116,7 +116,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         log.error("%s", exc)
         return EXIT_SPEC
     out = Path(args.out) if args.out else Path("reports") / f"verify-{args.stack}-{time.strftime('%Y%m%d-%H%M%S')}"
-    if not args.out and not opts.reuse_from:
+    if not (args.out or opts.reuse_from or opts.full):
         opts = dataclasses.replace(opts, reuse_from=_earlier(args.stack, out))
     try:
         run = _run(args, out, opts)  # a SpecError goes on to main: EXIT_SPEC with the field path and the fix

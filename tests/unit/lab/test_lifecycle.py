@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kiln.lab.lifecycle import VERIFY_OPTIONS, Lab, LabError, parse_recap
+from kiln.lab import lifecycle
+from kiln.lab.lifecycle import VERIFY_OPTIONS, Lab, LabError, lab_outcome, parse_recap
 from kiln.verify.checks.network import Iperf3Variables
 from kiln.verify.checks.objectstore import WarpVariables
 from kiln.verify.checks.options import Options
@@ -106,8 +107,6 @@ def _missing(check: str, verdict: str, requires: list[str]) -> dict[str, object]
 
 
 def test_the_lab_accepts_only_an_incomplete_for_what_it_cannot_measure() -> None:
-    from kiln.lab.lifecycle import lab_outcome
-
     lacking = [_missing("gpu.h2d_bw", "NOT_APPLICABLE", ["gpu"]),
                _missing("storage.ior_easy_read", "NOT_APPLICABLE", ["lustre"]),
                _missing("health.clock", "NOT_APPLICABLE", ["clock"]),
@@ -125,8 +124,6 @@ def test_the_lab_accepts_only_an_incomplete_for_what_it_cannot_measure() -> None
 
 def test_lab_verify_measures_everything_after_a_converge_that_changed_something(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from kiln.lab import lifecycle
-
     lab = lifecycle.Lab.load("lab")
     lab.root, lab.state = tmp_path, tmp_path / ".kiln" / "lab"
     (lab.state / "secrets").mkdir(parents=True)

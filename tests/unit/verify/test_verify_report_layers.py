@@ -13,6 +13,7 @@ from typing import ClassVar
 
 import pytest
 
+from kiln.cli import main
 from kiln.plan.model import AcceptanceTarget
 from kiln.verify.chart import build_chart, score
 from kiln.verify.checks import REGISTRY
@@ -183,8 +184,6 @@ def test_compare_puts_a_seeded_regression_first(tmp_path: Path, checks: None) ->
 
 
 def test_compare_cli_on_two_saved_reports(tmp_path: Path, checks: None, capsys: pytest.CaptureFixture[str]) -> None:
-    from kiln.cli import main
-
     verify(tmp_path / "old")
     Bw.values = itertools.cycle([10.0, 10.0, 10.0, 9.0, 8.5, 8.5])  # gpu002 median 8.5: same verdict, 15 % lower
     verify(tmp_path / "new", options=Options(workers=1, full=True))
