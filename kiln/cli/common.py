@@ -18,9 +18,11 @@ from kiln.plan.model import Plan
 from kiln.redact import RedactFilter
 from kiln.spec import ClusterSpec, load_stack
 
-EXIT_OK = 0  # done
-EXIT_FAIL = 1  # the command ran and something failed (a FAIL row, a policy violation, an unexpected error)
-EXIT_SPEC = 2  # bad spec or usage: nothing written
+EXIT_OK = 0  # done (kiln verify: ACCEPTED)
+EXIT_FAIL = 1  # the command ran and something failed (kiln verify: REJECTED; a policy violation, an unexpected error)
+EXIT_SPEC = 2  # bad spec or usage: nothing written (kiln validate --fail-on warning: a warning)
+EXIT_INCOMPLETE = 3  # kiln verify: INCOMPLETE, evidence a sign-off needs was not measured
+EXIT_WAIVED = 4  # kiln verify: ACCEPTED WITH WAIVERS, every FAIL is waived (acceptance.waivers)
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
 
 STACK_HELP = "stack name (dev → stacks/Pulumi.dev.yaml) or path to a stack file (anything with a / or ending in .yaml)"

@@ -8,7 +8,7 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from kiln.cli.common import EXIT_OK, add_stack, load, result, write_files
+from kiln.cli.common import EXIT_OK, EXIT_SPEC, add_stack, load, result, write_files
 from kiln.plan.serialize import plan_to_dict
 from kiln.render.inventory import render_inventory
 from kiln.render.report import render_plan
@@ -17,13 +17,17 @@ log = logging.getLogger(__name__)
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    """Errors stop the plan (exit 2, from load); warnings are printed, and with --fail-on warning fail too (exit 2)."""
     _, plan = load(args.stack, args.stacks_dir)
-    result(
-        f"{args.stack}: spec is valid ({len(plan.hosts)} hosts, {plan.sizing.gpus_total} GPUs, "
-        f"{sum(1 for t in plan.lustre_targets if t.kind == 'ost')} OSTs)"
-    )
     for w in plan.warnings:
         log.warning("%s", w.line())
+    shape = (f"{len(plan.hosts)} hosts, {plan.sizing.gpus_total} GPUs, "
+             f"{sum(1 for t in plan.lustre_targets if t.kind == 'ost')} OSTs")
+    if args.fail_on == "warning" and plan.warnings:
+        n = len(plan.warnings)
+        result(f"{args.stack}: spec has {n} warning{'s' if n != 1 else ''}, which --fail-on warning fails ({shape})")
+        return EXIT_SPEC
+    result(f"{args.stack}: spec is valid ({shape})")
     return EXIT_OK
 
 
@@ -55,6 +59,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     p = sub.add_parser("validate", parents=list(parents),
                        help="validate a stack's spec (exit 2 with the field path and the fix)")
     add_stack(p)
+    p.add_argument("--fail-on", choices=("error", "warning"), default="error",
+                   help="the least severity that fails validation (exit 2): error (default) or warning, for CI that "
+                   "takes no warning")
     p.set_defaults(func=cmd_validate)
     p = sub.add_parser("plan", parents=list(parents),
                        help="the plan: a one-screen summary, then layers, capacity, checkpoint, tuning, targets")

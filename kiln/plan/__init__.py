@@ -15,6 +15,7 @@ they do not repeat those cross-field rules.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 
@@ -38,6 +39,7 @@ from kiln.plan.settings import (
     build_rdma,
     link_mtu_issues,
 )
+from kiln.plan.signoff import mark_required
 from kiln.plan.sizing import build_sizing
 from kiln.plan.targets import build_targets
 from kiln.plan.topology import build_groups, build_hosts, build_routes, build_target_map, lnet_nets, naming_warnings
@@ -166,8 +168,11 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
     if errors:
         raise SpecError(source, errors)
     # The dataflow.* targets join the others: kiln verify runs those checks (kiln/verify/checks/dataflow.py).
-    targets = (build_targets(spec, sizing) + tuple(monitoring_targets(monitoring))
-               + (dataflow.targets if dataflow is not None else ()) + tuple(ha_targets(ha)))
+    # Each target says whether a sign-off needs its evidence (kiln/plan/signoff.py).
+    targets = mark_required(spec, build_targets(spec, sizing) + tuple(monitoring_targets(monitoring))
+                            + (dataflow.targets if dataflow is not None else ()) + tuple(ha_targets(ha)))
+    if dataflow is not None:  # the data-flow section shows its targets as marked
+        dataflow = dataclasses.replace(dataflow, targets=tuple(t for t in targets if t.check.startswith("dataflow.")))
     digest = hashlib.sha256(json.dumps(spec.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:16]
     warnings = (plan_warnings(spec, sizing, lustre_targets) + tuple(i for i in found if i.severity != "error")
                 + tuple(waiver_issues(spec, targets)) + tuple(link_mtu_issues(spec)) + tuple(naming_warnings(spec)))

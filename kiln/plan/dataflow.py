@@ -264,7 +264,7 @@ def build_dataflow(
         models=tuple(model_flow(spec, m, hosts) for m in df.models), why=why,
     )
     plan = dataclasses.replace(plan, targets=dataflow_targets(spec, plan))
-    return plan, export_backlog(spec, ck) + floor_warnings(plan)
+    return plan, export_backlog(spec, ck) + floor_warnings(spec, plan)
 
 
 #: Allowance for a change event to reach a subscriber (the filer pushes it over the open gRPC stream) and for the
@@ -291,32 +291,66 @@ def predicted_ratios(plan: DataflowPlan) -> dict[str, float]:
     return out
 
 
-def floor_warnings(plan: DataflowPlan) -> list[SpecIssue]:
-    """A warning for each ratio the plan itself predicts below its acceptance floor (the check still measures it)."""
-    fixes = {
-        "stage_in": ("dataflow.movers", "add lake gateways (objectstore nodes/NICs) or mover hosts"),
-        "checkpoint_blocked": (
-            "dataflow.checkpoints.write_back",
-            "the upload is already short next to the fast-tier write; the floor matters where the lake is slower",
-        ),
-        "checkpoint_restore": (
-            "dataflow.checkpoints",
-            "the lake reads almost as fast as the fast tier here; restore from the lake is acceptable",
-        ),
-    }
+def _stage_in_fix(spec: ClusterSpec, plan: DataflowPlan, ratio: float) -> SpecIssue:
+    """The field that bounds the stage-in (its bottleneck) and how far to raise it for the floor."""
+    need = FLOORS["stage_in"] * min(plan.stream_GBps, plan.stage_GBps)
+    short = need / plan.stage_GBps  # the bottleneck must grow by this factor
+    problem = (f"the plan predicts dataflow.stage_in at {ratio:.2f}× one stream, below its floor of "
+               f"{FLOORS['stage_in']:g}×: the stage needs {need:.3g} GB/s and {plan.stage_bottleneck} gives "
+               f"{plan.stage_GBps:.3g} GB/s")
+    waive = "; or waive dataflow.stage_in (acceptance.waivers) with the reason the floor cannot hold here"
+    if plan.stage_bottleneck == "objectstore_get":
+        n = spec.objectstore.nodes
+        return SpecIssue("objectstore.nodes", n, problem,
+                         f"add S3 gateways: about {math.ceil(n * short)} object-store nodes give {need:.3g} GB/s of "
+                         f"GET{waive}", "warning")
+    if plan.stage_bottleneck == "mover_nics":
+        n = len(plan.mover_hosts)
+        movers = spec.dataflow.movers if spec.dataflow else None
+        return SpecIssue("dataflow.movers.max_hosts", movers.max_hosts if movers else n, problem,
+                         f"let about {math.ceil(n * short)} hosts move data (max_hosts, or more pools in "
+                         f"dataflow.movers.pools){waive}", "warning")
+    n = spec.lustre.oss.nodes
+    return SpecIssue("lustre.oss.nodes", n, problem,
+                     f"add OSS nodes until Lustre writes {need:.3g} GB/s (about {math.ceil(n * short)}){waive}",
+                     "warning")
+
+
+def _checkpoint_fixes(spec: ClusterSpec, ck: CheckpointFlowPlan, ratios: dict[str, float]) -> list[SpecIssue]:
     out = []
-    for key, ratio in predicted_ratios(plan).items():
-        if ratio < FLOORS[key]:
-            path, fix = fixes[key]
-            out.append(
-                SpecIssue(
-                    path,
-                    round(ratio, 3),
-                    f"the plan predicts dataflow.{key} at {ratio:.2f}×, below its floor of {FLOORS[key]:g}×",
-                    fix,
-                    "warning",
-                )
-            )
+    blocked = ratios.get("checkpoint_blocked")
+    if blocked is not None and blocked < FLOORS["checkpoint_blocked"]:
+        write_need = (FLOORS["checkpoint_blocked"] - 1) * ck.bytes / ck.export_s / 1e9  # write ≤ upload ÷ (floor−1)
+        out.append(SpecIssue(
+            "dataflow.checkpoints.write_back", ck.write_back,
+            f"async write-back spares the job only {blocked:.2f}× of its wait (floor "
+            f"{FLOORS['checkpoint_blocked']:g}×): the upload ({ck.export_s:.1f} s) is under "
+            f"{FLOORS['checkpoint_blocked'] - 1:g}× the fast-tier write ({ck.write_s:.1f} s)",
+            f"set write_back: sync (the job then waits {ck.blocked_sync_s - ck.blocked_s:.1f} s more per checkpoint "
+            f"and no floor applies), or make the fast-tier write reach {write_need:.3g} GB/s with more OSS nodes "
+            f"(lustre.oss.nodes, now {spec.lustre.oss.nodes})", "warning"))
+    restore = ratios.get("checkpoint_restore")
+    if restore is not None and restore < FLOORS["checkpoint_restore"]:
+        have = ck.bytes / ck.restore_fast_s / 1e9
+        need = FLOORS["checkpoint_restore"] * ck.bytes / ck.restore_lake_s / 1e9
+        n = spec.lustre.oss.nodes
+        out.append(SpecIssue(
+            "lustre.oss.nodes", n,
+            f"a restore from the fast tier is only {restore:.2f}× faster than from the lake (floor "
+            f"{FLOORS['checkpoint_restore']:g}×): Lustre reads the checkpoint at {have:.3g} GB/s",
+            f"add OSS nodes until Lustre reads it at {need:.3g} GB/s (about {math.ceil(n * need / have)}), or keep no "
+            f"checkpoint resident for restores (dataflow.checkpoints.keep_resident, now {ck.keep_resident}): the "
+            "lake restores nearly as fast", "warning"))
+    return out
+
+
+def floor_warnings(spec: ClusterSpec, plan: DataflowPlan) -> list[SpecIssue]:
+    """A warning for each ratio the plan itself predicts below its acceptance floor (the check still measures it),
+    naming the field that bounds it, its value and how to change it."""
+    ratios = predicted_ratios(plan)
+    out = [_stage_in_fix(spec, plan, ratios["stage_in"])] if ratios["stage_in"] < FLOORS["stage_in"] else []
+    if plan.checkpoints is not None:
+        out += _checkpoint_fixes(spec, plan.checkpoints, ratios)
     return out
 
 

@@ -356,6 +356,9 @@ class AcceptanceTarget:
     group: str | None = None  # inventory group the check runs on
     requires: tuple[str, ...] = ()  # what the host must have: gpu, rdma, lustre, nvme, objectstore
     env: tuple[tuple[str, str], ...] = ()  # environment the check sets so its figure is comparable (NCCL_ALGO)
+    # A sign-off needs this check's evidence (kiln/plan/signoff.py sets both): why it is required, or why not.
+    required: bool = True
+    required_why: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

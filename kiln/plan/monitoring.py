@@ -987,15 +987,17 @@ FAULTS: dict[str, tuple[str, str]] = {
     "mover_failing": ("DataMoverFailing", "refuse the data mover's lake access and run a pass of its first link"),
 }
 
-#: kiln-health's sub-checks (kiln/node/health.py run_checks), one acceptance row each on the compute hosts.
-HEALTH_CHECKS: dict[str, str] = {
-    "health.gpu": "GPUs present, every value readable, no uncorrectable ECC errors, no hardware slowdown",
-    "health.xid": "no hardware or driver XID in this boot's kernel log",
-    "health.rdma": "planned RDMA ports ACTIVE at their planned rate",
-    "health.lustre": "Lustre mounted, an import of every planned OST/MDT, each FULL or IDLE",
-    "health.lnet": "every Lustre server NID answers lnetctl ping",
-    "health.clock": "the clock is synchronised",
-    "health.nvme": "local NVMe scratch mounted read-write, not memory-backed",
+#: kiln-health's sub-checks (kiln/node/health.py run_checks), one acceptance row each on the compute hosts: what
+#: each judges and the part of the host it is about (the target's `requires`: a sign-off needs the row where the
+#: plan has that part, kiln/plan/signoff.py; kiln-health itself says when the host lacks it).
+HEALTH_CHECKS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "health.gpu": ("GPUs present, every value readable, no uncorrectable ECC errors, no hardware slowdown", ("gpu",)),
+    "health.xid": ("no hardware or driver XID in this boot's kernel log", ("gpu",)),
+    "health.rdma": ("planned RDMA ports ACTIVE at their planned rate", ("rdma",)),
+    "health.lustre": ("Lustre mounted, an import of every planned OST/MDT, each FULL or IDLE", ("lustre",)),
+    "health.lnet": ("every Lustre server NID answers lnetctl ping", ("lustre",)),
+    "health.clock": ("the clock is synchronised", ("clock",)),
+    "health.nvme": ("local NVMe scratch mounted read-write, not memory-backed", ("nvme",)),
 }
 
 
@@ -1036,10 +1038,10 @@ def monitoring_targets(m: MonitoringPlan) -> list[AcceptanceTarget]:
             why=f"{what}: {alert} fires within 2 scrape intervals + its for: ({bound} s) and clears after repair",
             scope="aggregate", higher_is_better=False, group="all",
         ))
-    for check, why in HEALTH_CHECKS.items():
+    for check, (why, requires) in HEALTH_CHECKS.items():
         out.append(AcceptanceTarget(
             check=check, metric="faults", unit="count", expected=0, warn=0, fail=0, why=f"kiln-health: {why}",
-            scope="host", higher_is_better=False, group=COMPUTE,
+            scope="host", higher_is_better=False, group=COMPUTE, requires=requires,
         ))
     return out
 

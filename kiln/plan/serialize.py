@@ -8,6 +8,8 @@ targets[] (check, metric, unit, expected, warn, fail, why, ...). GB/s = 10^9 byt
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from typing import Any
 
@@ -127,6 +129,8 @@ def target_dict(t: AcceptanceTarget) -> dict[str, Any]:
         "group": t.group,
         "requires": list(t.requires),
         "env": dict(t.env),
+        "required": t.required,
+        "required_why": t.required_why,
     }
 
 
@@ -433,3 +437,11 @@ def plan_to_dict(plan: Plan, include_hosts: bool = True) -> dict[str, Any]:
     if include_hosts:
         out["hosts"] = [_host(h) for h in plan.hosts]
     return out
+
+
+def plan_digest(plan: Plan) -> str:
+    """A digest of the whole plan JSON (hosts included): it changes with anything the plan derives, also where the
+    spec did not change (a new kiln, new knowledge). The acceptance report records it, and a measurement is reused
+    only under the same digest (kiln/verify/reuse.py)."""
+    text = json.dumps(plan_to_dict(plan, include_hosts=True), sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

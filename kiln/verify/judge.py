@@ -4,14 +4,14 @@ Protocol: the runner discards `warmup` runs and keeps `repetitions` samples. The
 the target's thresholds (respecting higher_is_better), min–max and the coefficient of variation (sample
 standard deviation ÷ mean) are reported; CV above `cv_limit` marks the result UNSTABLE and turns a PASS
 into a WARN (a figure that does not repeat is not one an operator should sign off). NOT_APPLICABLE is never
-a pass: it exits 0 unless --strict, which counts it as a failure.
+a pass: --strict counts it as a failure, and the sign-off (kiln/verify/verdict.py) never counts it as measured.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -103,9 +103,3 @@ def effective(verdict: Verdict, strict: bool) -> Verdict:
     if strict and verdict is Verdict.NOT_APPLICABLE:
         return Verdict.FAIL
     return verdict
-
-
-def exit_code(verdicts: Iterable[Verdict], strict: bool = False) -> int:
-    """0 when everything is PASS/WARN/NOT_APPLICABLE; 1 on any FAIL or ERROR (strict: NOT_APPLICABLE too)."""
-    bad = {Verdict.FAIL, Verdict.ERROR}
-    return 1 if any(effective(v, strict) in bad for v in verdicts) else 0

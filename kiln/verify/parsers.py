@@ -10,6 +10,8 @@ modules use too (docs/architecture.md, "Lustre library").
 
 from __future__ import annotations
 
+import csv
+import datetime as dt
 import json
 import math
 import re
@@ -275,7 +277,69 @@ class WarpResult:
                     raise ParseError("warp", f"{o.errors} of {o.requests} {o.op} requests failed")
                 return o
         have = ", ".join(f"{o.op}{' (skipped: too few samples)' if o.skipped else ''}" for o in self.ops) or "none"
-        raise ParseError("warp", f"no measured {name.upper()} operation in the analysis (have: {have})")
+        why = ""
+        if any(o.op == name.upper() and o.skipped for o in self.ops):
+            why = ("; warp analyses only the time in which every stream was busy, and that window held fewer than two "
+                   "analysis segments: the run was too short for the gateway's pace (objectstore.warp.duration_s)")
+        raise ParseError("warp", f"no measured {name.upper()} operation in the analysis (have: {have}){why}")
+
+
+    def skipped(self, name: str) -> WarpOp | None:
+        """The operation when warp's analysis skipped it (and measured no other run of it), else None."""
+        if any(o.op == name.upper() and not o.skipped for o in self.ops):
+            return None
+        return next((o for o in self.ops if o.op == name.upper() and o.skipped), None)
+
+
+@dataclass(frozen=True, slots=True)
+class WarpTotal:
+    """A warp run's total from its per-operation record (--benchdata): what the run moved, start to end."""
+
+    op: str
+    requests: int
+    errors: int
+    streams: int  # threads that recorded an operation
+    bytes: int  # of the successful requests
+    seconds: float  # from the first request's start to the last one's end
+
+    @property
+    def bytes_per_s(self) -> float:
+        return self.bytes / self.seconds
+
+
+_RFC3339 = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)$")
+
+
+def _rfc3339(text: str) -> float:
+    """Go's RFC3339Nano as epoch seconds (Python's fromisoformat stops at microseconds)."""
+    m = _RFC3339.match(text.strip())
+    if not m:
+        raise ValueError(f"not an RFC 3339 time: {text!r}")
+    zone = "+00:00" if m.group(3) == "Z" else m.group(3)
+    whole = dt.datetime.fromisoformat(m.group(1) + zone).timestamp()
+    return whole + float(f"0.{m.group(2) or '0'}")
+
+
+def parse_warp_ops(text: str, op: str) -> WarpTotal:
+    """warp v1.0's per-operation record (`zstd -dc <benchdata>.csv.zst`: tab-separated, pkg/bench/ops.go
+    Operations.CSV): the total of operation `op` over the whole run."""
+    lines = [ln for ln in text.splitlines() if ln and not ln.startswith("#")]
+    if not lines or not lines[0].startswith("idx\tthread\top"):
+        raise ParseError("warp", "no per-operation record (the header idx, thread, op, ... is missing)", text)
+    rows = list(csv.DictReader(lines, delimiter="\t"))
+    mine = [r for r in rows if r.get("op") == op.upper()]
+    if not mine:
+        raise ParseError("warp", f"the per-operation record holds no {op.upper()} request", text)
+    try:
+        start = min(_rfc3339(r["start"]) for r in mine)
+        end = max(_rfc3339(r["end"]) for r in mine)
+        done = sum(int(r["bytes"]) for r in mine if not r["error"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ParseError("warp", f"unreadable per-operation record: {exc}", text) from None
+    if end <= start:
+        raise ParseError("warp", "the per-operation record spans no time", text)
+    return WarpTotal(op=op.upper(), requests=len(mine), errors=sum(1 for r in mine if r["error"]),
+                     streams=len({r["thread"] for r in mine}), bytes=done, seconds=end - start)
 
 
 def parse_warp(stdout: str, stderr: str = "") -> WarpResult:

@@ -1,67 +1,59 @@
-"""The acceptance report: report.json (schema kiln.verify.report/v1), report.md and report.html.
+"""The acceptance report: report.json (schema kiln.verify.report/v2), report.md and report.html.
 
-Per row: the target (expected, warn, fail, unit, why), the measured median, min–max, CV, runs, the verdict,
-and for anything that is not a PASS the first place to look (a runbook section). Raw tool output lies beside
-the report under raw/<check>/<subject>/. docs/acceptance.md documents the format.
+It opens with the sign-off (kiln/verify/verdict.py) and what evidence is missing for it, then groups the rows by
+layer (kiln/verify/layers.py) with NOT APPLICABLE rows collapsed into one line per reason; the HTML report starts
+with a chart of measured vs target per layer (kiln/verify/chart.py). Per row: the target (expected, warn, fail,
+unit, why), the measured median, min–max, CV, runs, the verdict, whether a sign-off needs it, and for anything that
+is not a PASS the first place to look (a runbook section). It records the host facts and tool versions
+(kiln/verify/facts.py) and the plan digest. Raw tool output lies beside the report under raw/<check>/<subject>/.
+docs/acceptance.md documents the format.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import json
-import re
 from pathlib import Path
 from typing import Any
 
 from kiln.plan.serialize import target_dict
 from kiln.templating import environment
+from kiln.verify.chart import build_chart, category
 from kiln.verify.judge import Verdict, effective
+from kiln.verify.layers import Collapsed, by_layer, collapse, layer_of, layer_title, reason_of
+from kiln.verify.provenance import KILN_VERSION, REPORT_SCHEMA, acceptance_dict, iso, kiln_build
+from kiln.verify.runbooks import anchor, runbook_href, runbook_ref
 from kiln.verify.runner import Result, VerifyRun
+from kiln.verify.verdict import Decision, Evidence, SignOff, evidence
 
-REPORT_SCHEMA = "kiln.verify.report/v1"
-
-
-def _version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("kiln")
-    except Exception:  # not installed: running from a checkout
-        return "unknown"
-
-
-_kiln_version = _version()
-# The clone kiln runs from, if any: runbook links then point at its docs/ (from a wheel, at the relative path).
-REPO = Path(__file__).resolve().parents[2]
 ORDER = {Verdict.FAIL: 0, Verdict.ERROR: 1, Verdict.WARN: 2, Verdict.NOT_APPLICABLE: 3, Verdict.PASS: 4}
+__all__ = ["REPORT_SCHEMA", "anchor", "render_html", "render_markdown", "report_dict", "write_report"]
 
-
-def anchor(check: str) -> str:
-    """GitHub's heading anchor for '## <check id>' (dots dropped): storage.fio_local_read → storagefio_local_read."""
-    return re.sub(r"[^a-z0-9_\- ]", "", check.lower()).replace(" ", "-")
-
-
-def runbook_ref(r: Result) -> str:
-    return f"{r.runbook}#{anchor(r.check)}" if r.runbook else ""
+#: What each sign-off means, in the report's words.
+MEANING = {
+    SignOff.ACCEPTED: "every required check was measured and none failed",
+    SignOff.ACCEPTED_WITH_WAIVERS: "every required check was measured; the only failures are waived "
+                                   "(acceptance.waivers, reasons in the rows)",
+    SignOff.INCOMPLETE: "evidence is missing: a required check was not measured (NOT APPLICABLE, ERROR or not run); "
+                        "nothing is claimed for it",
+    SignOff.REJECTED: "a check failed its target and no waiver covers it",
+}
 
 
 def _num(x: float | None) -> float | None:
     return None if x is None else round(float(x), 6)
 
 
-def _iso(t: float) -> str:
-    return dt.datetime.fromtimestamp(t, dt.UTC).isoformat(timespec="seconds")
-
-
 def result_dict(r: Result, strict: bool) -> dict[str, Any]:
     st = r.stats
     return {
         "check": r.check,
+        "layer": layer_of(r.check),
         "kind": r.kind,
         "subject": r.subject.label,
         "hosts": list(r.subject.hosts),
         "verdict": r.verdict.value,
         "effective_verdict": effective(r.verdict, strict).value,
+        "evidence": evidence(r).value,
         "unstable": r.unstable,
         "waiver": r.waiver or None,
         "message": r.message,
@@ -76,7 +68,23 @@ def result_dict(r: Result, strict: bool) -> dict[str, Any]:
         "tools": list(r.tools),
         "raw": r.raw_files,
         "seconds": round(r.seconds, 2),
-        "runbook": runbook_ref(r),
+        "measured_at": iso(r.measured_at) if r.measured_at else None,
+        "reused_from": r.reused_from or None,
+        "runbook": runbook_ref(r.runbook, r.check),
+    }
+
+
+def summary_dict(run: VerifyRun, decision: Decision) -> dict[str, Any]:
+    return {
+        "verdict": decision.verdict.value,
+        "exit_code": decision.exit_code,
+        "counts": run.counts(),
+        "strict": run.options.strict,
+        "waived": decision.waived,
+        "failed": list(decision.failed),
+        "missing": [{"check": m.check, "subject": m.subject, "verdict": m.verdict, "reason": m.reason,
+                     "requires": list(m.requires), "required_why": m.required_why} for m in decision.missing],
+        "reused": sum(1 for r in run.results if r.reused_from),
     }
 
 
@@ -84,24 +92,28 @@ def report_dict(run: VerifyRun) -> dict[str, Any]:
     a = run.acceptance
     return {
         "schema": REPORT_SCHEMA,
-        "kiln_version": _kiln_version,
+        "kiln_version": KILN_VERSION,
+        "kiln_build": kiln_build(),
         "stack": run.stack,
         "plan_schema": run.plan.schema,
-        "plan_digest": run.plan.spec_digest,
-        "started": _iso(run.started),
-        "finished": _iso(run.finished),
+        "plan_digest": run.plan_digest,
+        "spec_digest": run.plan.spec_digest,
+        "started": iso(run.started),
+        "finished": iso(run.finished),
         "hosts": run.hosts,
         "inventory": run.inventory_source,
-        "acceptance": {"repetitions": a.repetitions, "warmup": a.warmup, "cv_limit": a.cv_limit,
-                       "fio_size_factor": a.fio_size_factor},
+        "acceptance": acceptance_dict(a),
         "options": run.options.public(),
-        "summary": {"counts": run.counts(), "exit_code": run.exit_code, "strict": run.options.strict,
-                    "waived": sum(1 for r in run.results if r.waiver and not run.options.strict)},
+        "host_facts": {h: f.as_dict() for h, f in run.facts.items()},
+        "summary": summary_dict(run, run.decision),
         "results": [result_dict(r, run.options.strict) for r in run.results],
     }
 
 
-def _fmt(x: float | None) -> str:
+# ---- shared by the Markdown and HTML reports ------------------------------------------------------------------
+
+
+def fmt(x: float | None) -> str:
     if x is None:
         return "—"
     if x == 0:
@@ -111,24 +123,25 @@ def _fmt(x: float | None) -> str:
     return f"{x:.4g}"
 
 
-def _measured(r: Result) -> tuple[str, str, str, str]:
+def measured(r: Result) -> tuple[str, str, str, str]:
     st = r.stats
     if st is None:
         return "—", "—", "—", "—"
-    rng = f"{_fmt(st.min)}–{_fmt(st.max)}" if st.n > 1 else "—"
+    rng = f"{fmt(st.min)}–{fmt(st.max)}" if st.n > 1 else "—"
     cv = f"{st.cv:.1%}" if st.n > 1 else "—"
-    return _fmt(st.median), rng, cv, str(st.n)
+    unit = "" if r.kind == "conformance" else f" {r.target.unit}"
+    return fmt(st.median) + unit, rng, cv, str(st.n)
 
 
-def _target_txt(r: Result) -> str:
+def target_txt(r: Result) -> str:
     t = r.target
     if r.kind == "conformance":
-        return f"{_fmt(t.expected)} mismatches"
+        return f"{fmt(t.expected)} mismatches"
     op = "<" if t.higher_is_better else ">"
-    return f"{_fmt(t.expected)} {t.unit} (warn {op} {_fmt(t.warn)}, fail {op} {_fmt(t.fail)})"
+    return f"{fmt(t.expected)} {t.unit} (warn {op} {fmt(t.warn)}, fail {op} {fmt(t.fail)})"
 
 
-def _verdict_txt(r: Result, strict: bool) -> str:
+def verdict_txt(r: Result, strict: bool) -> str:
     v = effective(r.verdict, strict)
     txt = v.value.replace("_", " ")
     if v is not r.verdict:
@@ -137,135 +150,218 @@ def _verdict_txt(r: Result, strict: bool) -> str:
         txt += " · UNSTABLE"
     if r.waiver and not strict:
         txt += f" · WAIVED: {r.waiver}"
+    if r.reused_from:
+        txt += f" · reused from {r.reused_from}"
     return txt
 
 
-def _sorted(run: VerifyRun) -> list[Result]:
-    strict = run.options.strict
-    return sorted(run.results, key=lambda r: (ORDER[effective(r.verdict, strict)], r.check, r.subject.label))
+def sorted_rows(rows: list[Result], strict: bool) -> list[Result]:
+    return sorted(rows, key=lambda r: (ORDER[effective(r.verdict, strict)], r.check, r.subject.label))
 
 
-def _md_cell(text: str) -> str:
+def shown_rows(rows: list[Result], strict: bool) -> list[Result]:
+    """The rows a layer's table shows: all but NOT APPLICABLE (collapsed into one line per reason)."""
+    return [r for r in sorted_rows(rows, strict) if r.verdict is not Verdict.NOT_APPLICABLE]
+
+
+EVIDENCE_WORDS = {
+    Evidence.MISSING: "not measured — required for sign-off",
+    Evidence.OPTIONAL: "not required by this plan",
+    Evidence.NOTHING_PLANNED: "the plan asks for none here",
+}
+
+
+def collapsed_txt(c: Collapsed) -> str:
+    return (f"{c.rows} row{'s' if c.rows != 1 else ''} ({EVIDENCE_WORDS.get(c.evidence, c.evidence.value)}): "
+            f"{c.reason} — {', '.join(c.checks)} on {', '.join(c.subjects)}")
+
+
+def missing_groups(run: VerifyRun) -> list[str]:
+    """The sign-off's missing evidence, one line per reason (rows), plus required checks not run."""
+    rows = [r for r in run.results if evidence(r) is Evidence.MISSING]
+    out: dict[str, tuple[list[str], list[str]]] = {}
+    for r in rows:
+        checks, subjects = out.setdefault(f"{r.verdict.value.replace('_', ' ')}: {reason_of(r)}", ([], []))
+        checks.append(r.check)
+        subjects.append(r.subject.label)
+    lines = [f"{why} — {', '.join(dict.fromkeys(c))} on {', '.join(dict.fromkeys(s))}"
+             for why, (c, s) in out.items()]
+    not_run = [m for m in run.decision.missing if m.verdict == "NOT_RUN"]
+    if any(m.check != "*" for m in not_run):
+        lines.append(f"NOT RUN (left out of this pass) — {', '.join(m.check for m in not_run if m.check != '*')}")
+    lines += [f"NOTHING MEASURED — {m.reason}" for m in not_run if m.check == "*"]
+    return lines
+
+
+def host_rows(run: VerifyRun) -> list[dict[str, str]]:
+    """One row per host: its facts (or why it has none) and its tool versions."""
+    out = []
+    for h, f in run.facts.items():
+        def val(k: str, facts: Any = f) -> str:
+            return facts.facts.get(k) or (f"not applicable: {facts.absent[k]}" if k in facts.absent else "—")
+        out.append({
+            "host": h, "kernel": val("kernel"), "os": val("os"), "driver": val("driver"),
+            "firmware": "; ".join(x for x in (val("hca_firmware"), val("gpu_firmware")) if x != "—"),
+            "lustre": val("lustre"), "config": val("config"),
+            "tools": f.error or "; ".join(f"{k}: {v}" for k, v in sorted(f.tools.items())) or "—",
+        })
+    return out
+
+
+def _md(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _runbook_link(r: Result) -> str:
-    ref = runbook_ref(r)
-    if not ref:
-        return ""
-    local = REPO / r.runbook
-    return f"[{ref}]({local.as_uri()}#{anchor(r.check)})" if local.exists() else ref
+def _bar(counts: dict[str, int], width: int = 20) -> str:
+    total = max(1, sum(counts.values()))
+    good = round(width * (counts["PASS"] + counts["WARN"]) / total)
+    bad = round(width * (counts["FAIL"] + counts["ERROR"]) / total)
+    gone = round(width * counts["missing"] / total)
+    return "█" * good + "▓" * bad + "░" * gone + "·" * max(0, width - good - bad - gone)
 
 
-def render_markdown(run: VerifyRun) -> str:
-    d = report_dict(run)
-    c = d["summary"]["counts"]
-    strict = run.options.strict
+def layer_counts(rows: list[Result], strict: bool) -> dict[str, int]:
+    counts = {"PASS": 0, "WARN": 0, "FAIL": 0, "ERROR": 0, "missing": 0, "optional": 0}
+    for r in rows:
+        counts[category(r, strict)] += 1
+    return counts
+
+
+# ---- Markdown --------------------------------------------------------------------------------------------------
+
+
+def _md_header(run: VerifyRun, d: dict[str, Any]) -> list[str]:
+    a = run.acceptance
+    s = d["summary"]
+    c = s["counts"]
+    sign = SignOff(s["verdict"])
     lines = [
-        f"# Acceptance report — {run.stack}",
-        "",
-        f"Plan {run.plan.schema} digest `{run.plan.spec_digest}` · kiln {d['kiln_version']} · "
-        f"{d['started']} → {d['finished']}",
+        f"# Acceptance report — {run.stack}", "",
+        f"Plan {run.plan.schema} digest `{run.plan_digest}` (spec `{run.plan.spec_digest}`) · kiln "
+        f"{d['kiln_version']} · {d['started']} → {d['finished']}",
         f"Hosts ({len(run.hosts)}): {', '.join(run.hosts) or 'none'} · inventory: {run.inventory_source}",
-        f"Protocol: {run.acceptance.warmup} warm-up + {run.acceptance.repetitions} measured runs per benchmark, "
-        f"verdict on the median; CV limit {run.acceptance.cv_limit:.0%}"
-        + (" · **strict**: NOT APPLICABLE counts as FAIL" if strict else ""),
+        f"Protocol: {a.warmup} warm-up + {a.repetitions} measured runs per benchmark, verdict on the median; "
+        f"CV limit {a.cv_limit:.0%}" + (" · **strict**: NOT APPLICABLE counts as FAIL" if run.options.strict else ""),
         "",
-        f"**Result: {'ACCEPTED' if d['summary']['exit_code'] == 0 else 'NOT ACCEPTED'}** (exit code "
-        f"{d['summary']['exit_code']}) — PASS {c['PASS']} · WARN {c['WARN']} · FAIL {c['FAIL']} · "
-        f"ERROR {c['ERROR']} · NOT APPLICABLE {c['NOT_APPLICABLE']}"
-        + (f" · {d['summary']['waived']} FAIL waived (acceptance.waivers, reasons in the rows)"
-           if d["summary"]["waived"] else ""),
-        "",
-        "| Verdict | Check | Subject | Target | Median | Min–max | CV | Runs |",
-        "|---|---|---|---|---|---|---|---|",
+        f"## Sign-off: **{sign.value}** (exit code {s['exit_code']})", "",
+        f"{MEANING[sign]}. PASS {c['PASS']} · WARN {c['WARN']} · FAIL {c['FAIL']} · ERROR {c['ERROR']} · "
+        f"NOT APPLICABLE {c['NOT_APPLICABLE']}"
+        + (f" · {s['waived']} FAIL waived" if s["waived"] else "")
+        + (f" · {s['reused']} rows reused from an earlier run (nothing they depend on changed)" if s["reused"] else ""),
     ]
-    for r in _sorted(run):
-        med, rng, cv, n = _measured(r)
-        unit = "" if r.kind == "conformance" or med == "—" else f" {r.target.unit}"
-        lines.append(f"| {_verdict_txt(r, strict)} | `{r.check}` | {_md_cell(r.subject.label)} | "
-                     f"{_md_cell(_target_txt(r))} | {med}{unit} | {rng} | {cv} | {n} |")
-    bad = [r for r in _sorted(run) if effective(r.verdict, strict) in (Verdict.FAIL, Verdict.ERROR, Verdict.WARN)]
-    if bad:
-        lines += ["", "## Where to look first", ""]
-        for r in bad:
-            lines += [f"### {_verdict_txt(r, strict)}: `{r.check}` on {r.subject.label}", "",
-                      f"- {_md_cell(r.message)}"]
-            for det in [d for d in r.details if d not in r.message][:20]:
-                lines.append(f"- {_md_cell(det)[:500]}")
-            if r.runbook:
-                lines.append(f"- Runbook: {_runbook_link(r)}")
-            if r.raw_files:
-                lines.append(f"- Raw output: {', '.join(f'`{p}`' for p in r.raw_files[:6])}"
-                             + (" …" if len(r.raw_files) > 6 else ""))
-            lines.append("")
-    na = [r for r in run.results if r.verdict is Verdict.NOT_APPLICABLE]
-    if na:
-        lines += ["", "## Not applicable (never a pass)", ""]
-        lines += [f"- `{r.check}` on {r.subject.label}: {_md_cell(r.message)}" for r in na]
+    if s["failed"]:
+        lines += ["", "Failed (counts against the sign-off):", ""] + [f"- `{x}`" for x in s["failed"]]
+    missing = missing_groups(run)
+    if missing:
+        lines += ["", "Not measured, required for sign-off:", ""] + [f"- {_md(x)}" for x in missing]
+    return lines
+
+
+def _md_layers(run: VerifyRun) -> list[str]:
+    strict = run.options.strict
+    lines = ["", "## By layer", "", "| Layer | | pass | warn | fail | error | not measured | not required |",
+             "|---|---|---|---|---|---|---|---|"]
+    groups = by_layer(run.results)
+    for layer, rows in groups:
+        k = layer_counts(rows, strict)
+        lines.append(f"| {layer_title(layer)} | `{_bar(k)}` | {k['PASS']} | {k['WARN']} | {k['FAIL']} | "
+                     f"{k['ERROR']} | {k['missing']} | {k['optional']} |")
+    for layer, rows in groups:
+        lines += ["", f"### {layer_title(layer)}", ""]
+        shown = shown_rows(rows, strict)
+        if shown:
+            lines += ["| Verdict | Check | Subject | Target | Median | Min–max | CV | Runs |",
+                      "|---|---|---|---|---|---|---|---|"]
+            for r in shown:
+                med, rng, cv, n = measured(r)
+                lines.append(f"| {verdict_txt(r, strict)} | `{r.check}` | {_md(r.subject.label)} | "
+                             f"{_md(target_txt(r))} | {med} | {rng} | {cv} | {n} |")
+        lines += [f"- NOT APPLICABLE, {_md(collapsed_txt(c))}" for c in collapse(rows)]
+    return lines
+
+
+def _md_look_first(run: VerifyRun) -> list[str]:
+    strict = run.options.strict
+    bad = [r for r in sorted_rows(run.results, strict)
+           if effective(r.verdict, strict) in (Verdict.FAIL, Verdict.ERROR, Verdict.WARN)]
+    if not bad:
+        return []
+    lines = ["", "## Where to look first", ""]
+    for r in bad:
+        lines += [f"### {verdict_txt(r, strict)}: `{r.check}` on {r.subject.label}", "", f"- {_md(r.message)}"]
+        lines += [f"- {_md(det)[:500]}" for det in [x for x in r.details if x not in r.message][:20]]
+        if r.runbook:
+            lines.append(f"- Runbook: [{runbook_ref(r.runbook, r.check)}]({runbook_href(r.runbook, r.check)})")
+        if r.raw_files:
+            lines.append(f"- Raw output: {', '.join(f'`{p}`' for p in r.raw_files[:6])}"
+                         + (" …" if len(r.raw_files) > 6 else ""))
+        lines.append("")
+    return lines
+
+
+def _md_evidence(run: VerifyRun) -> list[str]:
+    lines = ["", "## Hosts: facts and tool versions", "",
+             "| Host | Kernel | OS | GPU driver | Firmware | Lustre | Config digest | Tools |",
+             "|---|---|---|---|---|---|---|---|"]
+    for h in host_rows(run):
+        lines.append("| " + " | ".join(_md(h[k]) for k in ("host", "kernel", "os", "driver", "firmware", "lustre",
+                                                            "config", "tools")) + " |")
     lines += ["", "## Targets: where the numbers come from", ""]
     seen: set[str] = set()
     for r in run.results:
         if r.check not in seen:
             seen.add(r.check)
-            lines.append(f"- `{r.check}` ({r.target.metric}, {r.target.unit}, scope {r.target.scope}): "
-                         f"{_md_cell(r.target.why)}")
+            need = "required" if r.target.required else "not required"
+            lines.append(f"- `{r.check}` ({r.target.metric}, {r.target.unit}, scope {r.target.scope}; {need}: "
+                         f"{_md(r.target.required_why)}): {_md(r.target.why)}")
+    return lines
+
+
+def render_markdown(run: VerifyRun) -> str:
+    d = report_dict(run)
+    lines = _md_header(run, d) + _md_layers(run) + _md_look_first(run) + _md_evidence(run)
     lines += ["", "## Sign-off", "",
-              "I have reviewed every FAIL, ERROR, WARN and NOT APPLICABLE row above.", "",
-              "Accepted by: ______________________  Date: ____________  Signature: ______________________", ""]
+              "I have reviewed the verdict, every FAIL, ERROR and WARN row and every line of evidence not measured.",
+              "", "Accepted by: ______________________  Date: ____________  Signature: ______________________", ""]
     return "\n".join(lines)
+
+
+# ---- HTML ------------------------------------------------------------------------------------------------------
 
 
 def _html_row(r: Result, strict: bool) -> dict[str, Any]:
     """One table row of the HTML report, as text: the template escapes every value."""
-    med, rng, cv, n = _measured(r)
+    med, rng, cv, n = measured(r)
     v = effective(r.verdict, strict).value
-    unit = "" if r.kind == "conformance" or med == "—" else f" {r.target.unit}"
     look = None
     if v in ("FAIL", "ERROR", "WARN") and r.runbook:
-        local = REPO / r.runbook
-        href = f"{local.as_uri()}#{anchor(r.check)}" if local.exists() else runbook_ref(r)
-        look = {"href": href, "text": runbook_ref(r)}
+        look = {"href": runbook_href(r.runbook, r.check), "text": runbook_ref(r.runbook, r.check)}
     return {
-        "verdict": v,
-        "verdict_text": _verdict_txt(r, strict),
-        "check": r.check,
-        "subject": r.subject.label,
-        "target": _target_txt(r),
-        "median": med + unit,
-        "range": rng,
-        "cv": cv,
-        "runs": n,
-        "message": r.message,
-        "look": look,
-        "details": "\n".join(r.details)[:8000],
-        "raw": [(p, Path(p).name) for p in r.raw_files[:8]],
+        "verdict": v, "verdict_text": verdict_txt(r, strict), "check": r.check, "subject": r.subject.label,
+        "target": target_txt(r), "median": med, "range": rng, "cv": cv, "runs": n, "message": r.message,
+        "look": look, "details": "\n".join(r.details)[:8000], "raw": [(p, Path(p).name) for p in r.raw_files[:8]],
     }
+
+
+def _html_layers(run: VerifyRun) -> list[dict[str, Any]]:
+    strict = run.options.strict
+    return [
+        {"title": layer_title(layer), "counts": layer_counts(rows, strict),
+         "rows": [_html_row(r, strict) for r in shown_rows(rows, strict)],
+         "collapsed": [{"text": collapsed_txt(c), "missing": c.evidence is Evidence.MISSING} for c in collapse(rows)]}
+        for layer, rows in by_layer(run.results)
+    ]
 
 
 def render_html(run: VerifyRun) -> str:
     """report.html, rendered by kiln/templates/verify-report.html.j2 with autoescape (check output is untrusted)."""
     d = report_dict(run)
-    strict = run.options.strict
-    whys = {x["target"]["check"]: x["target"]["why"] for x in d["results"]}
+    s = d["summary"]
+    whys = {r.check: (r.target.why, r.target.required, r.target.required_why) for r in run.results}
     return environment().get_template("verify-report.html.j2").render(
-        stack=run.stack,
-        plan_schema=run.plan.schema,
-        plan_digest=run.plan.spec_digest,
-        kiln_version=str(d["kiln_version"]),
-        started=d["started"],
-        finished=d["finished"],
-        hosts=run.hosts,
-        inventory=run.inventory_source,
-        warmup=run.acceptance.warmup,
-        repetitions=run.acceptance.repetitions,
-        cv_limit=f"{run.acceptance.cv_limit:.0%}",
-        strict=strict,
-        exit_code=d["summary"]["exit_code"],
-        counts=d["summary"]["counts"],
-        waived=d["summary"]["waived"],
-        rows=[_html_row(r, strict) for r in _sorted(run)],
-        whys=list(whys.items()),
+        d=d, s=s, meaning=MEANING[SignOff(s["verdict"])], strict=run.options.strict,
+        cv_limit=f"{run.acceptance.cv_limit:.0%}", missing=missing_groups(run), chart=build_chart(run.results,
+        run.options.strict), layers=_html_layers(run), hosts=host_rows(run), whys=list(whys.items()),
     )
 
 

@@ -18,19 +18,25 @@ import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, TextIO
 
 from kiln.plan.model import AcceptanceTarget, Plan
+from kiln.plan.serialize import plan_digest
 from kiln.spec.models import Acceptance, Waiver
 from kiln.verify.checks import REGISTRY
-from kiln.verify.checks.check import Check, CheckError, NotApplicable, Rep, Sample, Subject
+from kiln.verify.checks.check import Check, CheckError, NotApplicable, NothingPlanned, Rep, Sample, Subject
 from kiln.verify.checks.context import Context
 from kiln.verify.checks.options import Options
-from kiln.verify.hosts import Remote, RemoteError
+from kiln.verify.facts import HostFacts, gather
+from kiln.verify.hosts import CommandResult, Remote, RemoteError
 from kiln.verify.inventory import Inventory
-from kiln.verify.judge import Judgement, Stats, Verdict, effective, exit_code, judge
+from kiln.verify.judge import Judgement, Stats, Verdict, effective, judge
 from kiln.verify.parsers import ParseError
+from kiln.verify.provenance import iso
+from kiln.verify.reuse import Reusable, Reuse, carry_raw, depends_on, identity, load_report
+from kiln.verify.verdict import Decision, decide
 
 
 @dataclass
@@ -51,6 +57,9 @@ class Result:
     runbook: str = ""
     tools: tuple[str, ...] = ()
     waiver: str = ""  # acceptance.waivers: the reason this FAIL is accepted ("" = not waived)
+    nothing_planned: bool = False  # NOT APPLICABLE because the plan asks for nothing here (NothingPlanned)
+    measured_at: float = 0.0  # when the row's runs ended (epoch s); an older run's time for a reused row
+    reused_from: str = ""  # the report a reused measurement comes from ("" = measured in this run)
 
     @property
     def check(self) -> str:
@@ -108,11 +117,16 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:80] or "subject"
 
 
+# One target's place in the run: its index, and (target, check, subjects, why there are none).
+RunItem = tuple[int, tuple[AcceptanceTarget, Check | None, list[Subject], str]]
+
+
 class Runner:
-    def __init__(self, ctx: Context, out_dir: Path, secrets: tuple[str, ...] = ()) -> None:
+    def __init__(self, ctx: Context, out_dir: Path, secrets: tuple[str, ...] = (), reuse: Reuse | None = None) -> None:
         self.ctx = ctx
         self.out = out_dir
         self.secrets = tuple(s for s in secrets if s)
+        self.reuse = reuse  # an earlier report's still-valid measurements (None: measure everything)
         self._count = 0
         self._total = 0
         self._lock = threading.Lock()
@@ -154,45 +168,35 @@ class Runner:
         plan = self.items(targets)
         self._total = sum(max(1, len(s)) for _, _, s, _ in plan)
         results: dict[tuple[int, int], Result] = {}
-
-        def record(i: int, j: int, r: Result) -> None:
-            with self._lock:
-                results[(i, j)] = r
-
-        conformance = [(i, p) for i, p in enumerate(plan) if p[1] is not None and p[1].kind == "conformance"]
+        o = self.ctx.options
+        reads = [(i, p) for i, p in enumerate(plan) if p[1] is not None and p[1].kind == "conformance"]
         benchmarks = [(i, p) for i, p in enumerate(plan) if not (p[1] is not None and p[1].kind == "conformance")]
-        workers = max(1, self.ctx.options.workers)
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kiln-verify") as pool:
-            def job(i: int, j: int, t: AcceptanceTarget, c: Check, s: Subject) -> None:
-                record(i, j, self.run_one(t, c, s))
-
-            futs = []
-            for i, (t, check, subjects, why) in conformance:
-                if check is None or not subjects:
-                    record(i, 0, self.empty_row(t, check, why))
-                    continue
-                futs += [pool.submit(job, i=i, j=j, t=t, c=check, s=s) for j, s in enumerate(subjects)]
-            for f in futs:
-                f.result()
-            for i, (t, check, subjects, why) in benchmarks:
-                if check is None or not subjects:
-                    record(i, 0, self.empty_row(t, check, why))
-                    continue
-                if check.parallel_hosts and workers > 1:
-                    fs = [pool.submit(job, i=i, j=j, t=t, c=check, s=s) for j, s in enumerate(subjects)]
-                    for f in fs:
-                        f.result()
-                else:
-                    for j, s in enumerate(subjects):
-                        record(i, j, self.run_one(t, check, s))
+        self._at_once(reads, results, o.workers)  # reads disturb no measurement: all of them together
+        for item in benchmarks:  # one benchmark at a time; its subjects together only where they share nothing
+            check = item[1][1]
+            self._at_once([item], results, (o.benchmark_workers or o.workers) if check and check.parallel_hosts else 1)
         return [results[k] for k in sorted(results)]
+
+    def _at_once(self, items: list[RunItem], results: dict[tuple[int, int], Result], workers: int) -> None:
+        """Every subject of `items` on up to `workers` threads (1: one after another, in order)."""
+        with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="kiln-verify") as pool:
+            futs = {}
+            for i, (t, check, subjects, why) in items:
+                if check is None or not subjects:
+                    results[(i, 0)] = self.empty_row(t, check, why)
+                    continue
+                for j, s in enumerate(subjects):
+                    futs[(i, j)] = pool.submit(self.run_one, t, check, s)
+            for key, fut in futs.items():
+                results[key] = fut.result()
 
     def empty_row(self, t: AcceptanceTarget, check: Check | None, why: str) -> Result:
         self._tick(f"{t.check}: {why}")
         verdict = Verdict.ERROR if check is None or why.startswith("cannot") else Verdict.NOT_APPLICABLE
         msg = why if verdict is Verdict.ERROR else f"not applicable: {why}"
         return Result(t, Subject("-", ()), verdict, msg, kind=check.kind if check else "benchmark",
-                      runbook=check.runbook if check else "", tools=check.tools if check else ())
+                      runbook=check.runbook if check else "", tools=check.tools if check else (),
+                      measured_at=time.time())
 
     def _tick(self, msg: str) -> int:
         with self._lock:
@@ -202,6 +206,9 @@ class Runner:
         return n
 
     def run_one(self, target: AcceptanceTarget, check: Check, subject: Subject) -> Result:
+        found = self._reusable(target, check, subject)
+        if found is not None:
+            return self._reused(target, check, subject, found)
         start = time.monotonic()
         res = Result(target, subject, Verdict.ERROR, "", kind=check.kind, runbook=check.runbook, tools=check.tools)
         n = self._tick(f"{target.check} @ {subject.label}: starting")
@@ -221,6 +228,7 @@ class Runner:
             self._judge(target, check, res)
         except NotApplicable as exc:
             res.verdict, res.message = Verdict.NOT_APPLICABLE, f"not applicable on this host: {exc}"
+            res.nothing_planned = isinstance(exc, NothingPlanned)
         except ParseError as exc:
             res.verdict, res.message = Verdict.ERROR, self.redact(f"{exc.tool} output not usable: {exc.reason}")
             if exc.excerpt:
@@ -232,8 +240,28 @@ class Runner:
             res.details.append(self.redact(traceback.format_exc(limit=6)))
         finally:
             res.seconds = time.monotonic() - start
+            res.measured_at = time.time()
             self.ctx.progress(f"[{n}/{self._total}] {target.check} @ {subject.label}: {res.verdict.value}"
                               f" — {res.message[:160]}")
+        return res
+
+    def _reusable(self, target: AcceptanceTarget, check: Check, subject: Subject) -> Reusable | None:
+        if self.reuse is None or check.kind == "conformance":
+            return None
+        return self.reuse.find(target, subject, depends_on(self.ctx.plan, target, subject, list(self.ctx.remotes)))
+
+    def _reused(self, target: AcceptanceTarget, check: Check, subject: Subject, found: Reusable) -> Result:
+        """An earlier measurement that still stands, judged again against the target (kiln/verify/reuse.py)."""
+        row = found.row
+        res = Result(target, subject, Verdict.ERROR, "", kind=check.kind, runbook=check.runbook, tools=check.tools,
+                     samples=[float(x) for x in row["samples"]],
+                     warmup_samples=[float(x) for x in row.get("warmup_samples") or []],
+                     details=list(row.get("details") or []), info=dict(row.get("info") or {}),
+                     raw_files=carry_raw(found, self.out), measured_at=found.measured_at,
+                     reused_from=iso(found.measured_at))
+        self._judge(target, check, res)
+        res.message += f" (reused from {res.reused_from}: plan, host facts and tool versions unchanged)"
+        self._tick(f"{target.check} @ {subject.label}: {res.verdict.value}, reused from {res.reused_from}")
         return res
 
     def _repeat(self, target: AcceptanceTarget, check: Check, subject: Subject, res: Result, n: int) -> None:
@@ -300,12 +328,22 @@ class VerifyRun:
     finished: float
     out_dir: Path
     report_files: list[Path] = field(default_factory=list)
+    facts: dict[str, HostFacts] = field(default_factory=dict)  # per host: kernel, driver, firmware, tool versions
+
+    @cached_property
+    def plan_digest(self) -> str:
+        """The digest of the plan this run verified (kiln.plan.serialize.plan_digest)."""
+        return plan_digest(self.plan)
+
+    @property
+    def decision(self) -> Decision:
+        """The sign-off over every row, against every target of the plan (kiln/verify/verdict.py)."""
+        return decide(self.results, self.plan.targets, self.options.strict)
 
     @property
     def exit_code(self) -> int:
-        """verify's exit status: waived FAILs do not count, unless --strict (a sign-off without exceptions)."""
-        strict = self.options.strict
-        return exit_code((r.verdict for r in self.results if strict or not r.waiver), strict)
+        """verify's exit status, the sign-off's: 0 ACCEPTED, 1 REJECTED, 3 INCOMPLETE, 4 ACCEPTED WITH WAIVERS."""
+        return self.decision.exit_code
 
     def counts(self) -> dict[str, int]:
         out = {v.value: 0 for v in Verdict}
@@ -339,10 +377,29 @@ def execute(plan: Plan, acceptance: Acceptance, inventory: Inventory, remotes: d
     )
     targets = select_targets(plan, options.only)
     started = time.time()
-    runner = Runner(ctx, out_dir, secrets=(options.s3_secret_key or "",))
-    results = runner.run(targets)
-    apply_waivers(results, acceptance.waivers, datetime.date.today())
-    return VerifyRun(stack=stack, plan=plan, acceptance=acceptance, options=options, results=results, hosts=list(
-        remotes,
-    ), inventory_source=inventory.source, started=started, finished=time.time(),
-                     out_dir=out_dir)
+    facts = gather(list(remotes), run=lambda h, cmd: _answer(ctx.run(h, cmd, 120)), workdir=options.workdir,
+                   workers=options.workers)
+    run = VerifyRun(stack=stack, plan=plan, acceptance=acceptance, options=options, results=[], hosts=list(remotes),
+                    inventory_source=inventory.source, started=started, finished=started, out_dir=out_dir,
+                    facts=facts)
+    reuse = None if options.full else earlier_measurements(run)
+    if reuse is not None and reuse.why_not:
+        ctx.progress(f"measuring everything: {reuse.why_not}")
+    runner = Runner(ctx, out_dir, secrets=(options.s3_secret_key or "",), reuse=reuse)
+    run.results = runner.run(targets)
+    apply_waivers(run.results, acceptance.waivers, datetime.date.today())
+    run.finished = time.time()
+    return run
+
+
+def _answer(r: CommandResult) -> tuple[int, str, str]:
+    return r.rc, r.stdout, r.stderr
+
+
+def earlier_measurements(run: VerifyRun) -> Reuse:
+    """The still-valid rows of the earlier report (--option reuse_from, else the one in the report directory)."""
+    o = run.options
+    found = load_report(Path(o.reuse_from) if o.reuse_from else run.out_dir)
+    current = identity(plan=run.plan, plan_digest=run.plan_digest, acceptance=run.acceptance, options=o.public())
+    return Reuse(previous=found[0] if found else None, previous_dir=found[1] if found else None, current=current,
+                 facts=run.facts, max_age_s=o.reuse_max_age_h * 3600, now=time.time())

@@ -36,9 +36,10 @@ from kiln.verify.checks.objectstore import WarpVariables
 from kiln.verify.checks.options import Options
 from kiln.verify.checks.storage import FioVariables
 from kiln.verify.inventory import inventory_from_files
-from kiln.verify.judge import Verdict, exit_code
+from kiln.verify.judge import Verdict
 from kiln.verify.parsers import parse_fio, parse_iperf3
 from kiln.verify.runner import VerifyRun
+from kiln.verify.verdict import SignOff, decide
 
 pytestmark = pytest.mark.lab
 
@@ -145,8 +146,10 @@ def test_gpu_rdma_lustre_are_not_applicable_with_reasons(verify_run: Any) -> Non
         for r in rs:
             assert r.verdict is Verdict.NOT_APPLICABLE, (check, r.verdict, r.message)
             assert reason in r.message, (check, r.message)
-    # never a pass: strict mode turns them into failures
-    assert exit_code([r.verdict for r in run.results if r.verdict is Verdict.NOT_APPLICABLE], strict=True) == 1
+    # never a pass: without --strict the sign-off cannot be ACCEPTED while they are missing, with it they fail
+    na = [r for r in run.results if r.verdict is Verdict.NOT_APPLICABLE]
+    assert decide(na, run.plan.targets, strict=False).verdict is SignOff.INCOMPLETE
+    assert decide(na, run.plan.targets, strict=True).verdict is SignOff.REJECTED
 
 
 def test_fio_on_local_storage_measured(verify_run: Any) -> None:
@@ -189,7 +192,8 @@ def test_warp_against_seaweedfs(verify_run: Any) -> None:
 def test_report_and_progress(verify_run: Any) -> None:
     run, progress, _ = verify_run
     d = json.loads((run.out_dir / "report.json").read_text())
-    assert d["schema"] == "kiln.verify.report/v1" and d["summary"]["exit_code"] == 1
+    assert d["schema"] == "kiln.verify.report/v2" and d["summary"]["exit_code"] == 1
+    assert d["summary"]["verdict"] == "REJECTED"  # the mistuned sysctl
     assert len(d["results"]) == len(run.results) and d["hosts"] == list(HOSTS)
     md = (run.out_dir / "report.md").read_text()
     assert "net.ipv4.conf.all.arp_ignore: planned 1, found 0" in md and "acceptance-conformance.md" in md

@@ -19,6 +19,9 @@ from typing import Any
 
 import pytest
 
+from kiln.lab.lifecycle import LAB_CANNOT_MEASURE
+from kiln.plan import build_plan
+from kiln.spec import load_stack
 from tests.conftest import user_env
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -134,6 +137,20 @@ def assert_monitoring(report: dict[str, Any]) -> None:
     assert row["verdict"] == "PASS", row["message"]
 
 
+def assert_lab_verdict(report: dict[str, Any]) -> None:
+    """The lab's sign-off is INCOMPLETE, and what is missing is exactly what a lab cannot measure: the checks the
+    plan requires of its GPUs, Lustre and clocks (kiln.lab.lifecycle.LAB_CANNOT_MEASURE), each NOT APPLICABLE."""
+    summary = report["summary"]
+    assert summary["verdict"] == "INCOMPLETE" and summary["exit_code"] == 3, summary
+    assert not summary["failed"], summary["failed"]  # waived stage-in FAILs only
+    plan = build_plan(load_stack("lab"), source="lab")
+    expected = {t.check for t in plan.targets if t.required and set(t.requires) & set(LAB_CANNOT_MEASURE)}
+    missing = summary["missing"]
+    assert {m["check"] for m in missing} == expected, missing
+    assert all(m["verdict"] == "NOT_APPLICABLE" for m in missing), missing
+    assert {"gpu.h2d_bw", "conformance.gpus", "storage.ior_easy_read", "health.clock"} <= expected
+
+
 def assert_failover(report: dict[str, Any]) -> None:
     """The lab's pair (oss01/oss02, real Corosync, Pacemaker and pcs; stand-in agents and a container-killing
     fence agent) passed the three drills within the plan's bounds, each a real measurement."""
@@ -186,11 +203,13 @@ def test_lab_deployed_from_the_wheel_verify_rerun_down(wheel_venv: Callable[[str
     assert "[lab 4/5 configure] recap:" in first.stdout
     assert "changed=0 in total" in first.stdout, "the wheel's deploy did not converge the lab as kiln lab up does"
     assert "not applicable" in first.stdout.lower()
+    assert "sign-off INCOMPLETE, as a lab's must be" in first.stdout
     report = json.loads(REPORT.read_text())
     assert report["stack"] == "lab"
     assert_real_figures(report)
     assert_monitoring(report)
     assert_failover(report)
+    assert_lab_verdict(report)
     # Each step's time is recorded (docs/benchmarks.md quotes them; no budget is asserted here).
     timings = json.loads((STATE / "timings.json").read_text())
     assert timings["changed"] == 0 and timings["verify_exit"] == 0

@@ -38,6 +38,12 @@ class NotApplicable(Exception):
     """Raised by a check when it finds at run time that it cannot apply (reason in the message)."""
 
 
+class NothingPlanned(NotApplicable):
+    """The plan expects nothing of this kind on the subject (no NCCL environment for its pool, no RDMA device on the
+    host, no default quotas): the row is NOT APPLICABLE, and for the sign-off it is no missing evidence, since the
+    plan asks for none (kiln/verify/verdict.py)."""
+
+
 class CheckError(RuntimeError):
     """The check could not produce a measurement (tool missing, command failed, bad configuration)."""
 
@@ -78,12 +84,24 @@ class Check(ABC):
         return [Subject(f"{target.group} ({len(hosts)} hosts, from {launcher})", ordered)]
 
     def not_applicable(self, ctx: Context, target: AcceptanceTarget, subject: Subject) -> str | None:
+        """The reason the subject's hosts lack what the target requires, or None. Raises NothingPlanned where the plan
+        gives a host none of it (a storage-only pool's host in a GPU check's group)."""
+        self.planned_for(ctx, target, subject)
         for req in target.requires:
             for h in subject.hosts:
                 reason = ctx.probe(h, req)
                 if reason:
                     return reason if len(subject.hosts) == 1 else f"{h}: {reason}"
         return None
+
+    @staticmethod
+    def planned_for(ctx: Context, target: AcceptanceTarget, subject: Subject) -> None:
+        """NothingPlanned when the plan gives one of the subject's hosts none of what the target requires."""
+        for req in target.requires:
+            for h in subject.hosts:
+                lack = ctx.plan_lacks(h, req)
+                if lack:
+                    raise NothingPlanned(lack if len(subject.hosts) == 1 else f"{h}: {lack}")
 
     def prepare(self, ctx: Context, target: AcceptanceTarget, subject: Subject) -> None:  # noqa: B027 - optional hook
         """Once before the runs of a subject (push binaries, lay out files)."""

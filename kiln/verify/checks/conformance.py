@@ -21,7 +21,7 @@ from kiln.lustre.lustre_quota import QUOTA_TYPES, parse_default_quota, quota_dri
 from kiln.plan.groups import LNET_ROUTERS, LUSTRE_CLIENTS, LUSTRE_MDS, LUSTRE_MGS, LUSTRE_OSS, LUSTRE_SERVERS
 from kiln.plan.model import AcceptanceTarget, Layout, Tunable
 from kiln.plan.tuning import is_namespaced_sysctl
-from kiln.verify.checks.check import CheckError, Conformance, Findings, NotApplicable, Subject, register
+from kiln.verify.checks.check import CheckError, Conformance, Findings, NothingPlanned, Subject, register
 from kiln.verify.checks.context import Context
 from kiln.verify.checks.options import Variables, var
 from kiln.verify.checks.remote import drop_env_file, push_env_file, quote, with_env_file
@@ -54,7 +54,7 @@ class Sysctls(Conformance):
         host = subject.hosts[0]
         tun = [t for t in ctx.plan.tunables if t.apply == "sysctl"]
         if not tun:
-            raise NotApplicable("the plan sets no sysctls")
+            raise NothingPlanned("the plan sets no sysctls")
         container = ctx.in_container(host)
         script = "; ".join(
             f"printf '%s\\t%s\\t%s\\n' {quote(t.param)} \"$(sysctl -n {quote(t.param)} 2>&1 | tr -s '\\t\\n' '  ')\" "
@@ -94,7 +94,7 @@ class NcclConf(Conformance):
         ph = ctx.plan_host(host)
         pool = next((n for n in ctx.plan.nccl if ph and n.pool == ph.pool), None)
         if pool is None:
-            raise NotApplicable(f"the plan has no NCCL environment for this host's pool ({ph.pool if ph else '?'})")
+            raise NothingPlanned(f"the plan has no NCCL environment for this host's pool ({ph.pool if ph else '?'})")
         r = ctx.run(host, "cat /etc/nccl.conf", 30)
         out = Findings(raw={"nccl.conf": r.stdout})
         if not r.ok:
@@ -257,7 +257,7 @@ class RdmaPorts(Conformance):
             expected = [{"device": n.device, "role": n.role, "rate_gbps": n.link_Gbps}
                         for n in (ph.nics if ph else ()) if n.device]
         if not expected:
-            raise NotApplicable("the plan expects no RDMA device on this host")
+            raise NothingPlanned("the plan expects no RDMA device on this host")
         script = "; ".join(
             f"d={quote(e['device'])}; p=/sys/class/infiniband/$d/ports/1; "
             "printf '%s|%s|%s\\n' \"$d\" \"$(cat $p/state 2>&1)\" \"$(cat $p/rate 2>&1)\"" for e in expected)
@@ -382,7 +382,7 @@ class LustreTunables(Conformance):
         host = subject.hosts[0]
         tun = tunables_for(ctx, host)
         if not tun:
-            raise NotApplicable("the plan sets no Lustre tunable for this host's role")
+            raise NothingPlanned("the plan sets no Lustre tunable for this host's role")
         page = ctx.run(host, "getconf PAGESIZE", 30)
         page_size = int(page.stdout.strip()) if page.ok and page.stdout.strip().isdigit() else 4096
         out = Findings()
@@ -472,7 +472,7 @@ class LustreLayouts(Conformance):
     def compare(self, ctx: Context, target: AcceptanceTarget, subject: Subject) -> Findings:
         host = subject.hosts[0]
         if not ctx.plan.layouts:
-            raise NotApplicable("the plan has no directory layouts")
+            raise NothingPlanned("the plan has no directory layouts")
         out = Findings()
         raw: list[str] = []
         for lay in ctx.plan.layouts:
@@ -510,7 +510,7 @@ class LustreQuotas(Conformance):
     def compare(self, ctx: Context, target: AcceptanceTarget, subject: Subject) -> Findings:
         host = subject.hosts[0]
         if not ctx.plan.quota_defaults:
-            raise NotApplicable("the plan sets no default quotas (lustre.quotas.defaults)")
+            raise NothingPlanned("the plan sets no default quotas (lustre.quotas.defaults)")
         out = Findings()
         raw: list[str] = []
         for q in ctx.plan.quota_defaults:

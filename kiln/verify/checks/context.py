@@ -84,6 +84,19 @@ class Context:
 
     # ---- what a host has (cached per host) -------------------------------------------------------------
 
+    def plan_lacks(self, host: str, requirement: str) -> str | None:
+        """Why the plan gives `host` none of `requirement` (a GPU, an RDMA device, local NVMe), or None."""
+        ph = self.plan_host(host)
+        if ph is None:
+            return None
+        if requirement == "gpu" and not ph.gpus:
+            return "the plan puts no GPU on this host"
+        if requirement == "rdma" and not any(n.device for n in ph.nics):
+            return "the plan gives this host no RDMA device"
+        if requirement == "nvme" and self.plan.local_nvme_mount(ph.pool) is None:
+            return "the plan gives this host no local NVMe"
+        return None
+
     def probe(self, host: str, requirement: str) -> str | None:
         """None when `host` has `requirement`, else the not-applicable reason."""
         key = (host, requirement)

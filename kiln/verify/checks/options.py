@@ -108,6 +108,9 @@ class Options:
     only: tuple[str, ...] = ()
     hosts_pattern: str | None = None
     workers: int = 4
+    # benchmarks whose hosts share nothing (local fio, GPU copies) run on this many hosts at once; 0: as `workers`;
+    # 1 where the hosts share one machine (the podman lab), so that no two bandwidth figures split a disk or a core
+    benchmark_workers: int = 0
     backend_template: str | None = None
     command_timeout_s: float = 900.0
     workdir: str = "/tmp/kiln-verify"  # scratch directory on the hosts (tool output, pushed binaries)
@@ -121,6 +124,10 @@ class Options:
     s3_endpoint: str | None = None  # default: every object-store host's storage address:s3_port
     s3_access_key: str | None = None  # default: the plan's access key id
     s3_secret_key: str | None = field(default=None, repr=False)  # from KILN_S3_SECRET_KEY; never reported
+    # re-verification: reuse an earlier report's still-valid measurements (kiln/verify/reuse.py) unless `full`
+    full: bool = False
+    reuse_from: str | None = None  # an earlier report (directory or report.json); default: the --out directory's
+    reuse_max_age_h: float = 24.0  # a measurement older than this is taken again
     variables: tuple[Variables, ...] = ()  # the variable sets this run sets; var() gives the defaults of others
 
     def var(self, variables: type[V]) -> V:

@@ -16,18 +16,20 @@ import json
 
 from kiln import knowledge
 from kiln.plan.model import AcceptanceTarget
-from kiln.verify.checks.check import CheckError, Conformance, Findings, NotApplicable, Subject, register
+from kiln.verify.checks.check import CheckError, Conformance, Findings, NothingPlanned, Subject, register
 from kiln.verify.checks.conformance import master_hosts
 from kiln.verify.checks.context import Context
 from kiln.verify.checks.remote import quote
 
 CONNECT_TIMEOUT_S = 3.0
 
-# One TCP connect per (address, port): open, refused (RST: reached, nothing listening) or dropped (timeout).
+# One TCP connect per (address, port), all at once (a dropped port costs the timeout once, not once per port): open,
+# refused (RST: reached, nothing listening) or dropped (timeout).
 _PROBE_PY = r"""
 import json, socket, sys
-out = []
-for addr, port in json.loads(sys.argv[1]):
+from concurrent.futures import ThreadPoolExecutor
+def probe(pair):
+    addr, port = pair
     s = socket.socket(socket.AF_INET6 if ":" in addr else socket.AF_INET)
     s.settimeout(float(sys.argv[2]))
     try:
@@ -40,8 +42,10 @@ for addr, port in json.loads(sys.argv[1]):
         state = "error " + str(e)
     finally:
         s.close()
-    out.append([addr, port, state])
-print(json.dumps(out))
+    return [addr, port, state]
+pairs = json.loads(sys.argv[1])
+with ThreadPoolExecutor(max(1, len(pairs))) as pool:
+    print(json.dumps(list(pool.map(probe, pairs))))
 """
 
 
@@ -61,7 +65,7 @@ class ObjectstoreExposure(Conformance):
         client = subject.hosts[0]
         store = ctx.plan.objectstore
         if store.backend != "seaweedfs" or not store.hosts:
-            raise NotApplicable("the plan deploys no SeaweedFS (external object store)")
+            raise NothingPlanned("the plan deploys no SeaweedFS (external object store)")
         probes: list[tuple[str, int, str, bool]] = []  # address, port, what, should be reachable
         # The one planned exception: the filer's gRPC port for the model service's subscription, open to the
         # receivers of dataflow.models entries with filer_access only (kiln/render/firewall.py).

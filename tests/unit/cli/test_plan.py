@@ -132,3 +132,18 @@ def test_inventory_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert pool["nccl_env"]["NCCL_IB_DISABLE"] == "1"
     everything = "".join(p.read_text() for p in tmp_path.rglob("*.yml"))
     assert "secret" not in everything.lower().replace("credentials_secret", "")
+
+
+def test_validate_fail_on_warning_fails_a_stack_with_warnings(capsys: pytest.CaptureFixture[str]) -> None:
+    """--fail-on error (the default) passes a stack that has only warnings; --fail-on warning fails it (exit 2) and
+    prints every warning; a stack without warnings passes both."""
+    assert main(["validate", "lab"]) == 0
+    assert "lab: spec is valid" in capsys.readouterr().out
+    assert main(["validate", "lab", "--fail-on", "warning"]) == 2
+    out, err = capsys.readouterr()
+    assert "warning" in out and "--fail-on warning fails" in out
+    assert "objectstore.nodes = 1" in err and "fix: add S3 gateways" in err
+    assert main(["validate", "dev", "--fail-on", "warning"]) == 0
+    assert main(["validate", "dev", "--fail-on", "error"]) == 0
+    with pytest.raises(SystemExit):
+        main(["validate", "dev", "--fail-on", "notice"])

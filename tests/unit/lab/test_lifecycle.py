@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
 from kiln.deploy.runner import parse_recap
-from kiln.lab.lifecycle import VERIFY_OPTIONS, Lab, LabError
+from kiln.lab import lifecycle
+from kiln.lab.lifecycle import VERIFY_OPTIONS, Lab, LabError, lab_outcome
 from kiln.verify.checks.network import Iperf3Variables
 from kiln.verify.checks.objectstore import WarpVariables
 from kiln.verify.checks.options import Options
@@ -97,3 +100,49 @@ def test_the_lab_deploys_the_mover_with_its_stack_wheelhouse_and_fast_tier(tmp_p
     # The role is in the site playbook, after the object store it talks to.
     site = (ROOT / "playbooks" / "site.yml").read_text()
     assert site.index("plays/objectstore.yml") < site.index("plays/datamover.yml")
+
+
+def _missing(check: str, verdict: str, requires: list[str]) -> dict[str, object]:
+    return {"check": check, "subject": "gpu001", "verdict": verdict, "reason": "r", "requires": requires,
+            "required_why": "w"}
+
+
+def test_the_lab_accepts_only_an_incomplete_for_what_it_cannot_measure() -> None:
+    lacking = [_missing("gpu.h2d_bw", "NOT_APPLICABLE", ["gpu"]),
+               _missing("storage.ior_easy_read", "NOT_APPLICABLE", ["lustre"]),
+               _missing("health.clock", "NOT_APPLICABLE", ["clock"]),
+               _missing("network.iperf3", "NOT_RUN", [])]  # left out by a --only pass
+    ok, lines = lab_outcome({"summary": {"verdict": "INCOMPLETE", "missing": lacking}})
+    assert ok and lines[0].startswith("gpu: no GPU in a podman container — gpu.h2d_bw")
+    assert [line.split(":")[0] for line in lines] == ["gpu", "lustre", "clock"]
+    for other in (_missing("objectstore.s3_put", "ERROR", ["objectstore"]),  # a flake is never expected
+                  _missing("storage.fio_local_read", "NOT_APPLICABLE", ["nvme"]),  # the lab has its volumes
+                  _missing("*", "NOT_RUN", [])):  # nothing measured
+        assert not lab_outcome({"summary": {"verdict": "INCOMPLETE", "missing": [*lacking, other]}})[0], other
+    assert not lab_outcome({"summary": {"verdict": "REJECTED", "missing": lacking}})[0]
+    assert lab_outcome({"summary": {"verdict": "ACCEPTED WITH WAIVERS", "missing": []}}) == (True, [])
+
+
+def test_lab_verify_measures_everything_after_a_converge_that_changed_something(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lab = lifecycle.Lab.load("lab")
+    lab.root, lab.state = tmp_path, tmp_path / ".kiln" / "lab"
+    (lab.state / "secrets").mkdir(parents=True)
+    (lab.state / "secrets" / "s3.env").write_text("KILN_S3_ACCESS_KEY=a\nKILN_S3_SECRET_KEY=b\n")
+    seen: list[list[str]] = []
+
+    def fake_run(cmd: list[str], **_: object) -> subprocess.CompletedProcess[str]:
+        seen.append(cmd)
+        return subprocess.CompletedProcess(cmd, 3)
+
+    monkeypatch.setattr(lifecycle.subprocess, "run", fake_run)
+    report = lab.state / "report" / "report.json"
+    report.parent.mkdir()
+    report.write_text(json.dumps({"summary": {"verdict": "INCOMPLETE", "missing": [
+        _missing("gpu.h2d_bw", "NOT_APPLICABLE", ["gpu"])]}}))
+    assert lab.verify(full=True) == 0 and "--full" in seen[-1]
+    assert "--option" in seen[-1] and "benchmark_workers=1" in seen[-1]
+    assert lab.verify() == 0 and "--full" not in seen[-1]
+    report.write_text(json.dumps({"summary": {"verdict": "INCOMPLETE", "missing": [
+        _missing("objectstore.s3_put", "ERROR", ["objectstore"])]}}))
+    assert lab.verify() == 3  # an ERROR is not what a lab lacks: verify's exit code stands

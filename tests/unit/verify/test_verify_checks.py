@@ -12,10 +12,11 @@ import pytest
 from kiln.lustre.lustre_common import values_equal
 from kiln.plan.model import AcceptanceTarget
 from kiln.verify.checks import REGISTRY
-from kiln.verify.checks.check import CheckError, NotApplicable, Rep, Subject
+from kiln.verify.checks.check import CheckError, NotApplicable, Rep, Sample, Subject
 from kiln.verify.checks.conformance import ObjectstoreServicesVariables
 from kiln.verify.checks.launch import launch_command
 from kiln.verify.checks.network import Iperf3Variables
+from kiln.verify.checks.objectstore import WarpVariables, analysis_segment_ms
 from kiln.verify.checks.options import Options
 from kiln.verify.checks.storage import FioVariables, StorageVariables
 from kiln.verify.parsers import ParseError
@@ -502,3 +503,51 @@ def test_exposure_probe_tells_open_from_refused() -> None:
     out = subprocess.run([sys.executable, "-c", _PROBE_PY, pairs, "2"], capture_output=True, text=True, check=True)
     srv.close()
     assert [state for _, _, state in json.loads(out.stdout)] == ["open", "refused"]
+
+
+def warp_put(fixture: str, *rules: tuple[str, tuple[int, str, str]],
+             variables: WarpVariables | None = None) -> tuple[Sample, FakeRemote]:
+    """objectstore.s3_put on a TEST DOUBLE launcher that answers warp with a real run's output."""
+    out = (FIX / f"warp/{fixture}.json").read_text()
+    r = (FakeRemote("gpu001").on("command -v warp", (0, "/usr/local/bin/warp\n", ""))
+         .on(r"warp --version", (0, "warp version v1.0.0 - b3452c34f08a\n", "")).on(r"warp put", (0, out, ""))
+         .on(r"^rm -f|^mkdir", (0, "", "")))
+    for pattern, answer in rules:
+        r.on(pattern, answer)
+    opts = Options(s3_secret_key="s3cr3t", variables=(variables or WarpVariables(duration_s=5, concurrent=16),))
+    ctx = context({"gpu001": r, "s3-01": FakeRemote("s3-01").on(".*", (0, "", ""))}, opts)
+    chk = REGISTRY["objectstore.s3_put"]
+    [subject] = chk.subjects(ctx, target("objectstore.s3_put"))
+    chk.prepare(ctx, target("objectstore.s3_put"), subject)
+    return chk.measure(ctx, target("objectstore.s3_put"), subject, REP), r
+
+
+def test_warp_analysis_segment_fits_the_run() -> None:
+    """A 5 s run is analysed in 250 ms segments (warp's own 1 s leaves a loaded PUT without two); 30 s runs keep
+    warp's 1 s. The figure is warp's own analysis where it has one."""
+    s, r = warp_put("put_short")
+    assert "--analyze.dur 250ms" in s.raw["command.txt"]
+    assert s.value == pytest.approx(0.0789, abs=5e-4) and "figure" not in s.info
+    assert analysis_segment_ms(30) == 1000 and analysis_segment_ms(2) == 100
+    assert any(c.startswith("rm -f") and ".csv.zst" in c for c in r.commands)  # the record is removed
+
+
+def test_warp_skipped_analysis_is_judged_on_the_runs_total() -> None:
+    """A real run whose analysis warp skipped (load 9): the figure is the run's total from warp's per-operation
+    record, said so in the row; not a failure hidden, not an ERROR without cause."""
+    ops = (FIX / "warp/put_skipped.ops.tsv").read_text()
+    s, _ = warp_put("put_skipped", (r"zstd -dc", (0, ops, "")))
+    assert s.value == pytest.approx(184549376 / 6.5747 / 1e9, rel=1e-3)  # 44 × 4 MiB from first start to last end
+    assert s.info["figure"] == "run total" and s.raw["ops.tsv"] == ops
+    assert any("warp's analysis skipped PUT" in d and "44 requests" in d for d in s.details)
+
+
+def test_warp_skipped_analysis_without_a_usable_record_is_an_error() -> None:
+    ops = (FIX / "warp/put_skipped.ops.tsv").read_text()
+    with pytest.raises(CheckError, match="zstd, which reads warp's per-operation record, is missing"):
+        warp_put("put_skipped", (r"zstd -dc", (127, "", "")))
+    failed = ops.replace("\t\t2026", "\tconnection reset\t2026", 1)  # one request failed: no figure
+    with pytest.raises(CheckError, match="1 of 44 PUT requests failed"):
+        warp_put("put_skipped", (r"zstd -dc", (0, failed, "")))
+    with pytest.raises(CheckError, match="only 16 of 32 warp streams finished"):
+        warp_put("put_skipped", (r"zstd -dc", (0, ops, "")), variables=WarpVariables(duration_s=5, concurrent=32))

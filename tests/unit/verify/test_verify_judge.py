@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kiln.plan.model import AcceptanceTarget
-from kiln.verify.judge import Verdict, effective, exit_code, judge, stats, verdict_for
+from kiln.verify.judge import Verdict, effective, judge, stats, verdict_for
 
 PERF = AcceptanceTarget(
     check="storage.fio_local_read", metric="bw", unit="GB/s", expected=10.0, warn=9.0, fail=7.5, why="test",
@@ -59,14 +59,10 @@ def test_messages_name_thresholds() -> None:
     assert "warn threshold 9" in judge(PERF, [8.0], 0.1).message
 
 
-def test_strict_and_exit_codes() -> None:
+def test_strict_counts_not_applicable_as_fail() -> None:
     na = Verdict.NOT_APPLICABLE
     assert effective(na, strict=False) is na and effective(na, strict=True) is Verdict.FAIL
-    assert exit_code([Verdict.PASS, Verdict.WARN, na]) == 0
-    assert exit_code([Verdict.PASS, na], strict=True) == 1
-    assert exit_code([Verdict.PASS, Verdict.ERROR]) == 1
-    assert exit_code([Verdict.FAIL]) == 1
-    assert exit_code([]) == 0
+    assert effective(Verdict.ERROR, strict=True) is Verdict.ERROR
 
 
 def test_stats_rejects_bad_input() -> None:

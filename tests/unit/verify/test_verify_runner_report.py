@@ -3,6 +3,7 @@ backends and the CLI, with TEST DOUBLE checks and remotes."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 from pathlib import Path
@@ -53,11 +54,12 @@ class Na(Check):
         raise NotApplicable("no widget")
 
 
-def tgt(check: str, scope: str = "host", requires: tuple[str, ...] = ()) -> AcceptanceTarget:
+def tgt(check: str, scope: str = "host", requires: tuple[str, ...] = (), required: bool = True) -> AcceptanceTarget:
     return AcceptanceTarget(
         check=check, metric="bw", unit="GB/s", expected=10.0, warn=9.0, fail=7.5, why="because",
         scope=scope,  # type: ignore[arg-type]
-        higher_is_better=True, group="kiln_compute", requires=requires,
+        higher_is_better=True, group="kiln_compute", requires=requires, required=required,
+        required_why="test" if required else "test: the plan has no widget",
     )
 
 
@@ -140,8 +142,9 @@ def make_run(tmp_path: Path, fake_checks: None, strict: bool = False) -> VerifyR
     Seq.values = itertools.cycle([10.0, 5.0])
     opts = Options(strict=strict)
     r = runner(tmp_path, options=opts, hosts=("gpu001",), warmup=0, repetitions=1)
-    rows = r.run([tgt("test.seq"), tgt("test.seq"), tgt("test.na")])
-    plan, _, _ = lab()
+    targets = (tgt("test.seq"), tgt("test.seq"), tgt("test.na", required=False))
+    rows = r.run(list(targets))
+    plan = dataclasses.replace(lab()[0], targets=targets)  # the sign-off covers these targets only
     return VerifyRun("lab", plan, r.ctx.acceptance, opts, rows, ["gpu001"], "test", 0.0, 1.0, tmp_path)
 
 
@@ -150,15 +153,16 @@ def test_report_files(tmp_path: Path, fake_checks: None) -> None:
     paths = write_report(run)
     assert [p.name for p in paths] == ["report.json", "report.md", "report.html"]
     d = json.loads((tmp_path / "report.json").read_text())
-    assert d["schema"] == REPORT_SCHEMA and d["summary"]["exit_code"] == 1
+    assert d["schema"] == REPORT_SCHEMA and d["summary"]["exit_code"] == 1 and d["summary"]["verdict"] == "REJECTED"
     assert d["summary"]["counts"] == {"PASS": 1, "WARN": 0, "FAIL": 1, "NOT_APPLICABLE": 1, "ERROR": 0}
     row = next(x for x in d["results"] if x["verdict"] == "FAIL")
     assert row["target"]["expected"] == 10.0 and row["measured"]["median"] == 5.0
     assert row["runbook"] == "docs/runbooks/acceptance-storage.md#testseq"
     md = (tmp_path / "report.md").read_text()
     assert "| FAIL | `test.seq` | gpu001 | 10 GB/s (warn < 9, fail < 7.5) | 5 GB/s |" in md
-    assert "## Where to look first" in md and "## Not applicable (never a pass)" in md and "## Sign-off" in md
-    assert "NOT ACCEPTED" in render_html(run) and "<script" not in render_html(run)
+    assert "## Sign-off: **REJECTED** (exit code 1)" in md and "## Where to look first" in md
+    assert "- NOT APPLICABLE, 1 row (not required by this plan): no widget — test.na on gpu001" in md
+    assert "Sign-off: REJECTED" in render_html(run) and "<script" not in render_html(run)
 
 
 def test_html_report_escapes_check_output(tmp_path: Path, fake_checks: None) -> None:
@@ -230,11 +234,12 @@ def test_a_waived_fail_stays_fail_in_the_report_and_does_not_fail_the_run(tmp_pa
     row = next(r for r in run.results if r.verdict is Verdict.FAIL)
     assert row.waiver.startswith("the lab's two shared cores")
     assert [r.waiver for r in run.results if r.verdict is not Verdict.FAIL] == ["", ""]  # PASS and N/A untouched
-    assert run.exit_code == 0 and run.counts()["FAIL"] == 1
+    assert run.exit_code == 4 and run.counts()["FAIL"] == 1  # ACCEPTED WITH WAIVERS
     d = json.loads(write_report(run)[0].read_text())
-    assert d["summary"]["waived"] == 1 and d["summary"]["exit_code"] == 0
+    assert d["summary"]["waived"] == 1 and d["summary"]["exit_code"] == 4
+    assert d["summary"]["verdict"] == "ACCEPTED WITH WAIVERS"
     assert "FAIL · WAIVED: the lab's two shared cores" in render_markdown(run)
-    assert "1 FAIL waived" in render_html(run)
+    assert "1 FAIL\nwaived" in render_html(run)
     strict = VerifyRun("lab", run.plan, run.acceptance, Options(strict=True), run.results, run.hosts, "test", 0.0,
                        1.0, tmp_path)
     assert strict.exit_code == 1  # a strict sign-off takes no exceptions

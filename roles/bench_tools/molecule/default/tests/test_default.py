@@ -22,6 +22,7 @@ def state(host):
         ("iperf3", "iperf3 --version", "iperf 3"),
         ("perftest", "ib_write_bw --help", "ib_write_bw"),
         ("jq", "jq --version", "jq-"),
+        ("zstd", "zstd --version", "Zstandard"),
     ],
 )
 def test_debian_tools_run_and_are_recorded(host, state, tool, cmd, expect):
