@@ -20,6 +20,8 @@ from kiln.spec import ClusterSpec, load_stack
 EXIT_OK = 0  # done
 EXIT_FAIL = 1  # the command ran and something failed (a FAIL row, a policy violation, an unexpected error)
 EXIT_SPEC = 2  # bad spec or usage: nothing written
+EXIT_DISRUPTIVE = 3  # kiln diff: a change needs a restart, remount, failover, removal or reboot
+EXIT_REFUSED = 4  # kiln diff: a change kiln refuses to apply (a reformat, a loss of data)
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
 
 STACK_HELP = "stack name (dev → stacks/Pulumi.dev.yaml) or path to a stack file (anything with a / or ending in .yaml)"

@@ -38,6 +38,7 @@ from kiln.plan.sizing import build_sizing
 from kiln.plan.targets import build_targets
 from kiln.plan.topology import build_groups, build_hosts, build_routes, build_target_map, lnet_nets, naming_warnings
 from kiln.plan.tuning import build_tunables, nccl_pools
+from kiln.plan.versions import build_versions
 from kiln.spec.errors import SpecError, SpecIssue, suggest
 from kiln.spec.models import ClusterSpec
 
@@ -129,8 +130,9 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
         spec=spec, hosts=hosts, targets=lustre_targets, tunables=tunables, objectstore=objectstore,
         demand_read_GBps=sizing.demand_read_GBps,
     )
+    versions, version_issues = build_versions(spec)
     found = [
-        *tunable_issues, *layout_issues, *quota_issues, *mkfs_issues(spec, lustre_targets, mgs_nids),
+        *version_issues, *tunable_issues, *layout_issues, *quota_issues, *mkfs_issues(spec, lustre_targets, mgs_nids),
         *sizing_issues, *os_issues, *df_issues, *mon_issues,
     ]
     errors = [i for i in found if i.severity == "error"]
@@ -175,4 +177,5 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
         lustre=build_lustre(spec, lustre_targets),
         compute_pools=build_compute_pools(spec),
         kubernetes=build_kubernetes(spec),
+        versions=versions,
     )
