@@ -100,6 +100,11 @@ def cmd_diff(args: argparse.Namespace) -> int:
     except RecordError as exc:
         log.error("%s", exc)
         return EXIT_SPEC
+    other = sorted({str(r.get("stack")) for r in recorded.values()} - {plan.stack})
+    if other:
+        log.error("%s: the recorded plan is of stack %s, not %s; fix: give the record of this stack's converge "
+                  "(--recorded inventory/%s)", where, ", ".join(other), plan.stack, plan.stack)
+        return EXIT_SPEC
     changes = diff_records(recorded, host_records(plan))
     digests = {str(r.get("plan_digest")) for r in recorded.values()}
     code = exit_code(changes)

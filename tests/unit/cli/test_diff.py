@@ -67,8 +67,10 @@ def test_a_missing_or_bad_record_is_a_usage_error_without_traceback(tmp_path: Pa
     bad = tmp_path / "bad.json"
     bad.write_text("{not json", encoding="utf-8")
     assert main(["diff", "lab", "--recorded", str(bad)]) == EXIT_SPEC
+    assert main(["diff", "dev", "--recorded", str(_record_dir(tmp_path))]) == EXIT_SPEC
     err = capsys.readouterr().err
     assert "Traceback" not in err and "fix:" in err and "not a readable JSON record" in err
+    assert "the recorded plan is of stack lab, not dev" in err
 
 
 def test_the_inventory_carries_each_host_record(tmp_path: Path) -> None:
