@@ -1,4 +1,5 @@
-"""The `kiln` command line. Exit codes: 0 ok, 1 failure, 2 bad spec or usage (nothing written), 130 interrupted.
+"""The `kiln` command line. Exit codes: 0 ok, 1 failure, 2 bad spec or usage (nothing written), 3 and 4 `kiln diff`'s
+disruptive and refused changes (kiln/cli/diff.py), 130 interrupted.
 
 A stack is named (`dev` → stacks/Pulumi.dev.yaml under --stacks-dir, $KILN_STACKS_DIR or ./stacks; see
 kiln.spec.stack_path) or given as a path. The command's output (the plan, the report, what was written)
@@ -7,8 +8,8 @@ the user unless asked for with -v/--debug.
 
 Layout: kiln.cli.common holds what every command shares (loading a stack, writing files, the shared
 options, the exit codes, the reporting path); one module per command group registers its subcommands
-(init; plan: validate, plan, inventory; deploy; render: render, monitoring; verify; lab; data). Command modules import
-kiln.cli.common, never this module; nothing outside kiln.cli imports the CLI.
+(init; plan: validate, plan, inventory; diff; deploy; render: render, monitoring; verify; lab; data). Command
+modules import kiln.cli.common, never this module; nothing outside kiln.cli imports the CLI.
 """
 
 from __future__ import annotations
@@ -21,13 +22,13 @@ from collections.abc import Sequence
 from importlib import metadata
 
 from kiln import __version__
-from kiln.cli import data, deploy, init, lab, plan, render, verify
+from kiln.cli import data, deploy, diff, init, lab, plan, render, verify
 from kiln.cli.common import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, EXIT_SPEC, common_options, setup_logging
 from kiln.spec import SpecError
 
 __all__ = ["EXIT_FAIL", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_SPEC", "main", "parser", "version"]
 
-COMMAND_GROUPS = (init, plan, deploy, render, verify, lab, data)  # in the order `kiln --help` lists them
+COMMAND_GROUPS = (init, plan, diff, deploy, render, verify, lab, data)  # in the order `kiln --help` lists them
 
 log = logging.getLogger(__name__)
 

@@ -23,6 +23,8 @@ EXIT_FAIL = 1  # the command ran and something failed (kiln verify: REJECTED; a 
 EXIT_SPEC = 2  # bad spec or usage: nothing written (kiln validate --fail-on warning: a warning)
 EXIT_INCOMPLETE = 3  # kiln verify: INCOMPLETE, evidence a sign-off needs was not measured
 EXIT_WAIVED = 4  # kiln verify: ACCEPTED WITH WAIVERS, every FAIL is waived (acceptance.waivers)
+EXIT_DISRUPTIVE = 3  # kiln diff: a change needs a restart, remount, failover, removal or reboot
+EXIT_REFUSED = 4  # kiln diff: a change kiln refuses to apply (a reformat, a loss of data)
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
 
 STACK_HELP = "stack name (dev → stacks/Pulumi.dev.yaml) or path to a stack file (anything with a / or ending in .yaml)"

@@ -44,6 +44,7 @@ from kiln.plan.sizing import build_sizing
 from kiln.plan.targets import build_targets
 from kiln.plan.topology import build_groups, build_hosts, build_routes, build_target_map, lnet_nets, naming_warnings
 from kiln.plan.tuning import build_tunables, nccl_pools
+from kiln.plan.versions import build_versions
 from kiln.spec.errors import SpecError, SpecIssue, suggest
 from kiln.spec.models import ClusterSpec
 
@@ -159,8 +160,9 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
         demand_read_GBps=sizing.demand_read_GBps,
     )
     ha, ha_issues = build_ha(spec, hosts, lustre_targets)
+    versions, version_issues = build_versions(spec)
     found = [
-        *tunable_issues, *layout_issues, *quota_issues, *mkfs_issues(spec, lustre_targets, mgs_nids),
+        *version_issues, *tunable_issues, *layout_issues, *quota_issues, *mkfs_issues(spec, lustre_targets, mgs_nids),
         *sizing_issues, *capacity_issues, *degraded_issues(spec, sizing, degraded), *os_issues, *df_issues,
         *mon_issues, *ha_issues,
     ]
@@ -212,4 +214,5 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
         compute_pools=build_compute_pools(spec),
         kubernetes=build_kubernetes(spec),
         ha=ha,
+        versions=versions,
     )

@@ -629,6 +629,19 @@ class KubernetesPlan:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class VersionsPlan:
+    """The versions the nodes run (spec `versions`, lustre.version), checked against kiln/knowledge/compat.yaml."""
+
+    lustre_server: str
+    lustre_client: str
+    gpu_driver: int  # NVIDIA driver branch
+    cuda: str
+    nccl: str
+    doca: str  # DOCA-Host on hosts with RDMA ports
+    kernel: str  # kernel series
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Plan:
     schema: str
     stack: str
@@ -667,6 +680,7 @@ class Plan:
     compute_pools: tuple[ComputePoolPlan, ...]
     kubernetes: KubernetesPlan
     ha: HaPlan  # failover pairs (kiln/plan/ha.py)
+    versions: VersionsPlan
 
     def host(self, name: str) -> Host:
         for h in self.hosts:

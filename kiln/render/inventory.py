@@ -18,6 +18,7 @@ from kiln.node.health import expectations
 from kiln.plan.dataflow import systemd_calendar
 from kiln.plan.groups import LUSTRE_CLIENTS, LUSTRE_MDS, LUSTRE_MGS, LUSTRE_OSS, LUSTRE_SERVERS, pool_group
 from kiln.plan.model import ComputePoolPlan, Host, LustreTarget, Nic, Plan, Tunable
+from kiln.plan.record import host_record
 from kiln.plan.tuning import is_namespaced_sysctl
 from kiln.render.firewall import firewall_rules
 
@@ -164,6 +165,8 @@ def _host_vars(plan: Plan, h: Host) -> dict[str, Any]:
         # kiln-health's expectations (roles/monitoring writes them to /etc/kiln/health.json)
         out["monitoring_health_expect"] = asdict(expectations(plan, h.name, nvme))
     out["firewall_rules"] = firewall_rules(plan, h)
+    # What this converge applies here, recorded on the host and beside the inventory (playbooks/plays/record.yml).
+    out["kiln_deployed_record"] = host_record(plan, h)
     return out
 
 

@@ -1221,6 +1221,33 @@ class Monitoring(Model):
     )
 
 
+class Versions(Model):
+    """Versions the nodes run, pinned so an upgrade is a reviewed spec change (kiln/knowledge/compat.yaml)."""
+
+    lustre_client: Literal["2.15", "2.16"] | None = Field(
+        default=None,
+        description="Lustre release line of the clients; unset: the servers' (lustre.version). Must interoperate "
+        "with the servers' line (kiln/knowledge/compat.yaml lustre_interop).",
+    )
+    gpu_driver: int = Field(default=550, ge=400, le=999, description="NVIDIA driver branch of the GPU nodes (550).")
+    cuda: str = Field(
+        default="12.4", pattern=r"^[0-9]{2}\.[0-9]$",
+        description="CUDA toolkit of the GPU nodes; needs a driver branch at least its minimum (compat.yaml).",
+    )
+    nccl: str = Field(
+        default="2.21.5", pattern=r"^[0-9]\.[0-9]{1,2}\.[0-9]{1,2}$",
+        description="NCCL release; needs a build for the pinned CUDA (compat.yaml nccl_cuda).",
+    )
+    doca: str = Field(
+        default="2.9", pattern=r"^[0-9]\.[0-9]{1,2}$",
+        description="NVIDIA DOCA-Host (OFED) release of RDMA hosts; needs the kernel series (compat.yaml).",
+    )
+    kernel: str = Field(
+        default="6.1", pattern=r"^[0-9]\.[0-9]{1,2}$",
+        description="Kernel series every host runs (Debian 12: 6.1).",
+    )
+
+
 class ClusterSpec(Model):
     """One environment: the `kiln:cluster` object of stacks/Pulumi.<env>.yaml."""
 
@@ -1245,6 +1272,9 @@ class ClusterSpec(Model):
     )
     monitoring: Monitoring = Field(
         default_factory=Monitoring, description="Prometheus, alerts, exporters and Lustre snapshots."
+    )
+    versions: Versions = Field(
+        default_factory=Versions, description="Pinned versions of the node software (compatibility checked)."
     )
     overrides: dict[OverrideId, OverrideValue] = Field(
         default_factory=dict,

@@ -20,6 +20,7 @@ NEEDS = {
     "lab": "deploys podman hosts (the lab)",
     "data": "moves data between a live object store and Lustre",
     "deploy": "configures a cluster's hosts over SSH",
+    "diff": "compares the spec with the plan a converge recorded on a cluster",
 }
 
 

@@ -173,7 +173,7 @@ def role_vars(role: str, host: str, extra: Mapping[str, Any] | None = None) -> d
     variables.update({
         "ansible_facts": facts, **{f"ansible_{k}": v for k, v in facts.items()},
         "inventory_hostname": inv_host, "role_path": str(ROLES / role), "ansible_check_mode": False,
-        "ansible_play_hosts": [inv_host], "ansible_play_batch": [inv_host],
+        "ansible_play_hosts": [inv_host], "ansible_play_batch": [inv_host], "inventory_dir": "/srv/inventory",
         "groups": {g: sorted(h) for g, h in inv.groups.items()},
         "hostvars": all_host_vars(stack), "ansible_managed": "Ansible managed",
         f"{role}_config_only": False, "kiln_allow_not_applicable": False,

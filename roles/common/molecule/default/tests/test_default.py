@@ -122,3 +122,10 @@ def test_thp_unit(host, state):
     assert f"[{state['transparent_hugepages']['kernel_policy']}]" in kernel
     assert state["transparent_hugepages"]["applied"] is False
     assert "kernel-wide" in state["transparent_hugepages"]["not_applicable"]
+
+
+def test_the_deployed_plan_record_is_the_inventory_s(host):
+    record = yaml.safe_load((pathlib.Path(__file__).parent.parent / "vars" / "record-lab.yml").read_text())
+    f = host.file("/etc/kiln/deployed-plan.json")
+    assert f.user == "root" and f.mode == 0o644  # root_only is false: it names no credential
+    assert json.loads(f.content_string) == record["common_molecule_record"]

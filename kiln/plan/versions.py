@@ -1,0 +1,82 @@
+"""The versions the nodes run, checked against the compatibility matrix (kiln/knowledge/compat.yaml).
+
+A combination the matrix does not name is refused: Lustre clients and servers that do not interoperate, a CUDA
+toolkit newer than the driver branch runs, an NCCL release without a build for the CUDA version, a DOCA-Host
+release without drivers for the kernel series.
+"""
+
+from __future__ import annotations
+
+from kiln.knowledge import compat
+from kiln.plan.model import VersionsPlan
+from kiln.spec.errors import SpecIssue
+from kiln.spec.models import ClusterSpec
+
+FIX_SOURCE = "kiln/knowledge/compat.yaml lists the supported combinations with their sources"
+
+
+def build_versions(spec: ClusterSpec) -> tuple[VersionsPlan, list[SpecIssue]]:
+    """The pinned versions and the combinations the matrix refuses."""
+    v = spec.versions
+    plan = VersionsPlan(
+        lustre_server=spec.lustre.version, lustre_client=v.lustre_client or spec.lustre.version,
+        gpu_driver=v.gpu_driver, cuda=v.cuda, nccl=v.nccl, doca=v.doca, kernel=v.kernel,
+    )
+    return plan, [*_lustre(plan), *_cuda(plan), *_nccl(plan), *_doca(plan)]
+
+
+def _minor(version: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in version.split("."))
+
+
+def _lustre(v: VersionsPlan) -> list[SpecIssue]:
+    entry = compat.load().lustre_interop.get(v.lustre_client)
+    if entry is not None and v.lustre_server in entry.servers:
+        return []
+    servers = ", ".join(entry.servers) if entry else "none known"
+    return [SpecIssue("versions.lustre_client", v.lustre_client,
+                      f"Lustre {v.lustre_client} clients are not supported with {v.lustre_server} servers "
+                      f"(servers they may mount: {servers})",
+                      f"pin a client line that interoperates with lustre.version {v.lustre_server}; {FIX_SOURCE}")]
+
+
+def _cuda(v: VersionsPlan) -> list[SpecIssue]:
+    table = compat.load().cuda_driver
+    entry = table.get(v.cuda)
+    if entry is None:
+        return [SpecIssue("versions.cuda", v.cuda, "is not in the compatibility matrix",
+                          f"pin one of {', '.join(table)}; {FIX_SOURCE}")]
+    if v.gpu_driver >= entry.min_driver:
+        return []
+    return [SpecIssue("versions.gpu_driver", v.gpu_driver,
+                      f"driver branch {v.gpu_driver} is older than CUDA {v.cuda} needs ({entry.reason}; "
+                      f"{entry.source})",
+                      f"pin versions.gpu_driver {entry.min_driver} or newer, or an older versions.cuda")]
+
+
+def _nccl(v: VersionsPlan) -> list[SpecIssue]:
+    table = compat.load().nccl_cuda
+    entry = table.get(v.nccl)
+    if entry is None:
+        return [SpecIssue("versions.nccl", v.nccl, "is not in the compatibility matrix",
+                          f"pin one of {', '.join(table)}; {FIX_SOURCE}")]
+    cuda = _minor(v.cuda)
+    if any(_minor(b)[0] == cuda[0] and _minor(b) <= cuda for b in entry.cuda_builds):
+        return []
+    return [SpecIssue("versions.nccl", v.nccl,
+                      f"has no build for CUDA {v.cuda} (builds: {', '.join(entry.cuda_builds)}; {entry.source})",
+                      f"pin a CUDA version of the same major at or after a build, or another NCCL; {FIX_SOURCE}")]
+
+
+def _doca(v: VersionsPlan) -> list[SpecIssue]:
+    table = compat.load().doca_kernel
+    entry = table.get(v.doca)
+    if entry is None:
+        return [SpecIssue("versions.doca", v.doca, "is not in the compatibility matrix",
+                          f"pin one of {', '.join(table)}; {FIX_SOURCE}")]
+    if v.kernel in entry.kernels:
+        return []
+    return [SpecIssue("versions.kernel", v.kernel,
+                      f"DOCA-Host {v.doca} has no driver build for kernel {v.kernel} (kernels: "
+                      f"{', '.join(entry.kernels)}; {entry.source})",
+                      f"run a supported kernel series or pin a DOCA-Host release that supports {v.kernel}")]
