@@ -19,6 +19,7 @@ import hashlib
 import json
 
 from kiln.plan.dataflow import build_dataflow
+from kiln.plan.kafka import build_kafka
 from kiln.plan.layouts import build_layouts
 from kiln.plan.mkfs import mkfs_issues
 from kiln.plan.model import PLAN_SCHEMA, AcceptanceTarget, LustreTarget, Plan, Sizing
@@ -129,9 +130,10 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
         spec=spec, hosts=hosts, targets=lustre_targets, tunables=tunables, objectstore=objectstore,
         demand_read_GBps=sizing.demand_read_GBps,
     )
+    kafka, kafka_issues = build_kafka(spec)
     found = [
         *tunable_issues, *layout_issues, *quota_issues, *mkfs_issues(spec, lustre_targets, mgs_nids),
-        *sizing_issues, *os_issues, *df_issues, *mon_issues,
+        *sizing_issues, *os_issues, *df_issues, *mon_issues, *kafka_issues,
     ]
     errors = [i for i in found if i.severity == "error"]
     if errors:
@@ -169,6 +171,7 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
         warnings=warnings,
         dataflow=dataflow,
         quota_defaults=quota_defaults,
+        kafka=kafka,
         networks=build_networks(spec),
         inventory=build_inventory(spec),
         rdma=build_rdma(spec),

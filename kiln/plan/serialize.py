@@ -8,6 +8,7 @@ targets[] (check, metric, unit, expected, warn, fail, why, ...). GB/s = 10^9 byt
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -18,6 +19,7 @@ from kiln.plan.model import (
     DataflowPlan,
     DataLinkPlan,
     Host,
+    KafkaPlan,
     Layer,
     Layout,
     LustreTarget,
@@ -186,6 +188,13 @@ def _model_flow(m: ModelFlowPlan) -> dict[str, Any]:
         "targets": list(m.targets),
         "filer_access": m.filer_access,
     }
+
+
+def kafka_dict(k: KafkaPlan | None) -> dict[str, Any] | None:
+    """The `kafka` section (docs/plan-json.md): the token stream; None when the stack declares none."""
+    if k is None:
+        return None
+    return dataclasses.asdict(k)
 
 
 def dataflow_dict(df: DataflowPlan | None) -> dict[str, Any] | None:
@@ -374,6 +383,7 @@ def plan_to_dict(plan: Plan, include_hosts: bool = True) -> dict[str, Any]:
         "objectstore": _objectstore(plan.objectstore),
         "groups": {g: list(v) for g, v in plan.groups.items()},
         "dataflow": dataflow_dict(plan.dataflow),
+        "kafka": kafka_dict(plan.kafka),
         "monitoring": _monitoring(plan, include_hosts),
     }
     if include_hosts:
