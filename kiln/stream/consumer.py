@@ -98,39 +98,51 @@ class TokenConsumer:
                 with self._lock:
                     while self._order.buffered() >= self.prefetch_messages and not self._stop.is_set():
                         self._lock.wait(0.1)
+                got = []
                 for m in self._client.consume(num_messages=FETCH_MESSAGES, timeout=0.1):
                     err = m.error()
                     if err is not None and err.code() != KafkaError._PARTITION_EOF:
                         raise RuntimeError(f"fetch failed on {self.topic}: {err}")
                     if err is None:
-                        with self._lock:
-                            self._order.add(m.partition(), m.offset(), m.value())
-                            self._lock.notify_all()
+                        got.append((m.partition(), m.offset(), m.value()))
+                if got:
+                    with self._lock:  # one hand-over per fetch, not per message
+                        for partition, offset, value in got:
+                            self._order.add(partition, offset, value)
+                        self._lock.notify_all()
         except BaseException as exc:  # handed to the training thread by next_batch()
             with self._lock:
                 self._failure = exc
                 self._lock.notify_all()
 
-    def _message(self, timeout: float) -> bytes:
-        deadline = time.monotonic() + timeout
+    def _messages(self, count: int, timeout: float) -> list[bytes]:
+        """The next `count` messages in order, waiting at most `timeout` seconds for each."""
+        out: list[bytes] = []
         with self._lock:
-            while not self._order.ready():
+            deadline = time.monotonic() + timeout
+            while len(out) < count:
+                if self._order.ready():
+                    out.append(self._order.take()[1])
+                    deadline = time.monotonic() + timeout
+                    continue
                 if self._failure is not None:
                     raise self._failure
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"no message for {timeout:g} s on partition "
                                        f"{self._order.partitions[self._order.cursor]} of {self.topic}")
+                self._lock.notify_all()  # room freed: the fetcher may go on
                 self._lock.wait(0.05)
-            _, value = self._order.take()
             self._lock.notify_all()
-            return value
+        return out
 
     def next_batch(self, timeout: float = 60.0) -> np.ndarray[Any, Any]:
         """The next (batch_messages, tokens_per_message) token ids of this rank, in its fixed order."""
         self.start()
-        rows = [self._decode(self._message(timeout)) for _ in range(self.batch_messages)]
+        batch = np.empty((self.batch_messages, self.tokens_per_message), dtype=self.dtype)
+        for i, value in enumerate(self._messages(self.batch_messages, timeout)):
+            batch[i] = self._decode(value)
         self._account(self.batch_messages * self.tokens_per_message)
-        return np.stack(rows)
+        return batch
 
     def _decode(self, value: bytes) -> np.ndarray[Any, Any]:
         tokens = np.frombuffer(value, dtype=self.dtype)

@@ -108,7 +108,8 @@ def test_offsets_deleted_by_retention_stop_the_stream() -> None:
 
 def test_a_message_of_the_wrong_shape_is_refused() -> None:
     topic = Topic.of("tokens", 2)
-    topic.logs = {0: [np.arange(TOKENS + 1, dtype=np.uint32).tobytes()], 1: []}
+    good = np.arange(TOKENS, dtype=np.uint32).tobytes()
+    topic.logs = {0: [np.arange(TOKENS + 1, dtype=np.uint32).tobytes(), good], 1: [good, good]}
     c = _consumer(topic, rank=0, world=1, seed=0)
     with pytest.raises(ValueError, match="disagree on the shape"):
         c.next_batch(timeout=2)
