@@ -17,7 +17,7 @@ help:
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[infra,ops,test,dataflow]'
+	$(BIN)/pip install -q -e '.[infra,ops,test,dataflow,stream]'
 	@rm -f $(VENV)/.installed-*; touch $@
 
 venv: $(STAMP)

@@ -24,6 +24,7 @@ from kiln.render.manifests import (
     NCCL_CONFIG,
     OBJECT_STORE,
     SECRET_SOURCE_ANNOTATION,
+    TOKEN_STREAM,
     ComponentKind,
     Obj,
     is_builtin,
@@ -204,3 +205,13 @@ class DataMover(KilnComponent):
 
     def _collect(self) -> None:
         self.workloads = [*self.of_kind("Job"), *self.of_kind("CronJob"), *self.of_kind("Deployment")]
+
+
+class TokenStream(KilnComponent):
+    """The Kafka token stream: the Strimzi operator, the KRaft node pools, the cluster, its topics and users."""
+
+    kind = TOKEN_STREAM
+    topics: list[pulumi.CustomResource]
+
+    def _collect(self) -> None:
+        self.topics = self.of_kind("KafkaTopic")

@@ -21,6 +21,7 @@ from kiln.infra.components import (
     Monitoring,
     NcclConfig,
     ObjectStore,
+    TokenStream,
 )
 from kiln.plan import build_plan
 from kiln.plan.model import Plan
@@ -34,6 +35,7 @@ from kiln.render.manifests import (
     MONITORING,
     NCCL_CONFIG,
     OBJECT_STORE,
+    TOKEN_STREAM,
     build_manifests,
     credentials_config_key,
     jwt_config_key,
@@ -103,6 +105,7 @@ def main() -> Program:
     acceptance = AcceptanceSuite(f"{name}-acceptance", comps[ACCEPTANCE],
                                  depends_on=[*base, nccl, lustre, store, monitoring])
     mover = DataMover(f"{name}-dataflow", comps[DATAFLOW], depends_on=[*base, lustre, store, monitoring])
+    stream = TokenStream(f"{name}-kafka", comps[TOKEN_STREAM], depends_on=[*base, monitoring])
 
     outputs: dict[str, Any] = {
         "endpoints": {
@@ -117,5 +120,5 @@ def main() -> Program:
     }
     for k, v in outputs.items():
         pulumi.export(k, v)
-    built: list[KilnComponent] = [gpu, nccl, lustre, store, monitoring, acceptance, mover]
+    built: list[KilnComponent] = [gpu, nccl, lustre, store, monitoring, acceptance, mover, stream]
     return Program(plan, {c.kind.module: c for c in built}, outputs)

@@ -491,6 +491,38 @@ class CapacityFile(_File):
     files: Files
 
 
+class StrimziRelease(Entry):
+    """The Strimzi release kiln renders for and the Kafka versions it runs (kafka.yaml)."""
+
+    release: Words
+    kafka_versions: tuple[str, ...] = Field(min_length=1)
+    source: Words
+
+
+Codec = Literal["zstd", "lz4", "gzip", "snappy", "none"]
+TokenDtype = Literal["uint16", "uint32"]
+
+
+class KafkaFile(_File):
+    """What sizes a Kafka cluster that feeds training (kafka.yaml)."""
+
+    strimzi: StrimziRelease
+    baremetal_versions: Sourced[tuple[str, ...]]
+    flops_per_token_per_param: Sourced[float]
+    mfu: Sourced[float]
+    gpu_peak_bf16_tflops: dict[str, Sourced[float]]
+    codec_ratio: dict[TokenDtype, dict[Codec, Sourced[float]]]
+    replay_headroom: Sourced[float]
+    retention_safety: Sourced[float]
+    broker_disk_fill: Sourced[float]
+    broker_write_MBps: Sourced[float]
+    partitions_per_broker_max: Sourced[int]
+    controllers: Sourced[int]
+    broker_heap_GB: Sourced[float]
+    max_message_overhead_bytes: Sourced[int]
+    highly_composite: Sourced[tuple[int, ...]]
+
+
 class Knowledge(Entry):
     """Every knowledge file, validated."""
 
@@ -502,6 +534,7 @@ class Knowledge(Entry):
     protection: ProtectionFile
     ports: PortsFile
     capacity: CapacityFile
+    kafka: KafkaFile
 
     # Shortcuts for the figures most code asks for.
     @property
@@ -556,6 +589,7 @@ def load() -> Knowledge:
         protection=_read("protection.yaml", ProtectionFile),
         ports=_read("ports.yaml", PortsFile),
         capacity=_read("capacity.yaml", CapacityFile),
+        kafka=_read("kafka.yaml", KafkaFile),
     )
 
 
@@ -568,4 +602,5 @@ FILES: dict[str, type[BaseModel]] = {
     "protection.yaml": ProtectionFile,
     "ports.yaml": PortsFile,
     "capacity.yaml": CapacityFile,
+    "kafka.yaml": KafkaFile,
 }

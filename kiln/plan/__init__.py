@@ -23,6 +23,7 @@ from kiln.plan.capacity import build_capacity
 from kiln.plan.dataflow import build_dataflow
 from kiln.plan.degraded import build_degraded, degraded_issues
 from kiln.plan.ha import build_ha, ha_targets
+from kiln.plan.kafka import build_kafka
 from kiln.plan.layouts import build_layouts
 from kiln.plan.mkfs import mkfs_issues
 from kiln.plan.model import PLAN_SCHEMA, AcceptanceTarget, LustreTarget, Plan, Sizing
@@ -159,12 +160,13 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
         spec=spec, hosts=hosts, targets=lustre_targets, tunables=tunables, objectstore=objectstore,
         demand_read_GBps=sizing.demand_read_GBps,
     )
+    kafka, kafka_issues = build_kafka(spec)
     ha, ha_issues = build_ha(spec, hosts, lustre_targets)
     versions, version_issues = build_versions(spec)
     found = [
         *version_issues, *tunable_issues, *layout_issues, *quota_issues, *mkfs_issues(spec, lustre_targets, mgs_nids),
         *sizing_issues, *capacity_issues, *degraded_issues(spec, sizing, degraded), *os_issues, *df_issues,
-        *mon_issues, *ha_issues,
+        *mon_issues, *ha_issues, *kafka_issues,
     ]
     errors = [i for i in found if i.severity == "error"]
     if errors:
@@ -207,6 +209,7 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
         quota_defaults=quota_defaults,
         capacity=capacity,
         degraded=degraded,
+        kafka=kafka,
         networks=build_networks(spec),
         inventory=build_inventory(spec),
         rdma=build_rdma(spec),

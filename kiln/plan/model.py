@@ -642,6 +642,62 @@ class VersionsPlan:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class KafkaSetting:
+    """One Kafka configuration value the plan sets, with why and where that comes from."""
+
+    name: str  # the Kafka property (producer, consumer, topic or broker config)
+    value: str
+    reason: str
+    source: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KafkaTopicPlan:
+    """One token topic, sized from the job that consumes it (kiln.plan.kafka, docs/kafka.md)."""
+
+    name: str
+    pool: str  # the consuming compute pool
+    nodes: int
+    ranks_per_node: int
+    consumers: int  # nodes × ranks_per_node: one rank reads partitions / consumers partitions
+    partitions: int
+    replication: int
+    min_insync_replicas: int
+    compression: str
+    dtype: str
+    tokens_per_message: int
+    message_bytes: int  # uncompressed payload
+    bytes_per_token: float  # after the codec
+    tokens_per_s_node: float
+    tokens_per_s_how: str  # given, or the derivation with its figures
+    consume_MBps: float  # the whole job, after the codec
+    ingress_MBps: float  # consume × replay headroom
+    retention_hours: float
+    retention_needed_hours: float  # oldest kept checkpoint's age + restart time
+    retained_GB: float  # every replica of the retention window
+    settings: tuple[KafkaSetting, ...]  # topic configs (KafkaTopic spec.config)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KafkaPlan:
+    """A KRaft Kafka cluster that streams token ids to training (spec pipeline.kafka)."""
+
+    mode: str  # strimzi | baremetal
+    version: str
+    strimzi_release: str  # the release whose CRDs the rendered resources follow
+    namespace: str
+    auth: str
+    controllers: int
+    brokers: int
+    brokers_by: dict[str, int]  # what each constraint needs: replication, retention, ingress, partitions
+    storage_GB_per_broker: float
+    topics: tuple[KafkaTopicPlan, ...]
+    producer: tuple[KafkaSetting, ...]
+    consumer: tuple[KafkaSetting, ...]
+    broker: tuple[KafkaSetting, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Plan:
     schema: str
     stack: str
@@ -671,6 +727,7 @@ class Plan:
     quota_defaults: tuple[QuotaDefault, ...] = ()  # lfs setquota -U/-G/-P (lustre.quotas.defaults)
     capacity: Capacity | None = None  # usable space and inodes against the workload's (kiln.plan.capacity)
     degraded: Degraded | None = None  # one OSS / one MDS down (kiln.plan.degraded)
+    kafka: KafkaPlan | None = None  # the token stream (kiln.plan.kafka)
     # What the adapters (inventory, firewall, manifests, lab, verify) take as the spec gives it: their only input
     # is the plan (kiln/plan/settings.py builds these).
     networks: NetworksPlan

@@ -8,6 +8,7 @@ targets[] (check, metric, unit, expected, warn, fail, why, ...). GB/s = 10^9 byt
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -23,6 +24,7 @@ from kiln.plan.model import (
     DataLinkPlan,
     Degraded,
     Host,
+    KafkaPlan,
     Layer,
     Layout,
     LustreTarget,
@@ -197,6 +199,13 @@ def _model_flow(m: ModelFlowPlan) -> dict[str, Any]:
         "targets": list(m.targets),
         "filer_access": m.filer_access,
     }
+
+
+def kafka_dict(k: KafkaPlan | None) -> dict[str, Any] | None:
+    """The `kafka` section (docs/plan-json.md): the token stream; None when the stack declares none."""
+    if k is None:
+        return None
+    return dataclasses.asdict(k)
 
 
 def dataflow_dict(df: DataflowPlan | None) -> dict[str, Any] | None:
@@ -432,6 +441,7 @@ def plan_to_dict(plan: Plan, include_hosts: bool = True) -> dict[str, Any]:
         "objectstore": _objectstore(plan.objectstore),
         "groups": {g: list(v) for g, v in plan.groups.items()},
         "dataflow": dataflow_dict(plan.dataflow),
+        "kafka": kafka_dict(plan.kafka),
         "monitoring": _monitoring(plan, include_hosts),
     }
     if include_hosts:

@@ -958,6 +958,8 @@ class Dataflow(Model):
 
 #: Namespaces Kubernetes reserves for its own components (kube-system, kube-public, kube-node-lease).
 KUBERNETES_NAMESPACE_PREFIX = "kube-"
+
+
 class Images(Model):
     """kiln's own container images, as the cluster pulls them (kiln publishes none: build them with
     scripts/build-mover-image.sh and scripts/build-health-image.sh and push them to your registry)."""
@@ -1248,6 +1250,97 @@ class Versions(Model):
     )
 
 
+KAFKA_VERSION_RE = r"^[0-9]{1,2}\.[0-9]{1,3}\.[0-9]{1,3}$"
+
+
+class KafkaConsumers(Model):
+    """Who reads a topic: one training job on one compute pool, each rank reading its own partitions."""
+
+    pool: Name = Field(description="The compute pool the training job runs on (every node of it consumes).")
+    ranks_per_node: int | None = Field(
+        default=None, ge=1, le=64, description="Consuming processes per node; default the pool's GPUs per node."
+    )
+    tokens_per_s_per_node: float | None = Field(
+        default=None, gt=0, le=1e9,
+        description="Tokens one node trains on per second. Omitted: derived from the model size, the pool's GPUs "
+        "and mfu (6 FLOPs per parameter per token, docs/kafka.md).",
+    )
+    model_params_B: BillionParams | None = Field(
+        default=None,
+        description="Model size in billions of parameters (to derive tokens_per_s_per_node); default "
+        "workload.model_params_B.",
+    )
+    mfu: float | None = Field(
+        default=None, gt=0, le=1,
+        description="Model FLOPs utilisation for the derivation; default 0.40 (kiln/knowledge/kafka.yaml).",
+    )
+    checkpoint_interval_min: Minutes | None = Field(
+        default=None, description="Minutes between the job's checkpoints; default workload.checkpoint.interval_min."
+    )
+    checkpoints_kept: int = Field(default=3, ge=1, le=1000, description="Checkpoints the job keeps to resume from.")
+    restart_min: Minutes = Field(
+        default=60, description="Minutes from a crash to the job consuming again (requeue, load, warm-up)."
+    )
+
+
+class KafkaTopicSpec(Model):
+    """One token topic: fixed-size messages of token ids, consumed by one training job."""
+
+    name: K8sName = Field(description="Topic name (also the KafkaTopic's metadata.name).")
+    partitions: Annotated[int, Field(ge=1, le=100000)] | Literal["auto"] = Field(
+        default="auto",
+        description="Partitions; auto: the smallest highly composite multiple of the consumer count. A given count "
+        "must be a multiple of the consumers (nodes × ranks per node).",
+    )
+    replication: int = Field(default=3, ge=1, le=7, description="Replicas of each partition.")
+    min_insync_replicas: int = Field(
+        default=2, ge=1, le=7, description="Replicas that must have a write before acks=all acknowledges it."
+    )
+    compression: Literal["zstd", "lz4", "gzip", "snappy", "none"] = Field(
+        default="zstd", description="Producer codec (gzip caps a producer at a few MB/s; zstd or lz4 do not)."
+    )
+    retention_hours: Annotated[float, Field(gt=0, le=87600)] | Literal["auto"] = Field(
+        default="auto",
+        description="How long messages stay; auto: 1.5 × (oldest kept checkpoint's age + restart time), at least a "
+        "day. Shorter than the oldest kept checkpoint plus the restart time is refused.",
+    )
+    tokens_per_message: int = Field(default=2048, ge=1, le=1048576, description="Token ids per message.")
+    dtype: Literal["uint16", "uint32"] = Field(
+        default="uint32", description="Token id type (uint16 when the vocabulary has at most 65,536 entries)."
+    )
+    consumers: KafkaConsumers = Field(description="The training job that reads the topic.")
+
+
+class Kafka(Model):
+    """A Kafka cluster in KRaft mode that streams token ids to training."""
+
+    mode: Literal["strimzi", "baremetal"] = Field(
+        default="strimzi",
+        description="strimzi: Kafka, KafkaNodePool and KafkaTopic resources on Kubernetes; baremetal: the kafka role.",
+    )
+    version: Annotated[str, Field(pattern=KAFKA_VERSION_RE)] = Field(
+        default="4.3.1", description="Kafka version (with strimzi: one the pinned Strimzi release runs)."
+    )
+    controllers: Annotated[int, Field(ge=1, le=9)] | Literal["auto"] = Field(
+        default="auto", description="KRaft controllers; auto: 3."
+    )
+    brokers: Annotated[int, Field(ge=1, le=1000)] | Literal["auto"] = Field(
+        default="auto", description="Brokers; auto: the most of replication, retained bytes, ingress and partitions."
+    )
+    storage_GB_per_broker: float = Field(default=1000, gt=0, le=1e6, description="Log disk per broker, GB.")
+    namespace: K8sName = Field(default="kafka", description="Kubernetes namespace of the Strimzi resources.")
+    auth: Literal["none", "scram-sha-512", "tls"] = Field(
+        default="none", description="Client authentication (a KafkaUser per consuming job when not none)."
+    )
+    topics: list[KafkaTopicSpec] = Field(min_length=1, max_length=64, description="Token topics.")
+
+
+class Pipeline(Model):
+    """Streams that feed training beside the filesystem."""
+
+    kafka: Kafka | None = Field(default=None, description="A Kafka token stream (docs/kafka.md).")
+
+
 class ClusterSpec(Model):
     """One environment: the `kiln:cluster` object of stacks/Pulumi.<env>.yaml."""
 
@@ -1276,6 +1369,7 @@ class ClusterSpec(Model):
     versions: Versions = Field(
         default_factory=Versions, description="Pinned versions of the node software (compatibility checked)."
     )
+    pipeline: Pipeline | None = Field(default=None, description="Streams feeding training (a Kafka token stream).")
     overrides: dict[OverrideId, OverrideValue] = Field(
         default_factory=dict,
         max_length=1024,

@@ -15,6 +15,7 @@ One module per component, sharing `context` (kinds, the build context, plan and 
     objectstore  ObjectStore: S3 credentials, SeaweedFS chart, buckets
     acceptance   Acceptance: benchmark Jobs whose logs `kiln verify --from-jobs` judges
     dataflow     DataMover: the data mover's stage Jobs/CronJobs and its Deployment (kiln data)
+    kafka        TokenStream: the Strimzi operator and the Kafka token stream (pipeline.kafka, strimzi mode)
     output       YAML files of `kiln render`;  policy: the policy pack's configuration
 
 A new component (e.g. `networkpolicy`: NetworkPolicies per namespace) is one more module with a
@@ -47,6 +48,7 @@ from kiln.render.manifests.context import (
     S3_SECRET_NAME,
     SECRET_SOURCE_ANNOTATION,
     TARGETS_CONFIGMAP,
+    TOKEN_STREAM,
     Component,
     ComponentKind,
     Ctx,
@@ -73,6 +75,7 @@ from kiln.render.manifests.context import (
 from kiln.render.manifests.dataflow import dataflow
 from kiln.render.manifests.gpu import gpu_node_stack, gpu_operator_values
 from kiln.render.manifests.helm import GIT_REPOSITORY, HELM_REPOSITORY, SOURCE_KINDS, HelmChart, helm_chart
+from kiln.render.manifests.kafka import token_stream
 from kiln.render.manifests.lustre import lustre_claim_name, lustre_client, lustre_csi_values, lustre_volume_name
 from kiln.render.manifests.monitoring import kube_prometheus_values, monitoring_stack
 from kiln.render.manifests.nccl import nccl_config, nccl_configmap_name
@@ -99,6 +102,7 @@ BUILDERS: dict[ComponentKind, Callable[[Ctx], list[Obj]]] = {
     MONITORING: monitoring_stack,
     ACCEPTANCE: acceptance,
     DATAFLOW: dataflow,
+    TOKEN_STREAM: token_stream,
 }
 
 
@@ -133,6 +137,7 @@ __all__ = [
     "SECRET_SOURCE_ANNOTATION",
     "SOURCE_KINDS",
     "TARGETS_CONFIGMAP",
+    "TOKEN_STREAM",
     "Component",
     "ComponentKind",
     "Ctx",

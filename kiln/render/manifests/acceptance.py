@@ -50,6 +50,8 @@ CHECK_ANNOTATION = "kiln.io/check"
 GROUP_ANNOTATION = "kiln.io/target-group"
 LOGS_ANNOTATION = "kiln.io/logs-from"
 NCCL_TESTS_BINARY = "/opt/nccl_tests/build/all_reduce_perf"
+
+
 def _targets_configmap(c: Ctx) -> Obj:
     """The plan's targets, for people reading the cluster; `kiln verify` judges against the plan itself."""
     rows = [json.dumps(target_dict(t), sort_keys=True, ensure_ascii=False) for t in c.plan.targets]

@@ -45,8 +45,9 @@ OBJECT_STORE = ComponentKind("objectstore", "ObjectStore", "object-store.yaml")
 ACCEPTANCE = ComponentKind("acceptance", "Acceptance", "acceptance.yaml")
 MONITORING = ComponentKind("monitoring", "Monitoring", "monitoring.yaml")
 DATAFLOW = ComponentKind("dataflow", "DataMover", "dataflow.yaml")
+TOKEN_STREAM = ComponentKind("kafka", "TokenStream", "token-stream.yaml")
 COMPONENT_KINDS: tuple[ComponentKind, ...] = (
-    GPU_NODE_STACK, NCCL_CONFIG, LUSTRE_CLIENT, OBJECT_STORE, MONITORING, ACCEPTANCE, DATAFLOW,
+    GPU_NODE_STACK, NCCL_CONFIG, LUSTRE_CLIENT, OBJECT_STORE, MONITORING, ACCEPTANCE, DATAFLOW, TOKEN_STREAM,
 )
 
 

@@ -1,0 +1,105 @@
+"""TokenStream: the plan's Kafka token stream on Kubernetes, as Strimzi resources (API kafka.strimzi.io/v1).
+
+    Namespace          the stream's namespace (pipeline.kafka.namespace)
+    HelmRelease        the Strimzi Cluster Operator 1.2.0, watching that namespace only
+    KafkaNodePool      `controllers` (KRaft controller role) and `brokers` (broker role), persistent claims
+    Kafka              the cluster: version, listeners, the plan's broker configuration
+    KafkaTopic         one per planned topic: partitions, replicas and the plan's topic configuration
+    KafkaUser          one per consuming pool when the stream authenticates clients (SCRAM-SHA-512 or TLS)
+
+Nothing without `pipeline.kafka` in `strimzi` mode. Every resource validates against the Strimzi 1.2.0 CRD
+schemas (tests/infra/test_strimzi_schemas.py). The operator, not this builder, formats the KRaft storage.
+"""
+
+from __future__ import annotations
+
+from kiln.plan.model import KafkaPlan, KafkaSetting
+from kiln.render.manifests.context import TOKEN_STREAM, Ctx, Obj, obj
+from kiln.render.manifests.helm import helm_release, helm_source
+
+STRIMZI_API = "kafka.strimzi.io/v1"
+CLUSTER_LABEL = "strimzi.io/cluster"  # Strimzi: a node pool, topic or user names its Kafka cluster by this label
+CLUSTER = "kiln-tokens"
+CONTROLLER_VOLUME_GB = 20  # KRaft metadata log: small (Strimzi examples use 100Gi with metadata shared)
+LISTENER_PORT = 9092  # Strimzi's internal listener port (listeners[].port, 9092 is the examples' plain port)
+_BROKER_ONLY = frozenset({"KAFKA_HEAP_OPTS"})  # environment, not broker configuration
+
+
+def token_stream(c: Ctx) -> list[Obj]:
+    """The Strimzi resources of the plan's token stream; nothing unless the stream runs on Kubernetes."""
+    k = c.plan.kafka
+    if k is None or k.mode != "strimzi":
+        return []
+    ns = k.namespace
+    out: list[Obj] = [
+        obj("v1", "Namespace", c.meta(TOKEN_STREAM, ns)),
+        helm_source(c, TOKEN_STREAM, "strimzi_operator"),
+        helm_release(c, TOKEN_STREAM, "strimzi_operator", {"watchNamespaces": []}, namespace=ns),
+        _node_pool(c, k, "controllers", "controller", k.controllers, CONTROLLER_VOLUME_GB),
+        _node_pool(c, k, "brokers", "broker", k.brokers, k.storage_GB_per_broker),
+        _kafka(c, k),
+    ]
+    out += [_topic(c, k, t.name, t.partitions, t.replication, t.settings) for t in k.topics]
+    if k.auth != "none":
+        out += [_user(c, k, pool) for pool in sorted({t.pool for t in k.topics})]
+    return out
+
+
+def _heap(k: KafkaPlan) -> tuple[str, str]:
+    opts = next(s.value for s in k.broker if s.name == "KAFKA_HEAP_OPTS").split()
+    return opts[0].removeprefix("-Xms"), opts[1].removeprefix("-Xmx")
+
+
+def _node_pool(c: Ctx, k: KafkaPlan, name: str, role: str, replicas: int, size_GB: float) -> Obj:
+    xms, xmx = _heap(k)
+    volume: Obj = {"id": 0, "type": "persistent-claim", "size": f"{size_GB:g}G", "deleteClaim": False,
+                   "kraftMetadata": "shared"}
+    spec: Obj = {"replicas": replicas, "roles": [role], "storage": {"type": "jbod", "volumes": [volume]}}
+    if role == "broker":
+        spec["jvmOptions"] = {"-Xms": xms, "-Xmx": xmx}
+    meta = c.meta(TOKEN_STREAM, name, k.namespace, labels={CLUSTER_LABEL: CLUSTER})
+    return obj(STRIMZI_API, "KafkaNodePool", meta, spec=spec)
+
+
+def _config(settings: tuple[KafkaSetting, ...]) -> Obj:
+    """Kafka properties as Strimzi wants them: numbers and booleans typed, the rest strings."""
+    out: Obj = {}
+    for s in settings:
+        if s.name in _BROKER_ONLY:
+            continue
+        out[s.name] = True if s.value == "true" else False if s.value == "false" else (
+            int(s.value) if s.value.isdigit() else s.value)
+    return out
+
+
+def _kafka(c: Ctx, k: KafkaPlan) -> Obj:
+    listener: Obj = {"name": "plain" if k.auth == "none" else "tls", "port": LISTENER_PORT, "type": "internal",
+                     "tls": k.auth != "none"}
+    if k.auth != "none":
+        listener["authentication"] = {"type": k.auth}
+    config = _config(k.broker)
+    config["min.insync.replicas"] = min(t.min_insync_replicas for t in k.topics)
+    spec: Obj = {
+        "kafka": {"version": k.version, "listeners": [listener], "config": config},
+        "entityOperator": {"topicOperator": {}, "userOperator": {}},
+    }
+    return obj(STRIMZI_API, "Kafka", c.meta(TOKEN_STREAM, CLUSTER, k.namespace), spec=spec)
+
+
+def _topic(c: Ctx, k: KafkaPlan, name: str, partitions: int, replicas: int,
+           settings: tuple[KafkaSetting, ...]) -> Obj:
+    meta = c.meta(TOKEN_STREAM, name, k.namespace, labels={CLUSTER_LABEL: CLUSTER})
+    spec: Obj = {"partitions": partitions, "replicas": replicas, "config": _config(settings)}
+    return obj(STRIMZI_API, "KafkaTopic", meta, spec=spec)
+
+
+def _user(c: Ctx, k: KafkaPlan, pool: str) -> Obj:
+    """The consuming pool's user: read and describe on its topics, its consumer group for lag reports."""
+    topics = [t.name for t in k.topics if t.pool == pool]
+    acls: list[Obj] = [{"resource": {"type": "topic", "name": t, "patternType": "literal"},
+                        "operations": ["Read", "Describe"]} for t in topics]
+    acls.append({"resource": {"type": "group", "name": f"kiln-{pool}", "patternType": "prefix"},
+                 "operations": ["Read", "Describe"]})
+    meta = c.meta(TOKEN_STREAM, f"kiln-{pool}", k.namespace, labels={CLUSTER_LABEL: CLUSTER})
+    spec: Obj = {"authentication": {"type": k.auth}, "authorization": {"type": "simple", "acls": acls}}
+    return obj(STRIMZI_API, "KafkaUser", meta, spec=spec)
