@@ -246,7 +246,7 @@ _SECRET_VALUE_PATTERNS = (
     ("a private key", re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----")),
     ("a secret assignment", re.compile(
         r"""(?im)["']?[\w.-]*(secret|password|passwd|token|access_?key|secret_?key|api_?key)[\w.-]*["']?"""
-        r"""\s*[:=]\s*["']?[^\s"',}{\[\]]+""")),
+        r"""\s*[:=]\s*["']?(?![0-9][0-9.]*(?:\s|$|["',}]))[^\s"',}{\[\]]+""")),  # a bare number is a count
 )
 _S3_SECRET = re.compile(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+=]{40}(?![A-Za-z0-9/+=])")
 

@@ -39,7 +39,8 @@ from kiln.yamlio import load_inventory
 from tests.conftest import STACKS
 from tests.infra import k8s_schemas
 
-CUSTOM_KINDS = {"HelmRelease", "HelmRepository", "GitRepository", "NicClusterPolicy", "NetworkAttachmentDefinition",
+CUSTOM_KINDS = {"Kafka", "KafkaNodePool", "KafkaTopic", "KafkaUser",  # Strimzi: tests/infra/test_strimzi_schemas.py
+                "HelmRelease", "HelmRepository", "GitRepository", "NicClusterPolicy", "NetworkAttachmentDefinition",
                 "MPIJob", "PrometheusRule", "ServiceMonitor"}
 
 
@@ -67,13 +68,13 @@ def _kind(objs: dict[str, tuple[Obj, ...]], kind: str) -> list[Obj]:
     return [o for o in _all(objs) if o["kind"] == kind]
 
 
-def test_seven_components_in_order_with_type_tokens() -> None:
+def test_eight_components_in_order_with_type_tokens() -> None:
     _spec, plan = _load("dev")
     comps = build_manifests(plan)
     assert [c.kind.token for c in comps] == ["kiln:gpu:GpuNodeStack", "kiln:nccl:NcclConfig",
                                              "kiln:lustre:LustreClient", "kiln:objectstore:ObjectStore",
                                              "kiln:monitoring:Monitoring", "kiln:acceptance:Acceptance",
-                                             "kiln:dataflow:DataMover"]
+                                             "kiln:dataflow:DataMover", "kiln:kafka:TokenStream"]
     assert [c.kind for c in comps] == list(COMPONENT_KINDS)
     assert sorted(render_manifests(plan)) == sorted(k.file for k in COMPONENT_KINDS)
 

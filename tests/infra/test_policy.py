@@ -101,6 +101,8 @@ def test_gpu_rails_apply_to_every_mpijob_replica() -> None:
     ({"blob": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"}, True),  # AWS's documented example secret shape
     ({"tls.pem": "-----BEGIN RSA PRIVATE KEY-----\nMIIE..."}, True),
     ({"path": "/var/lib/kubelet/plugins/lustre/socketdirs"}, False),
+    ({"stack.yaml": "consumers: {tokens_per_s_per_node: 4800}\ntokens_per_message: 2048\n"}, False),  # counts
+    ({"stack.yaml": "api_token: 4800abc\n"}, True),  # a value that only starts with digits is not a count
 ])
 def test_configmaps_hold_no_secrets(data: dict[str, str], bad: bool) -> None:
     props = {"metadata": {"name": "cm"}, "data": data}

@@ -125,6 +125,7 @@ def _base_spec() -> dict[str, Any]:
         "fault_filesystem": "/mnt/kiln-fault",
     }
     d["networks"]["roce_rails"] = "10.30.0.0/16"
+    d["pipeline"]["kafka"]["namespace"] = "kafka"
     d["hardware"] = {
         "nics": {"vendor-nic-400": {"description": "a NIC the catalog lacks", "link_Gbps": 400,
                                     "fabrics": ["infiniband"], "pcie_gen": 5, "source": "vendor datasheet"}},
