@@ -13,7 +13,7 @@ schemas (tests/infra/test_strimzi_schemas.py). The operator, not this builder, f
 
 from __future__ import annotations
 
-from kiln.plan.model import KafkaPlan, KafkaSetting
+from kiln.plan.model import KafkaPlan, KafkaSetting, KafkaTopicPlan
 from kiln.render.manifests.context import TOKEN_STREAM, Ctx, Obj, obj
 from kiln.render.manifests.helm import helm_release, helm_source
 
@@ -35,11 +35,11 @@ def token_stream(c: Ctx) -> list[Obj]:
         obj("v1", "Namespace", c.meta(TOKEN_STREAM, ns)),
         helm_source(c, TOKEN_STREAM, "strimzi_operator"),
         helm_release(c, TOKEN_STREAM, "strimzi_operator", {"watchNamespaces": []}, namespace=ns),
-        _node_pool(c, k, "controllers", "controller", k.controllers, CONTROLLER_VOLUME_GB),
-        _node_pool(c, k, "brokers", "broker", k.brokers, k.storage_GB_per_broker),
+        _node_pool(c, k, name="controllers", role="controller", replicas=k.controllers, size_GB=CONTROLLER_VOLUME_GB),
+        _node_pool(c, k, name="brokers", role="broker", replicas=k.brokers, size_GB=k.storage_GB_per_broker),
         _kafka(c, k),
     ]
-    out += [_topic(c, k, t.name, t.partitions, t.replication, t.settings) for t in k.topics]
+    out += [_topic(c, k, t) for t in k.topics]
     if k.auth != "none":
         out += [_user(c, k, pool) for pool in sorted({t.pool for t in k.topics})]
     return out
@@ -50,7 +50,7 @@ def _heap(k: KafkaPlan) -> tuple[str, str]:
     return opts[0].removeprefix("-Xms"), opts[1].removeprefix("-Xmx")
 
 
-def _node_pool(c: Ctx, k: KafkaPlan, name: str, role: str, replicas: int, size_GB: float) -> Obj:
+def _node_pool(c: Ctx, k: KafkaPlan, *, name: str, role: str, replicas: int, size_GB: float) -> Obj:
     xms, xmx = _heap(k)
     volume: Obj = {"id": 0, "type": "persistent-claim", "size": f"{size_GB:g}G", "deleteClaim": False,
                    "kraftMetadata": "shared"}
@@ -86,10 +86,9 @@ def _kafka(c: Ctx, k: KafkaPlan) -> Obj:
     return obj(STRIMZI_API, "Kafka", c.meta(TOKEN_STREAM, CLUSTER, k.namespace), spec=spec)
 
 
-def _topic(c: Ctx, k: KafkaPlan, name: str, partitions: int, replicas: int,
-           settings: tuple[KafkaSetting, ...]) -> Obj:
-    meta = c.meta(TOKEN_STREAM, name, k.namespace, labels={CLUSTER_LABEL: CLUSTER})
-    spec: Obj = {"partitions": partitions, "replicas": replicas, "config": _config(settings)}
+def _topic(c: Ctx, k: KafkaPlan, t: KafkaTopicPlan) -> Obj:
+    meta = c.meta(TOKEN_STREAM, t.name, k.namespace, labels={CLUSTER_LABEL: CLUSTER})
+    spec: Obj = {"partitions": t.partitions, "replicas": t.replication, "config": _config(t.settings)}
     return obj(STRIMZI_API, "KafkaTopic", meta, spec=spec)
 
 
