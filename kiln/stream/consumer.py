@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from confluent_kafka import Consumer, KafkaError, TopicPartition  # type: ignore[import-untyped]
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 from prometheus_client import CollectorRegistry, Gauge
 
 from kiln.stream.order import RoundRobin, StreamState, assignment
@@ -104,7 +104,11 @@ class TokenConsumer:
                     if err is not None and err.code() != KafkaError._PARTITION_EOF:
                         raise RuntimeError(f"fetch failed on {self.topic}: {err}")
                     if err is None:
-                        got.append((m.partition(), m.offset(), m.value()))
+                        partition, offset, value = m.partition(), m.offset(), m.value()
+                        if partition is None or offset is None or value is None:
+                            raise RuntimeError(f"{self.topic}: a message without a partition, offset or value "
+                                               "(a tombstone?): the stream holds only token messages")
+                        got.append((partition, offset, value))
                 if got:
                     with self._lock:  # one hand-over per fetch, not per message
                         for partition, offset, value in got:

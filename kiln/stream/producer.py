@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from confluent_kafka import KafkaException, Producer  # type: ignore[import-untyped]
+from confluent_kafka import KafkaException, Producer
 
 
 def read_shard(path: Path, dtype: str) -> np.ndarray[Any, Any]:
