@@ -382,6 +382,8 @@ class Lab:
             )
             where = self.secret_file.relative_to(self.root)
             self.say("inventory", f"generated the lab's S3 secret in {where} (mode 0600)")
+        # kiln deploy from an installed kiln (docs/lab.md) passes the same lab-only settings the configure step does
+        self.say("inventory", f"lab-only settings in {self.lab_vars().relative_to(self.root)}")
 
     def _secret_complete(self) -> bool:
         """The secret file exists and holds both keys (an interrupted older run could leave it empty)."""
