@@ -222,9 +222,18 @@ TOPIC_DOCS = "Apache Kafka documentation, 3.2 Topic-Level Configs"
 BROKER_DOCS = "Apache Kafka documentation, 3.1 Broker Configs"
 
 
+#: Kafka's default message.max.bytes / max.message.bytes (Apache Kafka documentation, 3.1 Broker Configs): never
+#: planned below it.
+KAFKA_DEFAULT_MAX_MESSAGE = 1048588
+
+
+def message_limit(message: int) -> int:
+    """The largest record batch a topic, broker or fetch must take for a message of `message` payload bytes."""
+    return max(KAFKA_DEFAULT_MAX_MESSAGE, message + knowledge.load().kafka.max_message_overhead_bytes.value)
+
+
 def max_message_bytes(topics: list[KafkaTopicPlan]) -> int:
-    overhead = knowledge.load().kafka.max_message_overhead_bytes.value
-    return max(1048588, *(t.message_bytes + overhead for t in topics))
+    return max(message_limit(t.message_bytes) for t in topics)
 
 
 def producer_settings(topics: list[KafkaTopicPlan]) -> tuple[KafkaSetting, ...]:
@@ -256,7 +265,6 @@ def consumer_settings(topics: list[KafkaTopicPlan]) -> tuple[KafkaSetting, ...]:
 
 
 def topic_settings(t: KafkaTopicSpec, message: int, retention_h: float) -> tuple[KafkaSetting, ...]:
-    overhead = knowledge.load().kafka.max_message_overhead_bytes.value
     return (
         _s("min.insync.replicas", t.min_insync_replicas, "replicas an acks=all write must reach",
            TOPIC_DOCS + ", min.insync.replicas"),
@@ -264,7 +272,7 @@ def topic_settings(t: KafkaTopicSpec, message: int, retention_h: float) -> tuple
            "acknowledged message", TOPIC_DOCS + ", unclean.leader.election.enable"),
         _s("retention.ms", int(retention_h * 3_600_000), "the planned retention (resume from the oldest checkpoint)",
            TOPIC_DOCS + ", retention.ms"),
-        _s("max.message.bytes", max(1048588, message + overhead), "one token message and its batch overhead",
+        _s("max.message.bytes", message_limit(message), "one token message and its batch overhead",
            TOPIC_DOCS + ", max.message.bytes"),
         _s("compression.type", "producer", "keep the producer's codec: the broker never recompresses",
            TOPIC_DOCS + ", compression.type"),
