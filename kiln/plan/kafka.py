@@ -46,7 +46,8 @@ def build_kafka(spec: ClusterSpec) -> tuple[KafkaPlan | None, list[SpecIssue]]:
     plan = KafkaPlan(
         mode=kc.mode, version=kc.version, strimzi_release=knowledge.load().kafka.strimzi.release,
         namespace=kc.namespace, auth=kc.auth, controllers=controllers, brokers=brokers, brokers_by=brokers_by,
-        storage_GB_per_broker=kc.storage_GB_per_broker, topics=tuple(topics),
+        storage_GB_per_broker=kc.storage_GB_per_broker, broker_heap_GB=knowledge.load().kafka.broker_heap_GB.value,
+        topics=tuple(topics),
         producer=producer_settings(topics), consumer=consumer_settings(topics), broker=broker_settings(topics),
     )
     return plan, issues

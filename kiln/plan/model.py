@@ -691,6 +691,7 @@ class KafkaPlan:
     brokers: int
     brokers_by: dict[str, int]  # what each constraint needs: replication, retention, ingress, partitions
     storage_GB_per_broker: float
+    broker_heap_GB: float  # the JVM heap of each broker (-Xms = -Xmx); the rest of memory is page cache
     topics: tuple[KafkaTopicPlan, ...]
     producer: tuple[KafkaSetting, ...]
     consumer: tuple[KafkaSetting, ...]

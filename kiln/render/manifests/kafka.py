@@ -45,18 +45,13 @@ def token_stream(c: Ctx) -> list[Obj]:
     return out
 
 
-def _heap(k: KafkaPlan) -> tuple[str, str]:
-    opts = next(s.value for s in k.broker if s.name == "KAFKA_HEAP_OPTS").split()
-    return opts[0].removeprefix("-Xms"), opts[1].removeprefix("-Xmx")
-
-
 def _node_pool(c: Ctx, k: KafkaPlan, *, name: str, role: str, replicas: int, size_GB: float) -> Obj:
-    xms, xmx = _heap(k)
+    heap = f"{k.broker_heap_GB:g}g"
     volume: Obj = {"id": 0, "type": "persistent-claim", "size": f"{size_GB:g}G", "deleteClaim": False,
                    "kraftMetadata": "shared"}
     spec: Obj = {"replicas": replicas, "roles": [role], "storage": {"type": "jbod", "volumes": [volume]}}
     if role == "broker":
-        spec["jvmOptions"] = {"-Xms": xms, "-Xmx": xmx}
+        spec["jvmOptions"] = {"-Xms": heap, "-Xmx": heap}
     meta = c.meta(TOKEN_STREAM, name, k.namespace, labels={CLUSTER_LABEL: CLUSTER})
     return obj(STRIMZI_API, "KafkaNodePool", meta, spec=spec)
 
