@@ -93,19 +93,41 @@ def home(pair: HaPair) -> Placement:
     return {r.name: r.node for r in pair.resources}
 
 
-def restore(ctx: Context, pair: HaPair, via: str, timeout: float) -> list[str]:
-    """Both nodes online, then every target back on its preferred server (pcs resource move: pcs 0.11 removes the
-    constraint it creates once the resource runs there)."""
-    wait_for(ctx, via, pair, lambda _w, online: {n.name for n in pair.nodes} <= online, timeout)
+def settle(ctx: Context, via: str, timeout: float) -> None:
+    """Wait until Pacemaker has no pending action (crm_resource --wait, Pacemaker 2.1 tools/crm_resource.c:
+    wait_till_stable), so a resource being moved or recovered is not mistaken for one that stays put."""
+    ctx.must(via, f"crm_resource --wait --timeout={int(timeout)}s", timeout + 30,
+             what="waiting for the cluster to settle")
+
+
+def all_started(ctx: Context, pair: HaPair, via: str, timeout: float) -> list[str]:
+    """Every target of the pair Started on some node; a target Pacemaker left stopped (a failed probe or start
+    after a fence) is cleaned up once (pcs resource cleanup) so it is recovered, as the runbook does."""
+    settle(ctx, via, timeout)
     where, _ = placement(ctx, via, pair)
-    moved = []
+    stopped = sorted(set(home(pair)) - set(where))
+    for rid in stopped:
+        ctx.must(via, f"pcs resource cleanup {shlex.quote(rid)}", 120, what=f"cleaning up {rid}")
+    if stopped:
+        settle(ctx, via, timeout)
+        wait_for(ctx, via, pair, lambda w, _o: set(w) == set(home(pair)), timeout)
+    return [f"{rid} was stopped: cleaned up and started again" for rid in stopped]
+
+
+def restore(ctx: Context, pair: HaPair, via: str, timeout: float) -> list[str]:
+    """Both nodes online, the cluster settled with every target running, then every target back on its
+    preferred server (pcs resource move: pcs 0.11 removes the constraint it creates once the resource runs
+    there; it refuses a resource that is not running, hence the settling first)."""
+    wait_for(ctx, via, pair, lambda _w, online: {n.name for n in pair.nodes} <= online, timeout)
+    notes = all_started(ctx, pair, via, timeout)
+    where, _ = placement(ctx, via, pair)
     for rid, node in home(pair).items():
         if where.get(rid) != node:
             ctx.must(via, f"pcs resource move {shlex.quote(rid)} {shlex.quote(node)} --wait=120", 180,
                      what=f"moving {rid} back to {node}")
-            moved.append(f"{rid} moved back to {node}")
+            notes.append(f"{rid} moved back to {node}")
     wait_for(ctx, via, pair, lambda w, _o: w == home(pair), timeout)
-    return moved
+    return notes
 
 
 def settled(ctx: Context, pair: HaPair) -> None:
@@ -129,7 +151,7 @@ class _Drill(Check):
     kind = "benchmark"
     single_run = True
     runbook = RUNBOOK
-    tools = ("pcs", "crm_mon", "stonith_admin")
+    tools = ("pcs", "crm_mon", "crm_resource", "stonith_admin")
     variables = (HaVariables,)
 
     def subjects(self, ctx: Context, target: AcceptanceTarget) -> list[Subject]:

@@ -31,15 +31,19 @@ def crm_mon(where: dict[str, str], online: set[str]) -> str:
 
 
 class Cluster:
-    """TEST DOUBLE: Pacemaker as the drills see it; `after` polls of an event, the targets move."""
+    """TEST DOUBLE: Pacemaker as the drills see it; a few polls after an event, the targets move. A crash
+    starts when the drill's crash command has created `crashed` (polls before it are the drill settling)."""
 
-    def __init__(self) -> None:
+    def __init__(self, crashed: Path | None = None) -> None:
         self.where = dict(HOME)
         self.online = {"oss01", "oss02"}
         self.polls = 0
         self.event: str | None = None
+        self.crashed = crashed
 
     def answer(self, command: str) -> tuple[int, str, str]:
+        if self.event == "crash" and self.crashed is not None and not self.crashed.exists():
+            return 0, crm_mon(self.where, self.online), ""
         self.polls += 1
         if self.event == "crash" and self.polls > 3:  # fenced and taken over
             self.where = dict.fromkeys(TARGETS, "oss01")
@@ -58,13 +62,21 @@ class Cluster:
 
     def move(self, command: str) -> tuple[int, str, str]:
         _, _, _, rid, node, *_ = command.split()
+        if rid not in self.where:  # pcs refuses to move a resource that is not running
+            return 1, "", f"Error: It is not possible to move resource '{rid}' as it is not running at the moment"
         self.where[rid] = node
+        return 0, "", ""
+
+    def cleanup(self, command: str) -> tuple[int, str, str]:
+        rid = command.split()[-1]  # a cleaned-up resource is started again where it may run
+        self.where.setdefault(rid, "oss01")
         return 0, "", ""
 
 
 def drill_ctx(tmp_path: Path, cluster: Cluster, **opts: str) -> tuple[Context, dict[str, FakeRemote]]:
     remotes = {h: FakeRemote(h).on(r"crm_mon -1", cluster.answer).on(r"^pcs resource move", cluster.move)
-                                .on(r"ip link set", cluster.link)
+                                .on(r"ip link set", cluster.link).on(r"^pcs resource cleanup", cluster.cleanup)
+                                .on(r"^crm_resource --wait", (0, "", ""))
                for h in ("oss01", "oss02")}
     options = Options().with_values({"ha.drill": "true", **opts})
     return context(remotes, options), remotes
@@ -93,8 +105,8 @@ def test_not_applicable_without_pairs_or_without_the_drill_option(tmp_path: Path
 
 
 def test_partner_loss_measures_the_takeover_and_restores_the_pair(tmp_path: Path) -> None:
-    cluster = Cluster()
     crashed = tmp_path / "crashed"
+    cluster = Cluster(tmp_path / "crashed-oss02")
     ctx, remotes = drill_ctx(tmp_path, cluster, **{"ha.crash_command": f"touch {crashed}-{{host}}"})
     cluster.event = "crash"
     t = target("ha.partner_loss")
@@ -104,6 +116,28 @@ def test_partner_loss_measures_the_takeover_and_restores_the_pair(tmp_path: Path
     assert any("ran throughout" in d for d in sample.details)
     moves = [c for c in remotes["oss01"].commands if c.startswith("pcs resource move")]
     assert sorted(m.split()[3] for m in moves) == ["lab-OST0002", "lab-OST0003"]
+    assert cluster.where == HOME
+
+
+def test_a_target_left_stopped_after_the_crash_is_cleaned_up_before_moving_back(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path / "crashed")
+    ctx, remotes = drill_ctx(tmp_path, cluster, **{"ha.crash_command": f"touch {tmp_path}/crashed"})
+    cluster.event = "crash"
+    original = cluster.answer
+
+    def lose_one(command: str) -> tuple[int, str, str]:  # the partner returns, one target failed to start
+        rc, _, err = original(command)
+        if cluster.event == "back" and "lab-OST0002" in cluster.where and cluster.polls == 6:
+            del cluster.where["lab-OST0002"]
+        return rc, crm_mon(cluster.where, cluster.online), err
+
+    remotes["oss01"].on(r"crm_mon -1", lose_one)
+    sample = PartnerLoss().measure(ctx, target("ha.partner_loss"), Subject("pair", ("oss01", "oss02")),
+                                   Rep(1, 1, False))
+    cmds = remotes["oss01"].commands
+    assert "pcs resource cleanup lab-OST0002" in cmds
+    assert cmds.index("pcs resource cleanup lab-OST0002") < cmds.index(next(c for c in cmds if "move lab-OST0002" in c))
+    assert any("cleaned up" in d for d in sample.details)
     assert cluster.where == HOME
 
 
