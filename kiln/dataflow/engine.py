@@ -50,7 +50,7 @@ class Tuning:
     ranged_min_MiB: int = 256
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Result:
     bytes: int  # bytes rclone transferred
     files: int  # files rclone transferred (skipped identical ones do not count)
@@ -64,6 +64,9 @@ class Result:
     failed: tuple[tuple[str, str], ...] = ()
     rc: int = 0
     error: str = ""
+
+
+NOTHING = Result(bytes=0, files=0, errors=0, seconds=0.0)  # a pass with nothing to transfer
 
 
 def _env(creds: Credentials) -> dict[str, str]:
@@ -147,12 +150,12 @@ def run(
     `extra`: more rclone options (the mover's `--metadata`, `--metadata-set` on a checkpoint's marker)."""
     names = list(files)
     if not names:
-        return Result(0, 0, 0, 0.0)
+        return NOTHING
     lookup = "--fast-list" if traverse(len(names), lake_objects) else "--no-traverse"
     with tempfile.NamedTemporaryFile("w", suffix=".list", delete=False) as lst:
         lst.write("\n".join(names) + "\n")
     try:
-        proc = subprocess.Popen(_argv(src, dst, lst.name, lookup, tuning, extra), env=_env(creds),
+        proc = subprocess.Popen(_argv(src, dst, lst.name, lookup=lookup, tuning=tuning, extra=extra), env=_env(creds),
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         assert proc.stderr is not None
         log = _Log(on_stats)
@@ -168,9 +171,9 @@ def run(
         os.unlink(lst.name)
     last = log.stats
     return Result(
-        int(last.get("bytes", 0)), int(last.get("transfers", 0)), int(last.get("errors", 0)),
-        float(last.get("elapsedTime", 0.0)), frozenset(log.copied), tuple(log.failed.items()), rc,
-        "; ".join(log.errors[-3:]),
+        bytes=int(last.get("bytes", 0)), files=int(last.get("transfers", 0)), errors=int(last.get("errors", 0)),
+        seconds=float(last.get("elapsedTime", 0.0)), copied=frozenset(log.copied), failed=tuple(log.failed.items()),
+        rc=rc, error="; ".join(log.errors[-3:]),
     )
 
 

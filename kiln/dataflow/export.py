@@ -17,7 +17,7 @@ import stat
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from kiln.dataflow import engine, lake, posix
@@ -64,18 +64,19 @@ def export_pass(m: Mover, job: LinkJob, manifest: Manifest, status: Status, file
     w = walk(job, manifest, files, tally, propagate)
     vanished = [k for k in manifest.unseen() if job.wants(k)] if propagate else []
     now = lake_objects(m, job, [c.key for c in w.candidates] + vanished, len(manifest))
-    todo = decide(m, job, manifest, w.candidates, now, tally)
-    todo = renames(m, job, manifest, todo, vanished, now, tally)
+    todo = decide(m, job, manifest, w.candidates, now=now, tally=tally)
+    todo = renames(m, job, manifest, todo, vanished=vanished, now=now, tally=tally)
     status.files_total = status.backlog_files = len(todo)
     status.bytes_total = status.backlog_bytes = sum(c.st.st_size for c in todo)
     status.lag_s = time.time() - min((c.st.st_mtime for c in todo), default=time.time())
     status.state = "transferring"
     m.report(status)
-    res, errors = upload(m, job, todo, w.dirs, status, len(manifest), extra)
+    res, errors = upload(m, job, todo, w.dirs, status=status, held=len(manifest), extra=extra)
     status.state = "verifying"
     m.report(status)
-    record(m, job, manifest, todo, errors, len(manifest), tally, status)
-    delete_vanished(m, job, manifest, [k for k in vanished if k not in {s for s, _ in tally.renamed}], now, tally)
+    record(m, job, manifest, todo, errors=errors, held=len(manifest), tally=tally, status=status)
+    delete_vanished(m, job, manifest, [k for k in vanished if k not in {s for s, _ in tally.renamed}], now=now,
+                    tally=tally)
     status.backlog_bytes = sum(c.st.st_size for c in todo if c.key in tally.failed)
     status.lag_s = 0.0 if not tally.failed else status.lag_s
     conclude(status, tally)
@@ -240,8 +241,7 @@ def upload(m: Mover, job: LinkJob, todo: Sequence[Local], dirs: Sequence[str], s
     res = engine.run(m.creds, str(job.local), engine.remote(job.bucket, job.prefix), files, m.tuning,
                      on_stats=on_stats, lake_objects=held + len(files), extra=[*meta, *extra])
     errors.update({k: f"not uploaded: {why}" for k, why in res.failed})
-    return engine.Result(res.bytes + sent, res.files, res.errors, res.seconds, res.copied, res.failed, res.rc,
-                         res.error), errors
+    return replace(res, bytes=res.bytes + sent), errors
 
 
 def put_small(m: Mover, job: LinkJob, key: str, body: bytes, st: os.stat_result | None) -> int:

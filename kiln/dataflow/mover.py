@@ -125,7 +125,7 @@ class Mover:
         `files`: exactly these paths (relative to job.local), no walk and no deletions (a checkpoint's)."""
         scope = "checkpoint" if direction == "checkpoint" else "link"
         with self.session(f"{job.name}.{scope}") as manifest, self.status(job.name, direction) as st:
-            return export_pass(self, job, manifest, st, files, extra)
+            return export_pass(self, job, manifest, st, files=files, extra=extra)
 
     def verified(self, name: str, root: Path, files: Sequence[str]) -> bool:
         """Whether every file (a checkpoint's) is recorded as verified in the lake with its current size and

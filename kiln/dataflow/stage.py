@@ -16,7 +16,7 @@ import shutil
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -90,7 +90,7 @@ def stage_pass(m: Mover, job: LinkJob, manifest: Manifest, status: Status, metad
     status.bytes_total = status.backlog_bytes = sum(mv.o.size for mv in d.todo)
     if metadata_only:
         conclude(status, tally)
-        return freeze(tally, res=engine.Result(0, 0, 0, 0.0), selected=(d.selected, d.selected_bytes),
+        return freeze(tally, res=engine.NOTHING, selected=(d.selected, d.selected_bytes),
                       seconds=time.monotonic() - t0)
     status.state = "transferring"
     m.report(status)
@@ -98,7 +98,7 @@ def stage_pass(m: Mover, job: LinkJob, manifest: Manifest, status: Status, metad
     t_engine = time.monotonic()
     status.state = "verifying"
     m.report(status)
-    place(m, job, manifest, d.todo, res, errors, tally, status)
+    place(m, job, manifest, d.todo, res=res, errors=errors, tally=tally, status=status)
     t_verify = time.monotonic()
     delete_vanished(job, manifest, gone, tally)
     make_dirs(job, d.dirs, tally)
@@ -228,8 +228,9 @@ def transfer(m: Mover, job: LinkJob, d: Decided, staging: Path, status: Status) 
     extra = 0
     for mv in large:
         try:
-            extra += fetch.fetch(m.s3, job.bucket, job.prefix + mv.o.key, mv.o.size, mv.o.etag, staging / mv.o.key,
-                                 m.tuning.part_size_MiB << 20, m.tuning.concurrency)
+            extra += fetch.fetch(m.s3, job.bucket, job.prefix + mv.o.key, size=mv.o.size, etag=mv.o.etag,
+                                 staged=staging / mv.o.key, part=m.tuning.part_size_MiB << 20,
+                                 workers=m.tuning.concurrency)
         except Exception as exc:  # one object's failure is that object's
             errors[mv.o.key] = f"not copied: {lake.error_class(exc)}: {exc}"
     for mv in links:
@@ -238,8 +239,7 @@ def transfer(m: Mover, job: LinkJob, d: Decided, staging: Path, status: Status) 
         except Exception as exc:
             errors[mv.o.key] = f"not copied: {lake.error_class(exc)}: {exc}"
     counted = res.files + len(large) + len(links) - sum(1 for mv in [*large, *links] if mv.o.key in errors)
-    return engine.Result(res.bytes + extra, counted, res.errors, res.seconds, res.copied, res.failed, res.rc,
-                         res.error), errors
+    return replace(res, bytes=res.bytes + extra, files=counted), errors
 
 
 def split(todo: Sequence[Move], big: int) -> tuple[list[Move], list[Move], list[str]]:

@@ -229,7 +229,7 @@ class PartnerLoss(_Drill):
         if proc.returncode:
             raise CheckError(f"`{crash}` failed (rc {proc.returncode}): {proc.stderr.strip()[-300:]}")
         takeover = wait_for(ctx, survivor.name, pair, lambda w, _o: set(w.values()) == {survivor.name}
-                            and set(w) == set(home(pair)), target.fail * 3, watch)
+                            and set(w) == set(home(pair)), timeout=target.fail * 3, watch=watch)
         if stopped:
             raise CheckError(f"the survivor stopped its own target: {stopped[0]} ({len(stopped)} polls)")
         details = [f"`{crash}`: {victim.name} off; every target on {survivor.name} after {takeover:.1f} s",
