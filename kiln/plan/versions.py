@@ -7,6 +7,8 @@ release without drivers for the kernel series.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from kiln.knowledge import compat
 from kiln.plan.model import VersionsPlan
 from kiln.spec.errors import SpecIssue
@@ -23,6 +25,12 @@ def build_versions(spec: ClusterSpec) -> tuple[VersionsPlan, list[SpecIssue]]:
         gpu_driver=v.gpu_driver, cuda=v.cuda, nccl=v.nccl, doca=v.doca, kernel=v.kernel,
     )
     return plan, [*_lustre(plan), *_cuda(plan), *_nccl(plan), *_doca(plan)]
+
+
+def _not_in_matrix(path: str, value: str, table: Mapping[str, object]) -> list[SpecIssue]:
+    """A pinned version the matrix does not list: refused, with the versions it does."""
+    return [SpecIssue(path, value, "is not in the compatibility matrix",
+                      f"pin one of {', '.join(table)}; {FIX_SOURCE}")]
 
 
 def _minor(version: str) -> tuple[int, ...]:
@@ -44,8 +52,7 @@ def _cuda(v: VersionsPlan) -> list[SpecIssue]:
     table = compat.load().cuda_driver
     entry = table.get(v.cuda)
     if entry is None:
-        return [SpecIssue("versions.cuda", v.cuda, "is not in the compatibility matrix",
-                          f"pin one of {', '.join(table)}; {FIX_SOURCE}")]
+        return _not_in_matrix("versions.cuda", v.cuda, table)
     if v.gpu_driver >= entry.min_driver:
         return []
     return [SpecIssue("versions.gpu_driver", v.gpu_driver,
@@ -58,8 +65,7 @@ def _nccl(v: VersionsPlan) -> list[SpecIssue]:
     table = compat.load().nccl_cuda
     entry = table.get(v.nccl)
     if entry is None:
-        return [SpecIssue("versions.nccl", v.nccl, "is not in the compatibility matrix",
-                          f"pin one of {', '.join(table)}; {FIX_SOURCE}")]
+        return _not_in_matrix("versions.nccl", v.nccl, table)
     cuda = _minor(v.cuda)
     if any(_minor(b)[0] == cuda[0] and _minor(b) <= cuda for b in entry.cuda_builds):
         return []
@@ -72,8 +78,7 @@ def _doca(v: VersionsPlan) -> list[SpecIssue]:
     table = compat.load().doca_kernel
     entry = table.get(v.doca)
     if entry is None:
-        return [SpecIssue("versions.doca", v.doca, "is not in the compatibility matrix",
-                          f"pin one of {', '.join(table)}; {FIX_SOURCE}")]
+        return _not_in_matrix("versions.doca", v.doca, table)
     if v.kernel in entry.kernels:
         return []
     return [SpecIssue("versions.kernel", v.kernel,
