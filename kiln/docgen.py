@@ -288,7 +288,8 @@ def hardware_catalog() -> str:
         "",
         "Each GPU carries its own acceptance figures (figures source), measured or gated on that GPU; the catalog",
         "refuses an entry whose figures borrow another GPU's. A gate is the production health check's floor: the",
-        "check fails below it. h2d: a published measurement, or (—) the PCIe link × `pcie_h2d`.",
+        "check fails below it. h2d: a published measurement, or (—) the PCIe link × `pcie_h2d`; all-reduce (—),",
+        "only on a GPU without NVLink: derived the same way from the PCIe link its ring crosses.",
         "",
         "| model | memory GB | PCIe | NVSwitch | NVLink GB/s | all-reduce intra GB/s (gate) | h2d GB/s (gate) "
         "| source | figures source |",

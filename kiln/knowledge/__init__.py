@@ -61,17 +61,28 @@ class _Named(Entry):
 
 
 class GpuModel(_Named):
-    """A GPU and its own acceptance figures: `figures_source` names where they were measured or gated, on this GPU."""
+    """A GPU and its own acceptance figures: `figures_source` names where they were measured or gated, on this GPU.
+    A null all-reduce or host-link figure is derived by the plan from the PCIe link × pcie_h2d; an all-reduce figure
+    may be null only for a GPU without NVLink, whose ring crosses that PCIe link."""
 
     memory_GB: Number = Field(gt=0)
     pcie_gen: int = Field(ge=3, le=6)
     nvswitch: bool
     nvlink_GBps: Number = Field(ge=0)
-    nccl_intra_busbw_GBps: Number = Field(gt=0)
+    nccl_intra_busbw_GBps: Number | None = Field(gt=0)
     nccl_intra_gate_GBps: Number | None = Field(gt=0)
     h2d_GBps: Number | None = Field(gt=0)
     h2d_gate_GBps: Number | None = Field(gt=0)
     figures_source: Words
+
+    @model_validator(mode="after")
+    def _measured_over_nvlink(self) -> GpuModel:
+        if self.nccl_intra_busbw_GBps is None and self.nvlink_GBps:
+            raise ValueError(
+                "nccl_intra_busbw_GBps is null on a GPU with NVLink (only a PCIe-only GPU's is derived from its "
+                "link); give the all_reduce_perf busbw measured on this GPU"
+            )
+        return self
 
 
 class NicModel(_Named):

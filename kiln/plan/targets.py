@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kiln import knowledge
+from kiln.knowledge import GpuModel
 from kiln.plan.groups import COMPUTE, LUSTRE_CLIENTS, OBJECTSTORE, pool_group
 from kiln.plan.model import AcceptanceTarget, Scope, Sizing
 from kiln.plan.sizing import lnet_factor, objectstore_rates, routed_only, router_link
@@ -77,8 +78,8 @@ def _perf(
 
 def nccl_algorithm(gpu_nvswitch: bool, gpu_pcie_gen: int, inter: bool) -> str:
     """The NCCL_ALGO the all-reduce checks force: Ring across nodes (what the inter-node target models);
-    NVLS inside an NVSwitch node of the Hopper generation (PCIe Gen5: H100/H200, NCCL's default there,
-    what production gates measure); Ring elsewhere."""
+    NVLS inside an NVSwitch node with a PCIe Gen5 host link (H100/H200, B200: NCCL's default there, what
+    production gates measure); Ring elsewhere."""
     if not inter and gpu_nvswitch and gpu_pcie_gen >= 5:
         return "NVLS"
     return "Ring"
@@ -118,16 +119,7 @@ def fabric_targets(spec: ClusterSpec, pool: ComputePool, group: str) -> list[Acc
             )
             for op in ("write", "read")
         ]
-    intra_algo = nccl_algorithm(gpu.nvswitch, gpu.pcie_gen, inter=False)
-    if pool.gpu.count > 1:
-        gate = gpu.nccl_intra_gate_GBps
-        out.append(_perf(
-            spec, check="fabric.nccl_allreduce_intra", metric="busbw", unit="GB/s",
-            expected=gpu.nccl_intra_busbw_GBps,
-            why=f"{gpu.name}, NCCL_ALGO={intra_algo}: {gpu.nccl_intra_busbw_GBps:g} GB/s"
-            + (f", fails below the production gate {gate:g} GB/s" if gate else "") + f" ({gpu.figures_source})",
-            scope="node", group=group, requires=("gpu",), env=(("NCCL_ALGO", intra_algo),), gate=gate,
-        ))
+    out += _intra_target(spec, pool, group, gpu)
     if rdma and pool.nodes > 1 and pool.compute_rails.count:
         far = kb.factor("fabric_allreduce")
         out.append(_perf(
@@ -142,17 +134,49 @@ def fabric_targets(spec: ClusterSpec, pool: ComputePool, group: str) -> list[Acc
     return out
 
 
+def _pcie_copy(gpu: GpuModel) -> tuple[float, str] | None:
+    """(GB/s, how) a copy over the GPU's PCIe x16 link reaches: the link's rate per direction × pcie_h2d; None
+    where the kit has no rate for its generation."""
+    kb = knowledge.load()
+    if gpu.pcie_gen not in kb.pcie.rates:
+        return None
+    rate = kb.pcie.rates[gpu.pcie_gen] * kb.factor("pcie_h2d")
+    return rate, f"PCIe Gen{gpu.pcie_gen} x16 ({kb.pcie.source}) × pcie_h2d"
+
+
+def _intra_target(spec: ClusterSpec, pool: ComputePool, group: str, gpu: GpuModel) -> list[AcceptanceTarget]:
+    """all_reduce_perf inside one node of a pool of several GPUs: the GPU's own measured busbw, or, for a GPU without
+    NVLink (its ring crosses each GPU's PCIe link), that link × pcie_h2d; failing below the GPU's own production
+    gate where one is published."""
+    assert pool.gpu is not None
+    if pool.gpu.count < 2:
+        return []
+    algo = nccl_algorithm(gpu.nvswitch, gpu.pcie_gen, inter=False)
+    expected: float  # a catalog figure kept as written (460 stays 460 in the plan JSON)
+    if gpu.nccl_intra_busbw_GBps is not None:
+        expected, how = gpu.nccl_intra_busbw_GBps, f"{gpu.nccl_intra_busbw_GBps:g} GB/s"
+    elif link := _pcie_copy(gpu):
+        expected, how = link[0], f"derived, no NVLink: the ring crosses each GPU's {link[1]}"
+    else:
+        return []
+    gate = gpu.nccl_intra_gate_GBps
+    return [_perf(
+        spec, check="fabric.nccl_allreduce_intra", metric="busbw", unit="GB/s", expected=expected,
+        why=f"{gpu.name}, NCCL_ALGO={algo}: {how}"
+        + (f", fails below the production gate {gate:g} GB/s" if gate else "") + f" ({gpu.figures_source})",
+        scope="node", group=group, requires=("gpu",), env=(("NCCL_ALGO", algo),), gate=gate,
+    )]
+
+
 def gpu_targets(spec: ClusterSpec, pool: ComputePool, group: str) -> list[AcceptanceTarget]:
     """A GPU pool's host-to-device and device-to-host copy bandwidth: the GPU's published measurement, or its PCIe
     link × pcie_h2d; failing below the GPU's own production gate where one is published."""
-    kb = knowledge.load()
     assert pool.gpu is not None
     gpu = catalog.gpus(spec)[pool.gpu.model]
     if gpu.h2d_GBps is not None:
         expected, how = float(gpu.h2d_GBps), f"{gpu.name} measured {gpu.h2d_GBps:g} GB/s"
-    elif gpu.pcie_gen in kb.pcie.rates:
-        expected = kb.pcie.rates[gpu.pcie_gen] * kb.factor("pcie_h2d")
-        how = f"PCIe Gen{gpu.pcie_gen} x16 ({kb.pcie.source}) × pcie_h2d"
+    elif link := _pcie_copy(gpu):
+        expected, how = link
     else:
         return []
     gate = gpu.h2d_gate_GBps
