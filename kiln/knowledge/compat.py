@@ -1,8 +1,9 @@
 """kiln/knowledge/compat.yaml as a typed model: which pinned versions may run together.
 
-Lustre client/server interoperability, CUDA toolkit -> driver branch, NCCL -> CUDA builds and DOCA-Host ->
-kernel series, each entry with its reason and source. The planner refuses a combination this data does not
-name (kiln/plan/versions.py); docs/stack-reference.md documents the `versions` fields that pick them.
+Lustre client/server interoperability, the Whamcloud point release each Lustre line installs, CUDA toolkit ->
+driver branch, NCCL -> CUDA builds and DOCA-Host -> kernel series, each entry with its reason and source. The
+planner refuses a combination this data does not name (kiln/plan/versions.py) and carries the Lustre releases to
+the inventory; docs/stack-reference.md documents the `versions` fields that pick them.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from functools import cache
 from importlib import resources
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kiln import yamlio
 
@@ -25,6 +26,14 @@ class _Entry(BaseModel):
 
 class LustreInterop(_Entry):
     servers: tuple[str, ...] = Field(min_length=1)
+
+
+class LustreRelease(_Entry):
+    """A Lustre line's Whamcloud point release and, per EL major version, the EL minor of its directories."""
+
+    release: str = Field(pattern=r"^2\.\d+\.\d+$")
+    server_el: dict[str, str] = Field(min_length=1)
+    client_el: dict[str, str] = Field(min_length=1)
 
 
 class CudaDriver(_Entry):
@@ -44,9 +53,18 @@ class CompatFile(BaseModel):
 
     schema_: Literal[1] = Field(alias="schema")
     lustre_interop: dict[str, LustreInterop]
+    lustre_releases: dict[str, LustreRelease]
     cuda_driver: dict[str, CudaDriver]
     nccl_cuda: dict[str, NcclCuda]
     doca_kernel: dict[str, DocaKernel]
+
+    @model_validator(mode="after")
+    def _every_line_has_a_release(self) -> CompatFile:
+        lines = set(self.lustre_interop).union(*(e.servers for e in self.lustre_interop.values()))
+        missing = sorted(lines - set(self.lustre_releases))
+        if missing:
+            raise ValueError(f"lustre_releases has no entry for the Lustre line(s) {', '.join(missing)}")
+        return self
 
 
 @cache

@@ -629,11 +629,21 @@ class KubernetesPlan:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class LustreRelease:
+    """The Whamcloud point release a Lustre line installs (kiln/knowledge/compat.yaml lustre_releases)."""
+
+    release: str  # Whamcloud's lustre-<release>/ directory, e.g. 2.16.1
+    el: dict[str, str]  # EL major version -> the EL minor release of its el<minor>/ directory
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class VersionsPlan:
     """The versions the nodes run (spec `versions`, lustre.version), checked against kiln/knowledge/compat.yaml."""
 
     lustre_server: str
     lustre_client: str
+    lustre_server_release: LustreRelease  # the server packages of the lustre_server line
+    lustre_client_release: LustreRelease  # the client packages of the lustre_client line
     gpu_driver: int  # NVIDIA driver branch
     cuda: str
     nccl: str

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from kiln.knowledge import compat
-from kiln.plan.model import VersionsPlan
+from kiln.plan.model import LustreRelease, VersionsPlan
 from kiln.spec.errors import SpecIssue
 from kiln.spec.models import ClusterSpec
 
@@ -20,8 +20,12 @@ FIX_SOURCE = "kiln/knowledge/compat.yaml lists the supported combinations with t
 def build_versions(spec: ClusterSpec) -> tuple[VersionsPlan, list[SpecIssue]]:
     """The pinned versions and the combinations the matrix refuses."""
     v = spec.versions
+    server, client = spec.lustre.version, v.lustre_client or spec.lustre.version
+    releases = compat.load().lustre_releases  # every line the spec accepts has one (compat.CompatFile)
     plan = VersionsPlan(
-        lustre_server=spec.lustre.version, lustre_client=v.lustre_client or spec.lustre.version,
+        lustre_server=server, lustre_client=client,
+        lustre_server_release=LustreRelease(release=releases[server].release, el=dict(releases[server].server_el)),
+        lustre_client_release=LustreRelease(release=releases[client].release, el=dict(releases[client].client_el)),
         gpu_driver=v.gpu_driver, cuda=v.cuda, nccl=v.nccl, doca=v.doca, kernel=v.kernel,
     )
     return plan, [*_lustre(plan), *_cuda(plan), *_nccl(plan), *_doca(plan)]

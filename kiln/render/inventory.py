@@ -17,7 +17,7 @@ from kiln import knowledge, yamlio
 from kiln.node.health import expectations
 from kiln.plan.dataflow import systemd_calendar
 from kiln.plan.groups import LUSTRE_CLIENTS, LUSTRE_MDS, LUSTRE_MGS, LUSTRE_OSS, LUSTRE_SERVERS, pool_group
-from kiln.plan.model import ComputePoolPlan, Host, LustreTarget, Nic, Plan, Tunable
+from kiln.plan.model import ComputePoolPlan, Host, LustreRelease, LustreTarget, Nic, Plan, Tunable
 from kiln.plan.record import host_record
 from kiln.plan.tuning import is_namespaced_sysctl
 from kiln.render.firewall import firewall_rules
@@ -348,10 +348,16 @@ def _monitoring_vars(plan: Plan) -> dict[str, Any]:
     }
 
 
+def _lustre_release_vars(role: str, release: LustreRelease) -> dict[str, Any]:
+    """The Whamcloud release a Lustre role installs when its Whamcloud repository is on (the plan's line)."""
+    return {f"{role}_whamcloud_release": release.release, f"{role}_whamcloud_el": dict(release.el)}
+
+
 def _all_vars(plan: Plan) -> dict[str, Any]:
-    """group_vars/all: what every host's roles read."""
+    """group_vars/all: what every host's roles read (the client release too: LNet routers install the client)."""
     return {**_common_vars(plan), **_rdma_vars(plan), **_lnet_vars(plan), **_objectstore_vars(plan),
-            **_monitoring_vars(plan), **_datamover_vars(plan)}
+            **_monitoring_vars(plan), **_datamover_vars(plan),
+            **_lustre_release_vars("lustre_client", plan.versions.lustre_client_release)}
 
 
 def _lustre_server_vars(plan: Plan) -> dict[str, Any]:
@@ -360,6 +366,7 @@ def _lustre_server_vars(plan: Plan) -> dict[str, Any]:
     out: dict[str, Any] = {
         "lustre_server_fsname": plan.fsname,
         "lustre_server_backend": plan.lustre.backend,
+        **_lustre_release_vars("lustre_server", plan.versions.lustre_server_release),
         "lustre_server_params_persistent": _params([t for t in tun if t.apply == "set_param_persistent"]),
         "lustre_server_module_params": [
             {"module": t.param.split(".")[0], "name": t.param.split(".", 1)[1], "value": t.value}

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, get_args
 
 import pytest
+import yaml
 
 from kiln.knowledge import compat
 from kiln.plan import build_plan
+from kiln.render.inventory import render_inventory
 from kiln.spec import SpecError
 from kiln.spec.loader import validate
-from tests.conftest import STACKS, stack_data
+from kiln.spec.models import Lustre
+from kiln.yamlio import load_inventory
+from tests.conftest import ROOT, STACKS, stack_data
 
 
 def _issues(stack: str, **versions: Any) -> list[tuple[str, str]]:
@@ -64,3 +68,57 @@ def test_every_matrix_entry_has_a_reason_and_a_source() -> None:
     for table in (m.lustre_interop, m.cuda_driver, m.nccl_cuda, m.doca_kernel):
         for entry in table.values():
             assert entry.reason.strip() and entry.source.strip()
+
+
+def _release_vars(lustre: str, lustre_client: str | None = None) -> dict[str, Any]:
+    """The Whamcloud release variables the inventory of the dev stack pinned to these lines gives the roles."""
+    data = stack_data("dev")
+    data["lustre"]["version"] = lustre
+    data["versions"] = {"lustre_client": lustre_client} if lustre_client else {}
+    files = render_inventory(build_plan(validate(data)))
+    out: dict[str, Any] = {}
+    for name in ("group_vars/all/kiln.yml", "group_vars/kiln_lustre_servers.yml"):
+        out.update({k: v for k, v in load_inventory(files[name]).items() if "_whamcloud_" in k})
+    return out
+
+
+@pytest.mark.parametrize(("line", "release"), [("2.15", "2.15.7"), ("2.16", "2.16.1")])
+def test_the_lustre_line_reaches_the_roles_whamcloud_release(line: str, release: str) -> None:
+    entry = compat.load().lustre_releases[line]
+    assert entry.release == release
+    assert _release_vars(line) == {
+        "lustre_server_whamcloud_release": release, "lustre_server_whamcloud_el": entry.server_el,
+        "lustre_client_whamcloud_release": release, "lustre_client_whamcloud_el": entry.client_el,
+    }
+
+
+def test_clients_pinned_to_another_line_install_that_lines_release() -> None:
+    got = _release_vars("2.16", lustre_client="2.15")
+    assert (got["lustre_server_whamcloud_release"], got["lustre_client_whamcloud_release"]) == ("2.16.1", "2.15.7")
+    assert got["lustre_server_whamcloud_el"] == {"8": "8.10", "9": "9.4"}
+    assert got["lustre_client_whamcloud_el"] == {"8": "8.10", "9": "9.6"}
+
+
+def test_whamcloud_builds_2_15_servers_for_el8_only() -> None:
+    assert compat.load().lustre_releases["2.15"].server_el == {"8": "8.10"}
+
+
+def test_every_lustre_line_of_the_spec_has_a_whamcloud_release() -> None:
+    lines = set(get_args(Lustre.model_fields["version"].annotation))
+    assert lines and lines <= set(compat.load().lustre_releases)
+
+
+def test_a_lustre_line_without_a_release_is_refused_by_the_matrix() -> None:
+    data = compat.load().model_dump(by_alias=True)
+    del data["lustre_releases"]["2.16"]
+    with pytest.raises(ValueError, match="no entry for the Lustre line"):
+        compat.CompatFile.model_validate(data)
+
+
+@pytest.mark.parametrize(("role", "el"), [("lustre_server", "server_el"), ("lustre_client", "client_el")])
+def test_the_roles_defaults_are_the_default_lines_release(role: str, el: str) -> None:
+    """A role run without kiln's inventory installs what a stack of the default lustre.version would."""
+    defaults = yaml.safe_load((ROOT / "roles" / role / "defaults" / "main.yml").read_text(encoding="utf-8"))
+    entry = compat.load().lustre_releases[Lustre.model_fields["version"].default]
+    assert defaults[f"{role}_whamcloud_release"] == entry.release
+    assert defaults[f"{role}_whamcloud_el"] == getattr(entry, el)

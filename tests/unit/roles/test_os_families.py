@@ -308,7 +308,7 @@ FAMILY_MODULES = {
     "Debian": {"ansible.builtin.apt", "ansible.builtin.apt_key", "ansible.builtin.apt_repository",
                "ansible.builtin.deb822_repository", "ansible.builtin.dpkg_selections"},
     "RedHat": {"ansible.builtin.dnf", "ansible.builtin.yum_repository", "ansible.builtin.rpm_key",
-               "ansible.builtin.dnf5"},
+               "ansible.builtin.dnf5", "ansible.posix.selinux"},
 }
 
 
@@ -462,3 +462,44 @@ def test_unsupported_combinations_are_refused_with_the_reason_and_the_supported_
     suse = {"os_family": "Suse", "distribution": "SLES", "distribution_major_version": "15",
             "distribution_version": "15.6"}
     assert set(os_problems(sorted(os_support().roles), suse)) == set(os_support().roles)
+
+
+#: SELinux as an EL host reports it (ansible_facts.selinux with the min subset).
+SELINUX_FACTS = {
+    "enforcing": {"status": "enabled", "mode": "enforcing", "config_mode": "enforcing", "type": "targeted"},
+    "disabled": {"status": "disabled"},
+}
+
+
+def _selinux_task(role: str, host: str, selinux: str, extra: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+    """The ansible.posix.selinux task of lustre_server as it would run on a host whose SELinux is ``selinux``
+    (templated module arguments), or None when its `when` skips it."""
+    variables = role_vars(role, host, extra)
+    facts = {**variables["ansible_facts"], "selinux": SELINUX_FACTS[selinux]}
+    variables.update({"ansible_facts": facts, "ansible_selinux": facts["selinux"]})
+    os_vars = os_vars_file(role, variables)
+    assert os_vars is not None and os_vars.is_file(), os_vars
+    variables.update(trusted(load(os_vars) or {}))
+    report = Report()
+    for task, when, task_vars in tasks_in(load(ROLES / role / "tasks" / "selinux.yml"), [], {}):
+        if "ansible.posix.selinux" not in task:
+            continue
+        templar = templar_for({**variables, **trusted(task_vars)})
+        if any(condition(c, templar, set(), "selinux.yml", report) is False for c in when):
+            return None
+        args = {k: check(v, templar, set(), "selinux.yml", report) for k, v in task["ansible.posix.selinux"].items()}
+        assert not report.problems, report.problems
+        return args
+    raise AssertionError("roles/lustre_server/tasks/selinux.yml has no ansible.posix.selinux task")
+
+
+@pytest.mark.parametrize("host", [h for r, h in cases() if r == "lustre_server"])
+def test_lustre_server_sets_selinux_only_on_el_and_only_where_the_state_asks(host: str) -> None:
+    el = os_facts.load(host)["facts"]["os_family"] == "RedHat"
+    enforcing = _selinux_task("lustre_server", host, "enforcing")
+    assert enforcing == ({"state": "permissive", "policy": "targeted"} if el else None)
+    # A host with SELinux off already meets the default; asked for disabled, an enforcing host is switched.
+    assert _selinux_task("lustre_server", host, "disabled") is None
+    disabled = _selinux_task("lustre_server", host, "enforcing", {"lustre_server_selinux_state": "disabled"})
+    assert disabled == ({"state": "disabled", "policy": "targeted"} if el else None)
+    assert _selinux_task("lustre_server", host, "enforcing", {"lustre_server_selinux_state": ""}) is None
