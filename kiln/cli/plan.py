@@ -5,11 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from kiln.cli.common import EXIT_OK, EXIT_SPEC, add_stack, load, result, write_files
+from kiln.cli.common import EXIT_OK, EXIT_SPEC, add_stack, load, result, result_parts, write_files
 from kiln.plan.serialize import plan_json, plan_to_dict
 from kiln.render.inventory import render_inventory
 from kiln.render.report import render_plan
@@ -37,9 +36,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.json and args.indent is None:
         # One line by default, written a chunk of hosts at a time: the C encoder is used only without indentation
         # (5× faster on 4,096 nodes), and a 100,000-node plan is never one string.
-        for part in plan_json(plan, include_hosts=not args.no_hosts):
-            sys.stdout.write(part)
-        result("")
+        result_parts(plan_json(plan, include_hosts=not args.no_hosts))
     elif args.json:
         result(json.dumps(plan_to_dict(plan, include_hosts=not args.no_hosts), indent=args.indent))
     else:
