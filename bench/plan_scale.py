@@ -1,12 +1,13 @@
 """Benchmark: `kiln plan --json` on a generated 4,096-node (or larger) spec.
 
-    .venv/bin/python bench/plan_scale.py [--nodes 4096] [--pools 1] [--runs 5]
-    .venv/bin/python bench/plan_scale.py --nodes 100000 --pools 4 --runs 1
+    .venv/bin/python bench/plan_scale.py [--nodes 4096] [--pools 1] [--runs 5] [--out FILE]
+    .venv/bin/python bench/plan_scale.py --nodes 100000 --pools 4 --runs 3
 
 Runs `kiln plan <spec> --json` as a subprocess (what an operator runs), `--runs` times, on a spec
 generated from stacks/Pulumi.prod-h100.yaml with the node count raised, and on prod-h100 itself as
 the baseline in the same run. Prints the median wall time, the peak RSS (ru_maxrss of the child),
-and the ratio to the baseline. Targets (the kit's scale requirement for planning): < 2 s and < 300 MB for 4,096 nodes;
+and the ratio to the baseline; `--out` also writes them as JSON (bench/results/plan_scale*.json).
+Targets (the kit's scale requirement for planning): < 2 s and < 300 MB for 4,096 nodes;
 < 5 s and < 1.5 GB for 100,000 nodes in 4 pools (validate and plan linear with a small constant).
 """
 
@@ -52,25 +53,28 @@ def generated_spec(nodes: int, out: Path, pools: int = 1) -> Path:
     return path
 
 
-def run_once(spec: Path) -> tuple[float, float, int]:
+def run_once(spec: Path, out: Path) -> tuple[float, float]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     start = time.perf_counter()
-    proc = subprocess.run(
-        [sys.executable, "-m", "kiln.cli", "plan", str(spec), "--json"], capture_output=True, check=True, cwd=ROOT
-    )
+    with out.open("wb") as f:
+        subprocess.run([sys.executable, "-m", "kiln.cli", "plan", str(spec), "--json"], stdout=f, check=True, cwd=ROOT)
     wall = time.perf_counter() - start
     peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    hosts = len(json.loads(proc.stdout)["hosts"])
     # ru_maxrss of children is the max over all children so far: only a rise is attributable.
-    return wall, max(peak_kib, before) / 1024, hosts
+    return wall, max(peak_kib, before) / 1024
 
 
-def measure(spec: Path, runs: int) -> tuple[float, float, int]:
-    walls, peaks, hosts = [], [], 0
+def measure(spec: Path, runs: int, tmp: Path) -> tuple[float, float, int]:
+    """Median wall time, peak RSS and host count. The output goes to a file and is read only after the last run:
+    a child starts as a copy of this process (its peak RSS counts ours), so this process stays small meanwhile."""
+    walls, peaks = [], []
+    out = tmp / f"{spec.stem}.plan.json"
     for _ in range(runs):
-        w, p, hosts = run_once(spec)
+        w, p = run_once(spec, out)
         walls.append(w)
         peaks.append(p)
+    hosts = len(json.loads(out.read_bytes())["hosts"])
+    out.unlink()
     return statistics.median(walls), max(peaks), hosts
 
 
@@ -79,17 +83,26 @@ def main() -> int:
     ap.add_argument("--nodes", type=int, default=4096)
     ap.add_argument("--pools", type=int, default=1)
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--out", help="also write the figures here as JSON")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         big = generated_spec(args.nodes, Path(tmp), args.pools)
-        base_wall, base_peak, base_hosts = measure(ROOT / "stacks" / "Pulumi.prod-h100.yaml", args.runs)
-        wall, peak, hosts = measure(big, args.runs)
+        base_wall, base_peak, base_hosts = measure(ROOT / "stacks" / "Pulumi.prod-h100.yaml", args.runs, Path(tmp))
+        wall, peak, hosts = measure(big, args.runs, Path(tmp))
     print(f"baseline prod-h100 ({base_hosts} hosts): median {base_wall:.3f} s, peak RSS {base_peak:.0f} MB")
     print(f"generated {args.nodes}-node spec ({hosts} hosts): median {wall:.3f} s, peak RSS {peak:.0f} MB")
     print(f"ratio to baseline: {wall / base_wall:.2f}× time")
     _, max_s, max_mb = next((t for t in TARGETS if args.nodes <= t[0]), TARGETS[-1])
     ok = wall < max_s and peak < max_mb
     print(f"targets < {max_s:g} s and < {max_mb} MB: {'met' if ok else 'MISSED'}")
+    if args.out:
+        figures = {
+            "nodes": args.nodes, "pools": args.pools, "runs": args.runs, "hosts": hosts,
+            "median_s": round(wall, 3), "peak_MB": round(peak), "baseline_hosts": base_hosts,
+            "baseline_median_s": round(base_wall, 3), "baseline_peak_MB": round(base_peak),
+            "ratio_time": round(wall / base_wall, 2), "target_s": max_s, "target_MB": max_mb, "targets_met": ok,
+        }
+        Path(args.out).write_text(json.dumps(figures, indent=1) + "\n")
     return 0 if ok else 1
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 from kiln.plan import build_plan
@@ -50,6 +51,13 @@ def result(text: str) -> None:
     """A command's result on stdout, newline-terminated and flushed (a prolog or a pipe reads it at once)."""
     sys.stdout.write(text if text.endswith("\n") else f"{text}\n")
     sys.stdout.flush()
+
+
+def result_parts(parts: Iterable[str]) -> None:
+    """A result too large to hold as one string (a large plan's JSON), written piece by piece, then as result()."""
+    for part in parts:
+        sys.stdout.write(part)
+    result("")
 
 
 def common_options(top: bool = False) -> argparse.ArgumentParser:

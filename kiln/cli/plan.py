@@ -8,8 +8,8 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from kiln.cli.common import EXIT_OK, EXIT_SPEC, add_stack, load, result, write_files
-from kiln.plan.serialize import plan_to_dict
+from kiln.cli.common import EXIT_OK, EXIT_SPEC, add_stack, load, result, result_parts, write_files
+from kiln.plan.serialize import plan_json, plan_to_dict
 from kiln.render.inventory import render_inventory
 from kiln.render.report import render_plan
 
@@ -33,10 +33,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     _, plan = load(args.stack, args.stacks_dir)
-    if args.json:
-        # One line by default: the C encoder is used only without indentation (5× faster on 4,096 nodes).
-        doc = plan_to_dict(plan, include_hosts=not args.no_hosts)
-        result(json.dumps(doc, indent=args.indent))
+    if args.json and args.indent is None:
+        # One line by default, written a chunk of hosts at a time: the C encoder is used only without indentation
+        # (5× faster on 4,096 nodes), and a 100,000-node plan is never one string.
+        result_parts(plan_json(plan, include_hosts=not args.no_hosts))
+    elif args.json:
+        result(json.dumps(plan_to_dict(plan, include_hosts=not args.no_hosts), indent=args.indent))
     else:
         result(render_plan(plan, args.format, summary_only=args.summary))
     return EXIT_OK

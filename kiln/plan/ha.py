@@ -10,6 +10,10 @@ banned from a node only where every one of its interfaces scores below the thres
 
 from __future__ import annotations
 
+from bisect import bisect_right
+from dataclasses import dataclass
+from itertools import chain, islice
+
 from kiln import knowledge
 from kiln.plan.groups import COMPUTE, LNET_ROUTERS, LUSTRE_SERVERS
 from kiln.plan.model import (
@@ -40,30 +44,73 @@ def _resource(t: LustreTarget, backend: str) -> HaResource:
     )
 
 
-def _nets(h: Host) -> set[str]:
-    return {nid.split("@", 1)[1] for nid in h.nids}
+def _nets(h: Host) -> frozenset[str]:
+    return frozenset(nid.split("@", 1)[1] for nid in h.nids)
 
 
-def _ping_candidates(node: Host, pair: set[str], hosts: tuple[Host, ...], shift: int) -> list[str]:
-    """One NID per host outside the pair that shares an LNet network with `node`: other servers (from the one after
-    `node` in plan order, moved on by `shift` so the two nodes of a pair ping different servers), then LNet routers,
-    then clients."""
-    nets = _nets(node)
-    nid = {h.name: next((n for n in h.nids if n.split("@", 1)[1] in nets), None) for h in hosts if h.name not in pair}
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Reach:
+    """The hosts with a NID on a set of LNet networks, in plan order, and each one's first NID there: the servers
+    (with their positions among all servers), the LNet routers and the clients."""
 
-    def members(group: str) -> list[str]:
-        return [h.name for h in hosts if group in h.groups and nid.get(h.name)]
-
-    servers = [h.name for h in hosts if LUSTRE_SERVERS in h.groups]
-    after = servers.index(node.name) + 1
-    ring = [h for h in servers[after:] + servers[:after] if nid.get(h)]
-    k = shift % len(ring) if ring else 0
-    return [nid[h] or "" for h in ring[k:] + ring[:k] + members(LNET_ROUTERS) + members(COMPUTE)]
+    nid: dict[str, str]
+    servers: tuple[str, ...]
+    index: dict[str, int]
+    order: tuple[int, ...]
+    routers: tuple[str, ...]
+    clients: tuple[str, ...]
 
 
-def _lnet_check(node: Host, pair: set[str], hosts: tuple[Host, ...], index: int) -> HaLnetCheck | None:
+def _reach(hosts: tuple[Host, ...], nets: frozenset[str]) -> _Reach:
+    nid = {h.name: n for h in hosts if (n := next((n for n in h.nids if n.split("@", 1)[1] in nets), None))}
+    servers = [(i, h.name) for i, h in enumerate(h for h in hosts if LUSTRE_SERVERS in h.groups) if h.name in nid]
+
+    def members(group: str) -> tuple[str, ...]:
+        return tuple(h.name for h in hosts if group in h.groups and h.name in nid)
+
+    return _Reach(nid=nid, servers=tuple(n for _, n in servers), index={n: j for j, (_, n) in enumerate(servers)},
+                  order=tuple(i for i, _ in servers), routers=members(LNET_ROUTERS), clients=members(COMPUTE))
+
+
+def _ping_candidates(position: int, pair: set[str], reach: _Reach, shift: int, wanted: int) -> list[str]:
+    """The first `wanted` of one NID per host outside the pair that shares an LNet network with the node at
+    `position` among the servers: other servers (from the one after the node, moved on by `shift` so the two nodes
+    of a pair ping different servers), then LNet routers, then clients. The ring of servers is never built: the
+    pair's members are skipped by index, so each node costs `wanted` steps however many servers there are."""
+    skip = sorted(reach.index[n] for n in pair if n in reach.index)
+    size = len(reach.servers) - len(skip)
+    after = bisect_right(reach.order, position)
+    first = after - sum(1 for j in skip if j < after) + (shift % size if size else 0)
+
+    def server(e: int) -> str:
+        for j in skip:
+            if j <= e:
+                e += 1
+        return reach.servers[e]
+
+    ring = (server((first + m) % size) for m in range(size))
+    others = (h for h in chain(reach.routers, reach.clients) if h not in pair)
+    return [reach.nid[h] for h in islice(chain(ring, others), wanted)]
+
+
+class _Peers:
+    """The servers' positions in plan order and, built once per set of LNet networks, the hosts reachable there."""
+
+    def __init__(self, hosts: tuple[Host, ...]) -> None:
+        self.hosts = hosts
+        self.position = {h.name: i for i, h in enumerate(h for h in hosts if LUSTRE_SERVERS in h.groups)}
+        self.by_nets: dict[frozenset[str], _Reach] = {}
+
+    def reach(self, node: Host) -> _Reach:
+        nets = _nets(node)
+        if nets not in self.by_nets:
+            self.by_nets[nets] = _reach(self.hosts, nets)
+        return self.by_nets[nets]
+
+
+def _lnet_check(node: Host, pair: set[str], peers: _Peers, index: int) -> HaLnetCheck | None:
     wanted = knowledge.load().tuning.ha.lnet_ping_hosts.value
-    nids = tuple(_ping_candidates(node, pair, hosts, index * wanted)[:wanted])
+    nids = tuple(_ping_candidates(peers.position[node.name], pair, peers.reach(node), index * wanted, wanted))
     devices = tuple(n.interface for n in node.nics if n.carries_storage and n.nid)
     if not nids or not devices:
         return None
@@ -76,16 +123,15 @@ def _links(h: Host) -> tuple[str, ...]:
     return (h.management_address, storage) if storage and storage != h.management_address else (h.management_address,)
 
 
-def _pair(spec: ClusterSpec, a: Host, b: Host, hosts: tuple[Host, ...],
-          targets: tuple[LustreTarget, ...]) -> HaPair:
+def _pair(spec: ClusterSpec, a: Host, b: Host, peers: _Peers, targets: dict[str, list[LustreTarget]]) -> HaPair:
     names = {a.name, b.name}
     delay = knowledge.load().tuning.ha.fence_delay_s.value
     nodes = tuple(
         # The fence device that targets the first node waits pcmk_delay_base: in a split the first node fences first.
-        HaNode(name=h.name, links=_links(h), lnet=_lnet_check(h, names, hosts, i), fence_delay_s=delay if i == 0 else 0)
+        HaNode(name=h.name, links=_links(h), lnet=_lnet_check(h, names, peers, i), fence_delay_s=delay if i == 0 else 0)
         for i, h in enumerate((a, b))
     )
-    mine = sorted((t for t in targets if t.host in names), key=lambda t: (TIER[t.kind], t.index))
+    mine = sorted(targets.get(a.name, []) + targets.get(b.name, []), key=lambda t: (TIER[t.kind], t.index))
     return HaPair(cluster=f"{spec.lustre.fsname}-{a.name}-{b.name}"[:32], nodes=nodes,
                   resources=tuple(_resource(t, spec.lustre.backend) for t in mine))
 
@@ -117,8 +163,12 @@ def build_ha(spec: ClusterSpec, hosts: tuple[Host, ...],
              targets: tuple[LustreTarget, ...]) -> tuple[HaPlan, list[SpecIssue]]:
     """The failover pairs (none with failover: none) and warnings for nodes without an LNet check."""
     by_name = {h.name: h for h in hosts}
+    peers = _Peers(hosts)
+    by_host: dict[str, list[LustreTarget]] = {}
+    for t in targets:
+        by_host.setdefault(t.host, []).append(t)
     pairs = tuple(
-        _pair(spec, h, by_name[h.failover_partner], hosts, targets)
+        _pair(spec, h, by_name[h.failover_partner], peers, by_host)
         for h in hosts
         if h.failover_partner and h.failover_partner in by_name and h.name < h.failover_partner
     )

@@ -214,16 +214,16 @@ def _scrape_targets(hosts: tuple[Host, ...], monitors: tuple[str, ...], os_: Obj
     out: list[ScrapeTarget] = []
     ports = knowledge.load().ports.metrics.by_job()  # kiln/knowledge/ports.yaml
 
+    # One labels dict per host, shared by its targets (read only): a hundred thousand hosts have three targets each.
+    labels = {h.name: {"host": h.name, "role": h.role, **({"pool": h.pool} if h.pool else {})} for h in hosts}
+
     def add(job: str, h: Host) -> None:
-        labels = {"host": h.name, "role": h.role}
-        if h.pool:
-            labels["pool"] = h.pool
         address = h.management_address
         if job.startswith("seaweedfs-"):
             # SeaweedFS 3.39 serves -metricsPort on its -ip.bind address (weed/command/volume.go and the
             # others: StartMetricsServer(*v.bindIp, ...)); roles/objectstore binds the first storage address
             address = next((n.address for n in h.nics if n.role == "storage" and n.address), address)
-        out.append(ScrapeTarget(job=job, host=h.name, address=f"{address}:{ports[job]}", labels=labels))
+        out.append(ScrapeTarget(job=job, host=h.name, address=f"{address}:{ports[job]}", labels=labels[h.name]))
 
     by_name = {h.name: h for h in hosts}
     for name in monitors:

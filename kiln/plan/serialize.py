@@ -12,6 +12,7 @@ import dataclasses
 import hashlib
 import json
 import math
+from collections.abc import Iterator
 from typing import Any
 
 from kiln.plan.model import (
@@ -422,8 +423,36 @@ def _objectstore(os_: ObjectStorePlan) -> dict[str, Any]:
     }
 
 
+#: Hosts encoded at a time by plan_json: large enough that each encoder call does real work.
+HOSTS_PER_CHUNK = 1024
+
+
 def plan_to_dict(plan: Plan, include_hosts: bool = True) -> dict[str, Any]:
     """The plan as the JSON document of docs/plan-json.md, one helper per section."""
+    out = _sections(plan, include_hosts)
+    if include_hosts:
+        out["hosts"] = [_host(h) for h in plan.hosts]
+    return out
+
+
+def plan_json(plan: Plan, include_hosts: bool = True) -> Iterator[str]:
+    """`json.dumps(plan_to_dict(plan, include_hosts))`, byte for byte, in pieces: the hosts (last in the document,
+    and most of a large plan) are encoded a chunk at a time, so a 100,000-node plan is never one tree or one
+    string in memory."""
+    head = json.dumps(_sections(plan, include_hosts))
+    if not include_hosts:
+        yield head
+        return
+    yield f'{head[:-1]}, "hosts": ['
+    for i in range(0, len(plan.hosts), HOSTS_PER_CHUNK):
+        if i:
+            yield ", "
+        yield json.dumps([_host(h) for h in plan.hosts[i:i + HOSTS_PER_CHUNK]])[1:-1]
+    yield "]}"
+
+
+def _sections(plan: Plan, include_hosts: bool) -> dict[str, Any]:
+    """Every section of the document but the hosts (scrape targets only where the hosts are in)."""
     out: dict[str, Any] = {
         "schema": plan.schema,
         "stack": plan.stack,
@@ -444,8 +473,6 @@ def plan_to_dict(plan: Plan, include_hosts: bool = True) -> dict[str, Any]:
         "kafka": kafka_dict(plan.kafka),
         "monitoring": _monitoring(plan, include_hosts),
     }
-    if include_hosts:
-        out["hosts"] = [_host(h) for h in plan.hosts]
     return out
 
 

@@ -150,57 +150,69 @@ def naming_warnings(spec: ClusterSpec) -> list[SpecIssue]:
     return out
 
 
-def _nics(
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Port:
+    """A port as every host of one layout has it, less what each host is given: a storage address and NID on LNet
+    network `net`, or (`rail`) a RoCE rail address. A port given nothing is the same Nic on every host."""
+
+    nic: Nic
+    net: str | None = None
+    rail: bool = False
+
+
+def _ports(
     spec: ClusterSpec,
     compute: NicGroup | None,
     storage: NicGroup,
-    storage_alloc: _Storage,
-    rail_alloc: _Allocator | None = None,
     shared: tuple[str, ...] = (),
     nets: list[str] | None = None,
     start: int | None = None,
-) -> tuple[Nic, ...]:
-    """A host's ports: compute rails (those named in `shared` also carry storage), then its storage NICs.
+) -> tuple[_Port, ...]:
+    """A host layout's ports: compute rails (those named in `shared` also carry storage), then its storage NICs.
 
     Storage port j (the storage NICs, then the shared rails) gets a storage address and a NID on LNet network
     j mod len(nets) (default every network of the servers' side). A shared rail's one address serves LNet and,
-    on RoCE, its RoCEv2 GID. `start` numbers the storage NICs after others the host has."""
+    on RoCE, its RoCEv2 GID. `start` numbers the storage NICs after others the host has. Built once per layout,
+    not per host: a hundred thousand hosts share a handful of layouts."""
     nic_models = catalog.nics(spec)
     fabric = spec.fabric.kind
     rdma = fabric != "tcp"
-    out: list[Nic] = []
-    n_compute = compute.count if compute is not None else 0
+    out: list[_Port] = []
     nets = nets if nets is not None else spec.lustre.lnet_names("servers")
+
+    def port(group: NicGroup, role: Literal["compute", "storage", "shared"], iface: str, dev: str | None) -> Nic:
+        return Nic(role=role, model=group.nic, interface=iface, device=dev, address=None, nid=None,
+                   link_Gbps=nic_models[group.nic].link_Gbps)
+
     if compute is not None:
         devs = rail_devices(compute) if rdma else [None] * compute.count
         for iface, dev in zip(_interfaces(compute, fabric, 0), devs, strict=True):
-            link = nic_models[compute.nic].link_Gbps
             if dev is not None and dev in shared:
                 net = nets[(storage.count + shared.index(dev)) % len(nets)]
-                shared_addr = storage_alloc.take(net)
-                out.append(Nic(role="shared", model=compute.nic, interface=iface, device=dev, address=shared_addr,
-                               nid=f"{shared_addr}@{net}", link_Gbps=link))
-                continue
-            # RoCE rails carry an IPv4 address for their RoCEv2 GID; InfiniBand rails need none.
-            rail_addr = rail_alloc.take() if rail_alloc is not None else None
-            out.append(Nic(role="compute", model=compute.nic, interface=iface, device=dev, address=rail_addr, nid=None,
-                           link_Gbps=link))
-    first = n_compute if start is None else start
+                out.append(_Port(nic=port(compute, "shared", iface, dev), net=net))
+            else:  # RoCE rails carry an IPv4 address for their RoCEv2 GID; InfiniBand rails need none.
+                out.append(_Port(nic=port(compute, "compute", iface, dev), rail=True))
+    first = (compute.count if compute is not None else 0) if start is None else start
     devs = rail_devices(storage, start=first) if rdma else [None] * storage.count
     for j, (iface, dev) in enumerate(zip(_interfaces(storage, fabric, first), devs, strict=True)):
-        net = nets[j % len(nets)]
-        addr = storage_alloc.take(net)
-        out.append(
-            Nic(
-                role="storage",
-                model=storage.nic,
-                interface=iface,
-                device=dev,
-                address=addr,
-                nid=f"{addr}@{net}",
-                link_Gbps=nic_models[storage.nic].link_Gbps,
-            )
-        )
+        out.append(_Port(nic=port(storage, "storage", iface, dev), net=nets[j % len(nets)]))
+    return tuple(out)
+
+
+def _nics(ports: tuple[_Port, ...], storage_alloc: _Storage, rail_alloc: _Allocator | None = None) -> tuple[Nic, ...]:
+    """One host's ports, with the addresses it takes (in port order) from the storage and RoCE rail subnets."""
+    out: list[Nic] = []
+    for p in ports:
+        n = p.nic
+        if p.net is not None:
+            addr = storage_alloc.take(p.net)
+            out.append(Nic(role=n.role, model=n.model, interface=n.interface, device=n.device, address=addr,
+                           nid=f"{addr}@{p.net}", link_Gbps=n.link_Gbps))
+        elif p.rail and rail_alloc is not None:
+            out.append(Nic(role=n.role, model=n.model, interface=n.interface, device=n.device,
+                           address=rail_alloc.take(), nid=None, link_Gbps=n.link_Gbps))
+        else:
+            out.append(n)
     return tuple(out)
 
 
@@ -215,6 +227,8 @@ def build_hosts(spec: ClusterSpec) -> tuple[Host, ...]:
     for p, pool in enumerate(spec.compute.pools):
         names = pool_family(p, pool)
         pool_groups = (COMPUTE, pool_group(pool.name), LUSTRE_CLIENTS)
+        ports = _ports(spec=spec, compute=pool.compute_rails, storage=pool.storage_nics,
+                       shared=tuple(pool.shared_storage_rails), nets=lu.lnet_names("clients"))
         for i in range(1, pool.nodes + 1):
             hosts.append(
                 Host(
@@ -223,11 +237,7 @@ def build_hosts(spec: ClusterSpec) -> tuple[Host, ...]:
                     pool=pool.name,
                     management_address=mgmt.take(),
                     groups=pool_groups,
-                    nics=_nics(
-                        spec=spec, compute=pool.compute_rails, storage=pool.storage_nics, storage_alloc=stor,
-                        rail_alloc=rails, shared=tuple(pool.shared_storage_rails),
-                        nets=lu.lnet_names("clients"),
-                    ),
+                    nics=_nics(ports, stor, rails),
                     gpus=pool.gpus_per_node,
                     gpu_model=pool.gpu.model if pool.gpu is not None else None,
                     ram_GiB=pool.ram_GiB,
@@ -237,12 +247,13 @@ def build_hosts(spec: ClusterSpec) -> tuple[Host, ...]:
     pairs = lu.failover == "pairs"
     if lu.mgs.mode == "standalone":
         mgs = server_family("mgs", 1).name(1)
-        hosts.append(_server(name=mgs, role="mgs", groups=(LUSTRE_MGS, LUSTRE_SERVERS), spec=spec, nics=lu.mds.nics,
-                             mgmt=mgmt, stor=stor))
+        hosts.append(_server(name=mgs, role="mgs", groups=(LUSTRE_MGS, LUSTRE_SERVERS),
+                             ports=_ports(spec, None, lu.mds.nics), mgmt=mgmt, stor=stor))
     colocated = lu.mds.colocated_with_oss
     tiers = (("mds", lu.mds.nodes, lu.mds.nics), ("oss", lu.oss.nodes, lu.oss.nics))
     for role, count, nics in tiers[1:] if colocated else tiers:
         names = server_family(role, count)
+        ports = _ports(spec, None, nics)
         for i in range(1, count + 1):
             groups: tuple[str, ...] = (lustre_group(role), LUSTRE_SERVERS)
             if colocated and i <= lu.mds.nodes:
@@ -254,13 +265,13 @@ def build_hosts(spec: ClusterSpec) -> tuple[Host, ...]:
             if pairs and role in lu.ha.tiers:
                 partner = names.name(i + 1 if i % 2 else i - 1)
             hosts.append(_server(name=names.name(i), role=role,  # type: ignore[arg-type]
-                                 groups=groups, spec=spec, nics=nics, mgmt=mgmt, stor=stor, partner=partner))
+                                 groups=groups, ports=ports, mgmt=mgmt, stor=stor, partner=partner))
     for r, rg in enumerate(lu.routers):
         names = router_family(r, rg)
         groups = (LNET_ROUTERS, router_group(rg.name))
+        ports = (_ports(spec, None, rg.client_nics, nets=[rg.client_net])
+                 + _ports(spec, None, rg.server_nics, nets=[rg.server_net], start=rg.client_nics.count))
         for i in range(1, rg.count + 1):
-            client_side = _nics(spec, None, rg.client_nics, stor, nets=[rg.client_net])
-            server_side = _nics(spec, None, rg.server_nics, stor, nets=[rg.server_net], start=rg.client_nics.count)
             hosts.append(
                 Host(
                     name=names.name(i),
@@ -268,13 +279,14 @@ def build_hosts(spec: ClusterSpec) -> tuple[Host, ...]:
                     pool=None,
                     management_address=mgmt.take(),
                     groups=groups,
-                    nics=client_side + server_side,
+                    nics=_nics(ports, stor),
                 )
             )
     os_ = spec.objectstore
     if os_.backend == "seaweedfs" and os_.nics is not None:
+        ports = _ports(spec, None, os_.nics)
         for name in objectstore_family(os_.nodes).names():
-            hosts.append(_server(name=name, role="objectstore", groups=(OBJECTSTORE,), spec=spec, nics=os_.nics,
+            hosts.append(_server(name=name, role="objectstore", groups=(OBJECTSTORE,), ports=ports,
                                  mgmt=mgmt, stor=stor))
     return tuple(hosts)
 
@@ -283,8 +295,7 @@ def _server(
     name: str,
     role: Role,
     groups: tuple[str, ...],
-    spec: ClusterSpec,
-    nics: NicGroup,
+    ports: tuple[_Port, ...],
     mgmt: _Allocator,
     stor: _Storage,
     partner: str | None = None,
@@ -295,7 +306,7 @@ def _server(
         pool=None,
         management_address=mgmt.take(),
         groups=groups,
-        nics=_nics(spec, None, nics, stor),
+        nics=_nics(ports, stor),
         failover_partner=partner,
     )
 

@@ -4,9 +4,15 @@ takeover bounds of the ha.* targets."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+import yaml
+
+from kiln import knowledge
 from kiln.plan import build_plan
-from kiln.plan.groups import LUSTRE_SERVERS
-from kiln.spec import load_stack
+from kiln.plan.groups import COMPUTE, LNET_ROUTERS, LUSTRE_SERVERS
+from kiln.spec import load_stack, stack_path, validate
 
 
 def test_every_node_watches_its_storage_interfaces() -> None:
@@ -94,3 +100,32 @@ def test_pairing_only_the_oss_tier_warns_about_the_mgs() -> None:
     plan = build_plan(load_stack("lab"))
     assert any(w.path == "lustre.ha.tiers" for w in plan.warnings)
     assert plan.host("mds01").failover_partner is None and plan.host("oss01").failover_partner == "oss02"
+
+
+def _ping_list_by_definition(plan: Any, node: str, pair: set[str], shift: int, wanted: int) -> tuple[str, ...]:
+    """healthLNET's host list straight from its definition: one NID per host outside the pair on a network the node
+    has, other servers from the one after it (moved on by `shift`), then LNet routers, then clients."""
+    host = plan.host(node)
+    nets = {nid.split("@", 1)[1] for nid in host.nids}
+    nid = {h.name: next((n for n in h.nids if n.split("@", 1)[1] in nets), None) for h in plan.hosts}
+    outside = [h for h in plan.hosts if h.name not in pair and nid[h.name]]
+    servers = [h.name for h in plan.hosts if LUSTRE_SERVERS in h.groups]
+    after = servers.index(node) + 1
+    ring = [s for s in servers[after:] + servers[:after] if s not in pair and nid[s]]
+    k = shift % len(ring) if ring else 0
+    rest = [h.name for g in (LNET_ROUTERS, COMPUTE) for h in outside if g in h.groups]
+    return tuple(nid[n] or "" for n in (ring[k:] + ring[:k] + rest)[:wanted])
+
+
+@pytest.mark.parametrize("oss", [4, 6, 10, 16])
+def test_ping_lists_follow_the_definition_on_larger_fleets(oss: int) -> None:
+    doc = yaml.safe_load(stack_path("prod-h100").read_text())["config"]["kiln:cluster"]
+    doc["lustre"]["oss"]["nodes"] = oss
+    plan = build_plan(validate(doc))
+    wanted = knowledge.load().tuning.ha.lnet_ping_hosts.value
+    assert plan.ha.pairs
+    for pair in plan.ha.pairs:
+        names = {n.name for n in pair.nodes}
+        for i, node in enumerate(pair.nodes):
+            assert node.lnet is not None
+            assert node.lnet.host_list == _ping_list_by_definition(plan, node.name, names, i * wanted, wanted)

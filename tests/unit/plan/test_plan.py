@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
 import pytest
 
-from kiln.plan import build_plan
+from kiln.plan import build_plan, serialize
 from kiln.plan.serialize import plan_to_dict
 from kiln.spec import SpecError, load_stack, validate
 from tests.unit.refusals import Refusal, refusal, refused
@@ -246,3 +247,13 @@ def test_default_quota_policy_refusals(stack: Any) -> None:
     with pytest.raises(SpecError) as exc:
         plan_of(data)
     assert exc.value.issues[0].path.startswith("lustre.quotas.defaults.user.block_soft")
+
+
+@pytest.mark.parametrize("include_hosts", [True, False])
+@pytest.mark.parametrize("stack", ["dev", "lab", "prod-h100"])
+def test_streamed_json_is_the_document_byte_for_byte(stack: str, include_hosts: bool,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(serialize, "HOSTS_PER_CHUNK", 5)  # several chunks even on a small stack
+    plan = build_plan(load_stack(stack))
+    streamed = "".join(serialize.plan_json(plan, include_hosts=include_hosts))
+    assert streamed == json.dumps(plan_to_dict(plan, include_hosts=include_hosts))
