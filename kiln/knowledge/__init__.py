@@ -526,6 +526,7 @@ class KafkaFile(_File):
     replay_headroom: Sourced[float]
     retention_safety: Sourced[float]
     broker_disk_fill: Sourced[float]
+    runway_min_s: Sourced[float]
     broker_write_MBps: Sourced[float]
     partitions_per_broker_max: Sourced[int]
     controllers: Sourced[int]

@@ -156,11 +156,11 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
     degraded = build_degraded(spec, sizing, file_rate)
     objectstore, os_issues = build_objectstore(spec, hosts)
     dataflow, df_issues = build_dataflow(spec, hosts, layouts, sizing)
+    kafka, kafka_issues = build_kafka(spec)
     monitoring, mon_issues = build_monitoring(
         spec=spec, hosts=hosts, targets=lustre_targets, tunables=tunables, objectstore=objectstore,
-        demand_read_GBps=sizing.demand_read_GBps,
+        demand_read_GBps=sizing.demand_read_GBps, kafka=kafka,
     )
-    kafka, kafka_issues = build_kafka(spec)
     ha, ha_issues = build_ha(spec, hosts, lustre_targets)
     versions, version_issues = build_versions(spec)
     found = [

@@ -23,6 +23,11 @@ from kiln.spec.models import ClusterSpec, ComputePool, Kafka, KafkaConsumers, Ka
 
 DTYPE_BYTES = {"uint16": 2, "uint32": 4}
 _PATH = "pipeline.kafka"
+#: The Strimzi Kafka cluster's name and its node pools: they name the pods and the broker volumes' claims
+#: (data-<volume id>-<cluster>-<pool>-<node id>), which the renderer creates and the alerts select.
+CLUSTER = "kiln-tokens"
+BROKER_POOL = "brokers"
+CONTROLLER_POOL = "controllers"
 
 
 def build_kafka(spec: ClusterSpec) -> tuple[KafkaPlan | None, list[SpecIssue]]:
@@ -47,6 +52,7 @@ def build_kafka(spec: ClusterSpec) -> tuple[KafkaPlan | None, list[SpecIssue]]:
         mode=kc.mode, version=kc.version, strimzi_release=knowledge.load().kafka.strimzi.release,
         namespace=kc.namespace, auth=kc.auth, controllers=controllers, brokers=brokers, brokers_by=brokers_by,
         storage_GB_per_broker=kc.storage_GB_per_broker, broker_heap_GB=knowledge.load().kafka.broker_heap_GB.value,
+        runway_min_s=knowledge.load().kafka.runway_min_s.value,
         topics=tuple(topics),
         producer=producer_settings(topics), consumer=consumer_settings(topics), broker=broker_settings(topics),
     )

@@ -702,6 +702,7 @@ class KafkaPlan:
     brokers_by: dict[str, int]  # what each constraint needs: replication, retention, ingress, partitions
     storage_GB_per_broker: float
     broker_heap_GB: float  # the JVM heap of each broker (-Xms = -Xmx); the rest of memory is page cache
+    runway_min_s: float  # seconds of tokens a rank holds ahead of training, at least (KafkaRunwayLow)
     topics: tuple[KafkaTopicPlan, ...]
     producer: tuple[KafkaSetting, ...]
     consumer: tuple[KafkaSetting, ...]

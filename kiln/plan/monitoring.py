@@ -23,7 +23,8 @@ from typing import Literal
 
 from kiln import knowledge
 from kiln.plan.groups import COMPUTE, LUSTRE_MDS, LUSTRE_MGS
-from kiln.plan.model import AcceptanceTarget, Host, LustreTarget, ObjectStorePlan, Tunable
+from kiln.plan.kafka import BROKER_POOL, CLUSTER
+from kiln.plan.model import AcceptanceTarget, Host, KafkaPlan, LustreTarget, ObjectStorePlan, Tunable
 from kiln.plan.tuning import is_namespaced_sysctl
 from kiln.spec.errors import SpecIssue, suggest
 from kiln.spec.models import ClusterSpec, Monitoring
@@ -142,10 +143,11 @@ class AlertRule:
     labels: dict[str, str] = field(default_factory=dict)  # extra static labels (planned values)
     tests: tuple[PromtoolCase, ...] = ()  # its promtool cases (a rule covered by an "alert" case of another: none)
     fault: Fault | None = None  # the fault kiln verify injects to fire it, where there is one
+    runbook_doc: str = RUNBOOK  # the runbook with a section named after the alert
 
     @property
     def runbook(self) -> str:
-        return f"{RUNBOOK}#{self.alert.lower()}"
+        return f"{self.runbook_doc}#{self.alert.lower()}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -879,6 +881,184 @@ def _datamover_rules(spec: ClusterSpec, lake_port: int) -> list[AlertRule]:
     return rules
 
 
+# --- the token stream (pipeline.kafka, Strimzi) ----------------------------------------------------------
+#
+# Broker metrics are the JMX exporter's names under the rules kiln/render/manifests/kafka.py gives it (Strimzi's
+# generic gauge rules, packaging/examples/metrics/kafka-metrics.yaml; the same names as Strimzi's
+# prometheus-install/prometheus-rules/prometheus-kafka-rules.yaml): one series per Kafka pod, labelled namespace
+# and pod by the ServiceMonitor. The stream's gauges are kiln.stream.TokenConsumer's, labelled topic and rank
+# (partition for the checkpoint offsets).
+
+KAFKA_RUNBOOK = "docs/runbooks/kafka-broker-down.md"
+LAG_RUNBOOK = "docs/runbooks/kafka-lag.md"
+RETENTION_RUNBOOK = "docs/runbooks/kafka-retention.md"
+#: The window over which a rank's lag must rise, and how long it must keep rising, before KafkaConsumerLagGrowing.
+LAG_WINDOW_S = 1800
+
+
+def _kafka_case(metric: str, ok: dict[str, str], bad: dict[str, str], values: tuple[float, float], every_s: int,
+                fires: dict[str, str] | None = None) -> tuple[PromtoolCase, PromtoolCase]:
+    """A healthy series and a faulty one (firing with `fires`, the faulty series' labels unless given), and the same
+    fault repaired to the healthy value just past the evaluation (silent again)."""
+    good, wrong = values
+    case = PromtoolCase(series=(_held(metric, ok, good), _held(metric, bad, wrong)),
+                        fires=Firing(labels=bad if fires is None else fires, value=wrong))
+    k = (600 + 2 * every_s) // every_s + 2
+    repaired = Series(metric=metric, labels=bad, values=f"{wrong}x{k} {good}x{SAMPLES}")
+    return case, replace(case, series=(case.series[0], repaired), cleared_s=(k + 2) * every_s)
+
+
+def _kafka_partitions(ns: str, every_s: int) -> list[AlertRule]:
+    sel = f'{{namespace="{ns}"}}'
+    broker = {"namespace": ns, "pod": f"{CLUSTER}-{BROKER_POOL}-3"}
+    ok, bad = {**broker, **OK_HOST}, {**broker, "pod": f"{CLUSTER}-{BROKER_POOL}-4", **BAD_HOST}
+    isr, offline = "kafka_server_replicamanager_underminisrpartitioncount", "kafka_controller_kafkacontroller_" \
+        "offlinepartitionscount"
+    return [
+        AlertRule(
+            alert="KafkaUnderMinIsrPartitions", group="kafka", expr=f"{isr}{sel} > 0", for_s=120,
+            severity="critical", summary="{{ $value }} partitions led by {{ $labels.pod }} are under their min ISR",
+            description="Fewer replicas than min.insync.replicas are in sync: acks=all producers get "
+            "NotEnoughReplicas and the token stream stops growing (a broker is down or cannot keep up).",
+            runbook_doc=KAFKA_RUNBOOK, tests=_kafka_case(isr, ok, bad, (0, 4), every_s),
+        ),
+        AlertRule(
+            alert="KafkaOfflinePartitions", group="kafka", expr=f"sum by (namespace) ({offline}{sel}) > 0",
+            for_s=60, severity="critical", summary="{{ $value }} token stream partitions have no leader",
+            description="The active controller counts partitions without a leader (every replica's broker down; "
+            "unclean election is off): ranks reading them stop in next_batch().",
+            runbook_doc=KAFKA_RUNBOOK, tests=_kafka_case(offline, ok, bad, (0, 2), every_s, {"namespace": ns}),
+        ),
+        _kafka_controller(ns, every_s),
+    ]
+
+
+def _kafka_controller(ns: str, every_s: int) -> AlertRule:
+    """The sum of ActiveControllerCount over the quorum is not 1: none (no metadata changes, no leader elections)
+    or two (a split brain). No series at all counts as none."""
+    metric = "kafka_controller_kafkacontroller_activecontrollercount"
+    sel = f'{metric}{{namespace="{ns}"}}'
+    c = {"namespace": ns}
+    pods = [{**c, "pod": f"{CLUSTER}-controllers-{i}", **OK_HOST} for i in range(3)]
+
+    def quorum(*active: int) -> tuple[Series, ...]:
+        return tuple(_held(metric, p, a) for p, a in zip(pods, active, strict=True))
+
+    k = (600 + 2 * every_s) // every_s + 2  # none active until just past the evaluation, then one elected
+    elected = Series(metric=metric, labels=pods[0], values=f"0x{k} 1x{SAMPLES}")
+    return AlertRule(
+        alert="KafkaNoActiveController", group="kafka",
+        expr=f"sum by (namespace) ({sel}) != 1 or (absent({sel}) - 1)", for_s=60, severity="critical",
+        summary="The token stream's KRaft quorum has {{ $value }} active controllers",
+        description="ActiveControllerCount summed over the controllers is not 1: with none, no partition gets a "
+        "new leader and no topic changes; with two, the quorum is split.",
+        runbook_doc=KAFKA_RUNBOOK,
+        tests=(PromtoolCase(series=quorum(1, 0, 0)),
+               PromtoolCase(series=quorum(1, 1, 0), fires=Firing(labels=c, value=2)),
+               PromtoolCase(series=(elected, *quorum(0, 0, 0)[1:]), fires=Firing(labels=c, value=0),
+                            cleared_s=(k + 2) * every_s),
+               PromtoolCase(series=(_held("up", {"job": "node", **OK_HOST}, 1),), fires=Firing(labels=c, value=0))),
+    )
+
+
+def _kafka_disk(m: Monitoring, ns: str) -> list[AlertRule]:
+    """The brokers' log volumes (kubelet's volume stats; Strimzi names a node pool's JBOD claims
+    data-<volume id>-<cluster>-<pool>-<node id>) at the kit's fill levels (monitoring.fill_*_percent)."""
+    claims = f"data-[0-9]+-{CLUSTER}-{BROKER_POOL}-[0-9]+"
+    sel = f'{{namespace="{ns}",persistentvolumeclaim=~"{claims}"}}'
+    size, avail = "kubelet_volume_stats_capacity_bytes", "kubelet_volume_stats_available_bytes"
+    ok = {"namespace": ns, "persistentvolumeclaim": f"data-0-{CLUSTER}-{BROKER_POOL}-3"}
+    bad = {**ok, "persistentvolumeclaim": f"data-0-{CLUSTER}-{BROKER_POOL}-4"}
+    out = []
+    for sev, pct, used in _fill_levels(m):
+        case = _fill_case(size, avail, ok, bad, used)
+        ignored = _held(avail, {**bad, "persistentvolumeclaim": f"data-0-{CLUSTER}-controllers-0"}, 1)
+        out.append(AlertRule(
+            alert="KafkaBrokerDiskFilling" if sev == "warning" else "KafkaBrokerDiskFull", group="kafka",
+            expr=f"1 - {avail}{sel} / {size}{sel} > {round(pct / 100, 4)}", for_s=300, severity=sev,
+            summary="Kafka volume {{ $labels.persistentvolumeclaim }} is {{ $value | humanizePercentage }} full",
+            description=f"A broker's log volume has used more than {pct:g}% of its space (monitoring.fill_*_percent;"
+            " the plan retains at most kiln/knowledge/kafka.yaml broker_disk_fill of it): a full volume takes the "
+            "broker's partitions offline.",
+            runbook_doc=KAFKA_RUNBOOK, tests=(replace(case, series=(*case.series, ignored)),),
+        ))
+    return out
+
+
+def _kafka_stream(k: KafkaPlan, every_s: int) -> list[AlertRule]:
+    topics = f'{{topic=~"{_regex([t.name for t in k.topics])}"}}'
+    rank = {"topic": k.topics[0].name, "rank": "0"}
+    ok, bad = {**rank, **OK_HOST}, {**rank, "rank": "1", **BAD_HOST}
+    lag, runway = "kiln_stream_lag_messages", "kiln_stream_runway_seconds"
+    w, n = LAG_WINDOW_S, _samples(2 * LAG_WINDOW_S, every_s)
+    rising = (LAG_WINDOW_S + 2 * every_s) // every_s + 2  # rising until just past the evaluation, then flat
+    low = round(k.runway_min_s / 2, 3)
+    return [
+        AlertRule(
+            alert="KafkaConsumerLagGrowing", group="kafka", expr=f"deriv({lag}{topics}[{w}s]) > 0", for_s=w,
+            severity="warning", summary="Rank {{ $labels.rank }} of {{ $labels.topic }} falls further behind",
+            description=f"The rank's lag (messages between its position and the partitions' ends) has kept rising "
+            f"over {w // 60}-minute windows for {w // 60} minutes ({{{{ $value }}}} messages/s): the producer "
+            "publishes faster than the rank trains, which only matters when its runway is low too or retention "
+            "nears.",
+            runbook_doc=LAG_RUNBOOK,
+            tests=(PromtoolCase(series=(_held(lag, ok, 500, n), Series(metric=lag, labels=bad, values=f"0+10x{n}")),
+                                fires=Firing(labels=bad, value=10 / every_s)),
+                   PromtoolCase(series=(_held(lag, ok, 500, n), Series(
+                       metric=lag, labels=bad, values=f"0+10x{rising} {10 * rising}x{n}")),
+                       fires=Firing(labels=bad, value=10 / every_s), cleared_s=(rising + 2) * every_s + w)),
+        ),
+        AlertRule(
+            alert="KafkaRunwayLow", group="kafka", expr=f"{runway}{topics} < {k.runway_min_s:g}", for_s=300,
+            severity="warning",
+            summary="Rank {{ $labels.rank }} of {{ $labels.topic }} has {{ $value }} s of tokens buffered",
+            description=f"Below the plan's runway ({k.runway_min_s:g} s, kiln/knowledge/kafka.yaml runway_min_s: "
+            "enough to outlast a broker failure): the rank waits on the stream at the next leader move.",
+            labels={"runway_min_s": f"{k.runway_min_s:g}"}, runbook_doc=LAG_RUNBOOK,
+            tests=_kafka_case(runway, ok, bad, (10 * k.runway_min_s, low), every_s),
+        ),
+        _kafka_retention(k, every_s),
+    ]
+
+
+def _kafka_retention(k: KafkaPlan, every_s: int) -> AlertRule:
+    """The topic no longer holds the oldest message a kept checkpoint resumes from: a partition's log start offset
+    (the highest of its replicas') is past the lowest offset of that partition in any kept checkpoint
+    (TokenConsumer.report_checkpoints)."""
+    start, kept = "kafka_log_log_logstartoffset", "kiln_stream_checkpoint_offset"
+    topics = f'topic=~"{_regex([t.name for t in k.topics])}"'
+    part = {"topic": k.topics[0].name, "partition": "7"}
+    ok = {**part, "partition": "6"}
+    broker = {"namespace": k.namespace, "pod": f"{CLUSTER}-{BROKER_POOL}-3", **OK_HOST}
+    follower = {**broker, "pod": f"{CLUSTER}-{BROKER_POOL}-4"}
+    ranks = {"rank": "0", **OK_HOST}
+    return AlertRule(
+        alert="KafkaRetentionBehindCheckpoint", group="kafka",
+        expr=f'max by (namespace, topic, partition) ({start}{{namespace="{k.namespace}",{topics}}}) > on (topic, '
+             f"partition) group_left min by (topic, partition) ({kept}{{{topics}}})",
+        for_s=2 * every_s, severity="critical",
+        summary="Partition {{ $labels.partition }} of {{ $labels.topic }} starts at offset {{ $value }}, past a "
+        "kept checkpoint",
+        description="Retention deleted messages that the oldest kept checkpoint resumes from: a resume from it "
+        "stops with StreamGapError. Newer checkpoints may still resume.",
+        runbook_doc=RETENTION_RUNBOOK,
+        tests=(PromtoolCase(series=(
+            _held(start, {**ok, **broker}, 100), _held(start, {**ok, **follower}, 100),
+            _held(kept, {**ok, **ranks}, 100),
+            _held(start, {**part, **broker}, 250), _held(start, {**part, **follower}, 90),
+            _held(kept, {**part, **ranks}, 200), _held(kept, {**part, **ranks, "host": "bad-host"}, 400)),
+            fires=Firing(labels={"namespace": k.namespace, **part}, value=250)),),
+    )
+
+
+def _kafka_rules(m: Monitoring, k: KafkaPlan | None) -> list[AlertRule]:
+    """The token stream's alerts: only where kiln renders its exporter (Strimzi on Kubernetes)."""
+    if k is None or k.mode != "strimzi":
+        return []
+    every_s = m.scrape_interval_s
+    return [*_kafka_partitions(k.namespace, every_s), *_kafka_disk(m, k.namespace), *_kafka_stream(k, every_s)]
+
+
 def _issues(spec: ClusterSpec, hosts: tuple[Host, ...]) -> list[SpecIssue]:
     m = spec.monitoring
     names = [h.name for h in hosts]
@@ -932,6 +1112,7 @@ def build_monitoring(
     tunables: tuple[Tunable, ...],
     objectstore: ObjectStorePlan,
     demand_read_GBps: float,
+    kafka: KafkaPlan | None = None,
 ) -> tuple[MonitoringPlan, list[SpecIssue]]:
     m = spec.monitoring
     issues = _issues(spec, hosts)
@@ -947,6 +1128,7 @@ def build_monitoring(
         + (_gpu_rules(spec) if any(h.gpus for h in hosts) else [])
         + _objectstore_rules(objectstore)
         + _datamover_rules(spec, objectstore.s3_port)
+        + _kafka_rules(m, kafka)
     )
     if m.alert_for_max_s is not None:
         cap = m.alert_for_max_s

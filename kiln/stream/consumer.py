@@ -5,7 +5,8 @@
 - `next_batch()` hands out messages in the rank's fixed round-robin order (kiln.stream.order) and decodes them
   with `numpy.frombuffer` into a (batch_messages, tokens_per_message) array: no JSON, no per-token Python
 - `state_dict()` is what the checkpoint keeps; offsets are committed to Kafka only so lag can be watched
-- lag (messages behind the partition's end) and runway (seconds of tokens buffered ahead) are Prometheus gauges
+- lag (messages behind the partition's end) and runway (seconds of tokens buffered ahead) are Prometheus gauges,
+  and so is the oldest offset of each partition that a kept checkpoint resumes from (`report_checkpoints()`)
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import numpy as np
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 from prometheus_client import CollectorRegistry, Gauge
 
-from kiln.stream.order import RoundRobin, StreamState, assignment
+from kiln.stream.order import RoundRobin, StreamState, assignment, oldest_offsets
 
 FETCH_MESSAGES = 512  # messages per consume() call: batch fetches, as the measured fast path does
 
@@ -63,6 +64,9 @@ class TokenConsumer:
                           "ends", labels, registry=registry)
         self._runway = Gauge("kiln_stream_runway_seconds", "Seconds of tokens buffered ahead of training at the "
                              "current consumption rate", labels, registry=registry)
+        self._kept = Gauge("kiln_stream_checkpoint_offset", "The oldest offset of the partition that a kept "
+                           "checkpoint resumes from: the topic must still hold it", ["topic", "partition"],
+                           registry=registry)
 
     # ---- the checkpoint's state --------------------------------------------------------------------------
     def state_dict(self) -> dict[str, object]:
@@ -181,6 +185,15 @@ class TokenConsumer:
                             asynchronous=True)
         self._lag.labels(self.topic, str(self.rank)).set(lag)
         return lag
+
+    def report_checkpoints(self, states: list[dict[str, object]]) -> dict[int, int]:
+        """Set the checkpoint offset gauge from the stream states of every checkpoint still kept (each one's state,
+        merged or this rank's); returns this rank's partitions' oldest offsets. Call it whenever a checkpoint is
+        saved or deleted."""
+        oldest = oldest_offsets(states, self._partitions)
+        for p, o in oldest.items():
+            self._kept.labels(self.topic, str(p)).set(o)
+        return oldest
 
     def close(self) -> None:
         self._stop.set()

@@ -54,6 +54,17 @@ class StreamState:
         return self.cursors.get(rank, 0) if world == self.world else 0
 
 
+def oldest_offsets(states: list[dict[str, object]], partitions: tuple[int, ...]) -> dict[int, int]:
+    """Per partition of `partitions`, the lowest offset any of the kept checkpoints' stream states resumes from: the
+    oldest message the topic must still hold. A partition no state names is left out."""
+    out: dict[int, int] = {}
+    for state in states:
+        for p, o in StreamState.from_dict(state).offsets.items():
+            if p in partitions:
+                out[p] = min(o, out.get(p, o))
+    return out
+
+
 def merge_states(states: list[dict[str, object]]) -> dict[str, object]:
     """The states every rank saved at one step, as one state any world size can resume from."""
     parsed = [StreamState.from_dict(s) for s in states]

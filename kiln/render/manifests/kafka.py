@@ -6,6 +6,8 @@
     Kafka              the cluster: version, listeners, the plan's broker configuration
     KafkaTopic         one per planned topic: partitions, replicas and the plan's topic configuration
     KafkaUser          one per consuming pool when the stream authenticates clients (SCRAM-SHA-512 or TLS)
+    ConfigMap          the JMX Prometheus exporter's rules, which the Kafka resource's metricsConfig names
+    Service            the brokers' and controllers' metrics port, and its ServiceMonitor (Prometheus scrapes it)
 
 Nothing without `pipeline.kafka` in `strimzi` mode. Every resource validates against the Strimzi 1.2.0 CRD
 schemas (tests/infra/test_strimzi_schemas.py). The operator, not this builder, formats the KRaft storage.
@@ -13,16 +15,38 @@ schemas (tests/infra/test_strimzi_schemas.py). The operator, not this builder, f
 
 from __future__ import annotations
 
+import yaml
+
+from kiln.plan.kafka import BROKER_POOL, CLUSTER, CONTROLLER_POOL
 from kiln.plan.model import KafkaPlan, KafkaSetting, KafkaTopicPlan
 from kiln.render.manifests.context import TOKEN_STREAM, Ctx, Obj, obj
 from kiln.render.manifests.helm import helm_release, helm_source
+from kiln.render.manifests.monitoring import HOST_RELABEL, MONITORING_API
 
 STRIMZI_API = "kafka.strimzi.io/v1"
 CLUSTER_LABEL = "strimzi.io/cluster"  # Strimzi: a node pool, topic or user names its Kafka cluster by this label
-CLUSTER = "kiln-tokens"
 CONTROLLER_VOLUME_GB = 20  # KRaft metadata log: small (Strimzi examples use 100Gi with metadata shared)
 LISTENER_PORT = 9092  # Strimzi's internal listener port (listeners[].port, 9092 is the examples' plain port)
 _BROKER_ONLY = frozenset({"KAFKA_HEAP_OPTS"})  # environment, not broker configuration
+#: Strimzi's Kafka pods serve the JMX exporter on port 9404, named tcp-prometheus (strimzi-kafka-operator
+#: packaging/examples/metrics/prometheus-install/pod-monitors/kafka-resources-metrics.yaml scrapes that port), and
+#: carry strimzi.io/name=<cluster>-kafka whatever their node pool (the same examples' dashboards select on it).
+METRICS_PORT = {"name": "tcp-prometheus", "port": 9404}
+METRICS = f"{CLUSTER}-metrics"  # the ConfigMap, the Service (the job label) and the ServiceMonitor
+METRICS_KEY = "kafka-metrics-config.yml"
+#: The JMX exporter rules the alerts need (kiln/plan/monitoring.py, _kafka_rules): the generic gauge rules of
+#: strimzi-kafka-operator packaging/examples/metrics/kafka-metrics.yaml ("Generic gauges with 0-2 key/value pairs"),
+#: verbatim and in its order. They name kafka.server:type=ReplicaManager,name=UnderMinIsrPartitionCount
+#: kafka_server_replicamanager_underminisrpartitioncount, kafka.controller:type=KafkaController,name=
+#: OfflinePartitionsCount and ActiveControllerCount kafka_controller_kafkacontroller_*, and
+#: kafka.log:type=Log,name=LogStartOffset,topic=*,partition=* kafka_log_log_logstartoffset{topic,partition}.
+JMX_RULES: Obj = {"lowercaseOutputName": True, "rules": [
+    {"pattern": r"kafka.(\w+)<type=(.+), name=(.+), (.+)=(.+), (.+)=(.+)><>Value", "name": "kafka_$1_$2_$3",
+     "type": "GAUGE", "labels": {"$4": "$5", "$6": "$7"}},
+    {"pattern": r"kafka.(\w+)<type=(.+), name=(.+), (.+)=(.+)><>Value", "name": "kafka_$1_$2_$3", "type": "GAUGE",
+     "labels": {"$4": "$5"}},
+    {"pattern": r"kafka.(\w+)<type=(.+), name=(.+)><>Value", "name": "kafka_$1_$2_$3", "type": "GAUGE"},
+]}
 
 
 def token_stream(c: Ctx) -> list[Obj]:
@@ -35,9 +59,11 @@ def token_stream(c: Ctx) -> list[Obj]:
         obj("v1", "Namespace", c.meta(TOKEN_STREAM, ns)),
         helm_source(c, TOKEN_STREAM, "strimzi_operator"),
         helm_release(c, TOKEN_STREAM, "strimzi_operator", {"watchNamespaces": []}, namespace=ns),
-        _node_pool(c, k, name="controllers", role="controller", replicas=k.controllers, size_GB=CONTROLLER_VOLUME_GB),
-        _node_pool(c, k, name="brokers", role="broker", replicas=k.brokers, size_GB=k.storage_GB_per_broker),
+        _node_pool(c, k, name=CONTROLLER_POOL, role="controller", replicas=k.controllers,
+                   size_GB=CONTROLLER_VOLUME_GB),
+        _node_pool(c, k, name=BROKER_POOL, role="broker", replicas=k.brokers, size_GB=k.storage_GB_per_broker),
         _kafka(c, k),
+        *_metrics(c, k),
     ]
     out += [_topic(c, k, t) for t in k.topics]
     if k.auth != "none":
@@ -74,11 +100,32 @@ def _kafka(c: Ctx, k: KafkaPlan) -> Obj:
         listener["authentication"] = {"type": k.auth}
     config = _config(k.broker)
     config["min.insync.replicas"] = min(t.min_insync_replicas for t in k.topics)
+    metrics: Obj = {"type": "jmxPrometheusExporter",
+                    "valueFrom": {"configMapKeyRef": {"name": METRICS, "key": METRICS_KEY}}}
     spec: Obj = {
-        "kafka": {"version": k.version, "listeners": [listener], "config": config},
+        "kafka": {"version": k.version, "listeners": [listener], "config": config, "metricsConfig": metrics},
         "entityOperator": {"topicOperator": {}, "userOperator": {}},
     }
     return obj(STRIMZI_API, "Kafka", c.meta(TOKEN_STREAM, CLUSTER, k.namespace), spec=spec)
+
+
+def _metrics(c: Ctx, k: KafkaPlan) -> list[Obj]:
+    """The exporter's rules, and a Service on every Kafka pod's metrics port with the ServiceMonitor that has
+    Prometheus scrape it (the node as `host`, as every kiln ServiceMonitor). Strimzi's own NetworkPolicy admits the
+    metrics port once metricsConfig is set."""
+    pods = {CLUSTER_LABEL: CLUSTER, "strimzi.io/name": f"{CLUSTER}-kafka"}
+    labels = {"app.kubernetes.io/name": METRICS}
+    port = {**METRICS_PORT, "targetPort": METRICS_PORT["name"], "protocol": "TCP"}
+    every = f"{c.plan.monitoring.scrape_interval_s}s"
+    return [
+        obj("v1", "ConfigMap", c.meta(TOKEN_STREAM, METRICS, k.namespace),
+            data={METRICS_KEY: yaml.safe_dump(JMX_RULES, sort_keys=False, width=120)}),
+        obj("v1", "Service", c.meta(TOKEN_STREAM, METRICS, k.namespace, labels=labels),
+            spec={"clusterIP": "None", "selector": pods, "ports": [port]}),
+        obj(MONITORING_API, "ServiceMonitor", c.meta(TOKEN_STREAM, METRICS, k.namespace), spec={
+            "selector": {"matchLabels": labels},
+            "endpoints": [{"port": METRICS_PORT["name"], "interval": every, "relabelings": [HOST_RELABEL]}]}),
+    ]
 
 
 def _topic(c: Ctx, k: KafkaPlan, t: KafkaTopicPlan) -> Obj:

@@ -127,6 +127,18 @@ def test_runway_and_lag_are_reported() -> None:
     c.close()
 
 
+def test_the_oldest_kept_checkpoint_offset_is_reported_per_partition() -> None:
+    """Two kept checkpoints (merged states): the gauge holds, per partition of the rank, the lower offset."""
+    c = _consumer(_topic(), rank=1, world=2, seed=5)
+    older = {"topic": "tokens", "offsets": {str(p): 3 for p in range(12)}, "cursors": {}, "world": 2}
+    newer = {"topic": "tokens", "offsets": {str(p): 2 if p == 5 else 9 for p in range(12)}, "cursors": {}, "world": 2}
+    oldest = c.report_checkpoints([newer, older])
+    assert oldest == {1: 3, 3: 3, 5: 2, 7: 3, 9: 3, 11: 3}
+    assert c.registry.get_sample_value("kiln_stream_checkpoint_offset", {"topic": "tokens", "partition": "5"}) == 2
+    assert c.registry.get_sample_value("kiln_stream_checkpoint_offset", {"topic": "tokens", "partition": "0"}) is None
+    c.close()
+
+
 def test_the_producer_splits_shards_into_whole_messages_across_partitions(tmp_path: Path) -> None:
     np.save(tmp_path / "a.npy", np.arange(40, dtype=np.uint32))
     np.arange(40, 70, dtype=np.uint32).tofile(tmp_path / "b.bin")
