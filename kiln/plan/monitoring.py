@@ -980,7 +980,8 @@ def _kafka_disk(m: Monitoring, ns: str) -> list[AlertRule]:
             description=f"A broker's log volume has used more than {pct:g}% of its space (monitoring.fill_*_percent;"
             " the plan retains at most kiln/knowledge/kafka.yaml broker_disk_fill of it): a full volume takes the "
             "broker's partitions offline.",
-            runbook_doc=KAFKA_RUNBOOK, tests=(replace(case, series=(*case.series, ignored)),),
+            runbook_doc=KAFKA_RUNBOOK,
+            tests=(replace(case, series=(*case.series, ignored)), PromtoolCase(series=case.series[:2])),
         ))
     return out
 
