@@ -13,6 +13,11 @@ from pathlib import Path
 from typing import Any
 
 LABEL = "io.kiln.lab"
+# /dev/shm of a lab host: a tmpfs made afresh at every start, as a reboot gives a real server. Podman's own /dev/shm
+# outlives a container's restart: a server the failover drills killed came back with the previous boot's libqb IPC
+# files (Corosync and Pacemaker hold about 48 MiB there) in podman's 64 MiB, corosync failed with
+# "qb_rb_open: No space left on device" and the node never rejoined its pair.
+SHM_MIB = 256
 
 
 class PodmanError(RuntimeError):
@@ -124,7 +129,7 @@ def ensure_container(h: HostSpec) -> str:
     """Create and start a systemd container; start it if it exists but stopped. Returns what was done."""
     state = container_state(h.container)
     recreated = False
-    if state is not None and not (_has_tmpfs(h) and _has_binds(h)):
+    if state is not None and not (_has_tmpfs(h) and _has_binds(h) and _has_shm(h)):
         # made by an older kiln without a tmpfs or bind mount the stack now plans: remake it (the converge restores it)
         _run(["rm", "-f", h.container])
         state, recreated = None, True
@@ -135,7 +140,7 @@ def ensure_container(h: HostSpec) -> str:
         return "started"
     # NET_ADMIN in the container's own network namespace: the firewall role loads nftables rules there
     args = ["run", "-d", "--name", h.container, "--hostname", h.hostname, "--systemd=always", "--cap-add", "NET_ADMIN",
-            *sysctl_isolation()]
+            "--tmpfs", f"/dev/shm:rw,size={SHM_MIB}m,mode=1777", *sysctl_isolation()]
     for name, ip in h.hosts:
         args += ["--add-host", f"{name}:{ip}"]
     for net, ip in h.networks:
@@ -151,6 +156,15 @@ def ensure_container(h: HostSpec) -> str:
     args += [h.image, "/sbin/init"]
     _run(args)
     return "recreated (new mount)" if recreated else "created"
+
+
+def _has_shm(h: HostSpec) -> bool:
+    """Whether an existing container has the lab's /dev/shm tmpfs (an older kiln left podman's, kept over restarts)."""
+    proc = _run(["container", "inspect", h.container, "--format", "{{json .HostConfig.Tmpfs}}"], check=False)
+    try:
+        return proc.returncode != 0 or "/dev/shm" in (json.loads(proc.stdout or "null") or {})
+    except ValueError:
+        return False
 
 
 def _has_tmpfs(h: HostSpec) -> bool:
