@@ -10,7 +10,8 @@
 #   --no-setup    skip scripts/host-prereqs.sh and scripts/build-base-image.sh
 #   --list        print the roles that would run, and exit
 #
-# Environment: KILN_MOLECULE_TIMEOUT (seconds per role, default 1800).
+# Environment: KILN_MOLECULE_TIMEOUT (seconds per role, default 1800), KILN_MOLECULE_JOBS (roles run at once,
+# default 2: a scenario spends much of its time waiting on its container, so two lanes use a 2-core machine).
 # Exit status: 0 when every role passed, 1 otherwise. The last line reads
 # "molecule: N passed, M failed".
 set -euo pipefail
@@ -23,6 +24,9 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 MOLECULE="$ROOT/.venv/bin/molecule"
 LOG_DIR="$ROOT/.cache/molecule-logs"
 TIMEOUT="${KILN_MOLECULE_TIMEOUT:-1800}"
+JOBS="${KILN_MOLECULE_JOBS:-2}"
+# The scenarios that take longest (measured on a 2-core machine): started first.
+SLOW_FIRST=(lustre_ha datamover lustre_server monitoring objectstore common lustre_layout lustre_client bench_tools)
 
 verbose=0
 setup=1
@@ -89,13 +93,9 @@ mkdir -p "$LOG_DIR"
 lock_dir=/var/tmp/kiln/locks
 mkdir -p "$lock_dir" 2>/dev/null || lock_dir="$LOG_DIR"
 
-passed=0
-failed=0
-summary=()
-for role in "${roles[@]}"; do
-    dir="$ROOT/roles/$role"
-    logf="$LOG_DIR/$role.log"
-    start=$SECONDS
+# run_role ROLE RESULT_FILE: one role's `molecule test --all`; writes "rc seconds message" to RESULT_FILE.
+run_role() {
+    local role=$1 out=$2 dir="$ROOT/roles/$1" logf="$LOG_DIR/$1.log" start=$SECONDS rc=0 msg
     if [[ ! -f "$dir/molecule/default/molecule.yml" ]]; then
         msg="no scenario at roles/$role/molecule/default/molecule.yml"
         rc=2
@@ -103,7 +103,6 @@ for role in "${roles[@]}"; do
         rc=2
     else
         log "$role: molecule test (log: ${logf#"$ROOT/"})"
-        rc=0
         # One run per role at a time on this machine (its container name is fixed).
         (
             flock -w "$TIMEOUT" 9 || { echo "timed out waiting for $lock_dir/molecule-$role.lock" >&2; exit 3; }
@@ -118,17 +117,41 @@ for role in "${roles[@]}"; do
         msg="log ${logf#"$ROOT/"}"
         [[ $rc -eq 124 ]] && msg="timed out after ${TIMEOUT} s; $msg"
     fi
-    secs=$((SECONDS - start))
+    printf '%s %s %s\n' "$rc" "$((SECONDS - start))" "$msg" >"$out"
+    if [[ $rc -ne 0 && $verbose -eq 0 && -f "$logf" && $rc -ne 2 ]]; then
+        log "$role: last lines of $logf:"
+        tail -n 40 "$logf" >&2
+    fi
+}
+
+# Scenarios run $JOBS at a time (each role has its own containers and lock); the slowest roles start first so
+# the lanes finish together.
+results=$(mktemp -d)
+trap 'rm -rf "$results"' EXIT
+ordered=()
+for role in "${SLOW_FIRST[@]}"; do
+    [[ " ${roles[*]} " == *" $role "* ]] && ordered+=("$role")
+done
+for role in "${roles[@]}"; do
+    [[ " ${ordered[*]} " == *" $role "* ]] || ordered+=("$role")
+done
+for role in "${ordered[@]}"; do
+    while (($(jobs -rp | wc -l) >= JOBS)); do wait -n || true; done
+    run_role "$role" "$results/$role" &
+done
+wait
+
+passed=0
+failed=0
+summary=()
+for role in "${roles[@]}"; do
+    read -r rc secs msg <"$results/$role" || { rc=2; secs=0; msg="no result"; }
     if [[ $rc -eq 0 ]]; then
         passed=$((passed + 1))
         line="$(printf 'PASS  %-28s %5d s' "$role" "$secs")"
     else
         failed=$((failed + 1))
         line="$(printf 'FAIL  %-28s %5d s  (%s)' "$role" "$secs" "$msg")"
-        if [[ $verbose -eq 0 && -f "$logf" && $rc -ne 2 ]]; then
-            log "$role: last lines of $logf:"
-            tail -n 40 "$logf" >&2
-        fi
     fi
     log "$line"
     summary+=("$line")

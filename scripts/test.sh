@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # test.sh - everything CI runs, in order: lint (ruff, mypy, docs, shellcheck, ansible-lint), the collection's
 # validators (ansible-test sanity, galaxy-importer), molecule for
-# every role, then pytest (unit, the installed wheel, Pulumi mocks, acceptance integration, the lab end
-# to end). Called by `make test` (the README's test command) after the venv, host packages, base image
+# every role (two at a time), then pytest: the Python-only tests on two workers, then the installed wheel, the
+# data mover against SeaweedFS, acceptance integration and the lab end to end. Called by `make test` (the README's test command) after the venv, host packages, base image
 # and Go tools are in place.
 # Every stage runs even if an earlier one failed; the exit status is non-zero if any failed.
 set -uo pipefail
@@ -34,7 +34,12 @@ stage collection-build scripts/collection-checks.sh build
 stage ansible-test-sanity scripts/collection-checks.sh sanity
 stage galaxy-importer scripts/collection-checks.sh importer
 stage molecule scripts/molecule-all.sh --no-setup
-stage pytest "$BIN/pytest" -q -p no:cacheprovider tests
+# Tests that need nothing but Python run on two workers (pytest-xdist, a file's tests on one worker); those that
+# start servers, podman hosts or the lab run after them, one at a time.
+SERIAL=(tests/package tests/dataflow tests/acceptance tests/lab)
+stage pytest-parallel "$BIN/pytest" -q -p no:cacheprovider -n "${KILN_TEST_WORKERS:-2}" --dist loadfile \
+    tests "${SERIAL[@]/#/--ignore=}"
+stage pytest-serial "$BIN/pytest" -q -p no:cacheprovider --durations=15 "${SERIAL[@]}"
 
 if ((${#failed[@]})); then
     printf '\n[test] failed stages: %s\n' "${failed[*]}"
