@@ -14,6 +14,9 @@ from typing import Any
 
 import pytest
 import yaml
+from ansible.plugins.loader import filter_loader, init_plugin_loader, lookup_loader, test_loader
+from ansible.utils.collection_loader import AnsibleCollectionConfig
+from ansible.utils.collection_loader._collection_finder import _AnsibleCollectionFinder
 
 ROOT = Path(__file__).resolve().parents[1]
 WHEEL_CACHE = ROOT / ".cache" / "wheels"
@@ -43,6 +46,20 @@ def prod_data() -> dict[str, Any]:
 def stack() -> Any:
     """stack(name) → a deep copy of that stack's kiln:cluster object, to mutate in a test."""
     return stack_data
+
+
+def init_ansible_plugins() -> None:
+    """What ansible-playbook does first, with this checkout's collection on the path (as ansible.cfg has it), from a
+    clean loader: the collection finder then owns ansible_collections.* for the rest of the session. Tests collected
+    earlier may have imported the collection's plugins as plain modules (tests/unit/ansible_modules/kiln_filters.py),
+    without the metadata the finder needs, or configured the loader without this collection: both are undone."""
+    if AnsibleCollectionConfig.collection_finder is not None:
+        _AnsibleCollectionFinder._remove()
+    for name in [n for n in sys.modules if n == "ansible_collections" or n.startswith("ansible_collections.")]:
+        del sys.modules[name]
+    for plugin_loader in (filter_loader, lookup_loader, test_loader):
+        plugin_loader._clear_caches()
+    init_plugin_loader([str(ROOT / "ansible" / "collections")])
 
 
 def user_env(**extra: str) -> dict[str, str]:

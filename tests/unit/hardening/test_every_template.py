@@ -38,7 +38,6 @@ import pytest
 import yaml
 from ansible.inventory.manager import InventoryManager
 from ansible.parsing.dataloader import DataLoader
-from ansible.plugins.loader import init_plugin_loader
 from ansible.template import Templar, trust_as_template
 from ansible.vars.hostvars import HostVars
 from ansible.vars.manager import VariableManager
@@ -46,6 +45,7 @@ from ansible.vars.manager import VariableManager
 from kiln.plan import build_plan
 from kiln.render.inventory import render_inventory
 from kiln.spec import load_stack
+from tests.conftest import init_ansible_plugins
 
 ROOT = Path(__file__).resolve().parents[3]
 ROLE_TEMPLATES = sorted(p.relative_to(ROOT).as_posix() for p in ROOT.glob("roles/*/templates/*.j2"))
@@ -264,7 +264,7 @@ def render(template: str, variables: dict[str, Any]) -> str:
 
 @pytest.fixture(scope="module")
 def inventories(tmp_path_factory: pytest.TempPathFactory) -> str:
-    init_plugin_loader()  # what ansible-playbook does first: lookups such as ansible.builtin.env resolve
+    init_ansible_plugins()  # lookups such as ansible.builtin.env resolve, and the collection's modules import
     return str(tmp_path_factory.mktemp("inventories"))
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import importlib
 import re
-import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache
@@ -29,12 +28,10 @@ import pytest
 import yaml
 from ansible.errors import AnsibleError, AnsibleUndefinedVariable
 from ansible.parsing.dataloader import DataLoader
-from ansible.plugins.loader import filter_loader, init_plugin_loader, lookup_loader, test_loader
 from ansible.template import Templar, trust_as_template
-from ansible.utils.collection_loader import AnsibleCollectionConfig
-from ansible.utils.collection_loader._collection_finder import _AnsibleCollectionFinder
 
 from kiln.knowledge.os_support import os_problems, os_support, platform_of
+from tests.conftest import init_ansible_plugins
 from tests.unit.roles import os_facts
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -46,17 +43,8 @@ LOADER = DataLoader()
 
 @cache
 def _templar() -> Templar:
-    # What ansible-playbook does first, so that the collection's filters and lookups resolve. Done at the first
-    # check, not at import: the collection finder then owns ansible_collections.* for the rest of the session.
-    # Other tests of the session may have configured the loader without this checkout's collection, or imported
-    # its plugins as plain modules (tests/unit/ansible_modules/kiln_filters.py): start from a clean loader.
-    if AnsibleCollectionConfig.collection_finder is not None:
-        _AnsibleCollectionFinder._remove()
-    for name in [n for n in sys.modules if n == "ansible_collections" or n.startswith("ansible_collections.")]:
-        del sys.modules[name]
-    for plugin_loader in (filter_loader, lookup_loader, test_loader):
-        plugin_loader._clear_caches()
-    init_plugin_loader([str(ROOT / "ansible" / "collections")])
+    # Done at the first check, not at import, so that tests collected before do not find the loader configured.
+    init_ansible_plugins()
     return Templar(loader=LOADER)
 
 
