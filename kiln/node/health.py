@@ -293,6 +293,10 @@ def check_xid(e: Expect, runner: Runner, root: Path = Path("/")) -> Iterator[Res
     if e.gpus == 0:
         yield Result("health.xid", "not_applicable", "the plan gives this host no GPUs")
         return
+    if not (root / "proc/driver/nvidia").is_dir():  # the NVIDIA kernel module logs XIDs; without it none can appear
+        yield Result("health.xid", "not_applicable", "no NVIDIA kernel module loaded (/proc/driver/nvidia absent): "
+                                                     "an empty kernel log says nothing about the GPUs")
+        return
     log = kernel_log(runner, root)
     if log is None:
         yield Result("health.xid", "not_applicable", "the kernel log is not readable here (no journalctl, and "

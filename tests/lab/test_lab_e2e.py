@@ -166,14 +166,16 @@ def assert_failover(report: dict[str, Any]) -> None:
 
 
 def deploy_from_wheel(bin_dir: Path, project: Path) -> subprocess.CompletedProcess[str]:
-    """`kiln deploy lab` as a user runs it: the installed kiln, a directory holding only the stack, the lab's SSH
-    config and operator inputs (lab-vars.yml: the pinned binaries, the wheelhouse, the lab switch) after `--`, and
-    the S3 secret in the environment."""
+    """`kiln deploy lab` as a user runs it: the installed kiln, a directory holding only the stack, the inventory
+    `kiln inventory` wrote for the lab (`--inventory`: the deployed-plan records go beside it, where `kiln lab up`
+    looks), the lab's SSH config and operator inputs (lab-vars.yml: the pinned binaries, the wheelhouse, the lab
+    switch) after `--`, and the S3 secret in the environment."""
     (project / "stacks").mkdir(parents=True)
     shutil.copy2(ROOT / "stacks" / "Pulumi.lab.yaml", project / "stacks" / "Pulumi.lab.yaml")
     secrets = dict(line.split("=", 1) for line in (STATE / "secrets" / "s3.env").read_text().splitlines() if line)
     proc = subprocess.run(
-        [str(bin_dir / "kiln"), "deploy", "lab", "--", "-e", f"@{STATE / 'lab-vars.yml'}",
+        [str(bin_dir / "kiln"), "deploy", "lab", "--inventory", str(STATE / "inventory"), "--",
+         "-e", f"@{STATE / 'lab-vars.yml'}",
          "--ssh-common-args", f"-F {STATE / 'ssh' / 'config'}", "-e", "ansible_python_interpreter=/usr/bin/python3"],
         cwd=project, capture_output=True, text=True, timeout=2400, check=False, env=user_env(**secrets),
     )

@@ -173,15 +173,26 @@ def test_application_and_informational_xids_do_not(xid: int) -> None:
     assert not xid_is_hardware(xid)
 
 
-def test_a_hardware_xid_in_the_kernel_log_is_a_fault() -> None:
+def _nvidia(tmp_path: Path) -> Path:
+    """A root with the NVIDIA kernel module loaded (/proc/driver/nvidia): only such a host can log XIDs."""
+    (tmp_path / "proc/driver/nvidia").mkdir(parents=True)
+    return tmp_path
+
+
+def test_without_the_nvidia_module_no_xid_is_not_a_pass(tmp_path: Path) -> None:
+    r = one(list(check_xid(EXPECT, fake({"journalctl": (0, "")}), root=tmp_path)), "health.xid")
+    assert r.status == "not_applicable" and "/proc/driver/nvidia" in r.detail
+
+
+def test_a_hardware_xid_in_the_kernel_log_is_a_fault(tmp_path: Path) -> None:
     log = (FIX / "kernel-log/xid-119.log").read_text()
-    r = one(list(check_xid(EXPECT, fake({"journalctl": (0, log)}))), "health.xid")
+    r = one(list(check_xid(EXPECT, fake({"journalctl": (0, log)}), root=_nvidia(tmp_path))), "health.xid")
     assert r.code == 13 and "XID 119 on 0000:9b:00" in r.detail
 
 
-def test_an_application_xid_is_noted_not_drained() -> None:
+def test_an_application_xid_is_noted_not_drained(tmp_path: Path) -> None:
     log = (FIX / "kernel-log/xid-13.log").read_text()
-    r = one(list(check_xid(EXPECT, fake({"journalctl": (0, log)}))), "health.xid")
+    r = one(list(check_xid(EXPECT, fake({"journalctl": (0, log)}), root=_nvidia(tmp_path))), "health.xid")
     assert r.status == "ok" and "XID 13 on 0000:38:00" in r.detail and "not drained" in r.detail
 
 
