@@ -129,7 +129,7 @@ def ensure_container(h: HostSpec) -> str:
     """Create and start a systemd container; start it if it exists but stopped. Returns what was done."""
     state = container_state(h.container)
     recreated = False
-    if state is not None and not (_has_tmpfs(h) and _has_binds(h) and _has_shm(h)):
+    if state is not None and not (_has_tmpfs(h) and _has_binds(h)):
         # made by an older kiln without a tmpfs or bind mount the stack now plans: remake it (the converge restores it)
         _run(["rm", "-f", h.container])
         state, recreated = None, True
@@ -158,25 +158,15 @@ def ensure_container(h: HostSpec) -> str:
     return "recreated (new mount)" if recreated else "created"
 
 
-def _has_shm(h: HostSpec) -> bool:
-    """Whether an existing container has the lab's /dev/shm tmpfs (an older kiln left podman's, kept over restarts)."""
-    proc = _run(["container", "inspect", h.container, "--format", "{{json .HostConfig.Tmpfs}}"], check=False)
-    try:
-        return proc.returncode != 0 or "/dev/shm" in (json.loads(proc.stdout or "null") or {})
-    except ValueError:
-        return False
-
-
 def _has_tmpfs(h: HostSpec) -> bool:
-    """Whether an existing container was made with every tmpfs mount of `h`."""
-    if not h.tmpfs:
-        return True
+    """Whether an existing container was made with every tmpfs mount of `h` and the lab's /dev/shm (an older kiln
+    left podman's own, which outlives a restart)."""
     proc = _run(["container", "inspect", h.container, "--format", "{{json .HostConfig.Tmpfs}}"], check=False)
     try:
         have = json.loads(proc.stdout or "null") or {}
     except ValueError:
         return False
-    return all(path in have for path, _ in h.tmpfs)
+    return all(path in have for path in ("/dev/shm", *(p for p, _ in h.tmpfs)))
 
 
 def _has_binds(h: HostSpec) -> bool:
