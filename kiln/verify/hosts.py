@@ -22,6 +22,14 @@ from typing import Any, Protocol
 from kiln.verify.inventory import Inventory
 
 DEFAULT_TIMEOUT_S = 900.0
+# ssh exits 255 when it, not the remote command, failed; testinfra's ssh backend then raises RuntimeError with the
+# result (testinfra/backend/ssh.py, SshBackend.run_ssh). A connection that never opened ran nothing, so it is
+# tried again: a host that is booting (after a fence) answers within seconds of its network coming up.
+SSH_FAILED = 255
+SSH_NOT_CONNECTED = ("connection refused", "connection timed out", "no route to host", "connection reset",
+                     "connection closed by", "kex_exchange_identification", "network is unreachable")
+SSH_CONNECT_TRIES = 6
+SSH_CONNECT_RETRY_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,12 +100,24 @@ class TestinfraRemote:
         self.host = testinfra.get_host(spec)
 
     def run(self, command: str, timeout: float | None = None) -> CommandResult:
+        """The command's result; ssh's own failure is rc 255 with ssh's message, after retrying a connection that
+        never opened (the command did not run, so running it again is safe)."""
         t = timeout or self.default_timeout
         wrapped = f"timeout -k 10 {int(t)} sh -c {shlex.quote(command)}"
         start = time.monotonic()
-        out = self.host.run(wrapped)
-        return CommandResult(command, int(out.rc), _text(out.stdout_bytes), _text(out.stderr_bytes),
-                             time.monotonic() - start)
+        for attempt in range(1, SSH_CONNECT_TRIES + 1):
+            try:
+                out = self.host.run(wrapped)
+            except RuntimeError as exc:
+                out = exc.args[0] if exc.args and hasattr(exc.args[0], "stderr_bytes") else None
+                if out is None:
+                    raise
+            stderr = _text(out.stderr_bytes)
+            if (int(out.rc) != SSH_FAILED or attempt == SSH_CONNECT_TRIES
+                    or not any(m in stderr.lower() for m in SSH_NOT_CONNECTED)):
+                break
+            time.sleep(SSH_CONNECT_RETRY_S)
+        return CommandResult(command, int(out.rc), _text(out.stdout_bytes), stderr, time.monotonic() - start)
 
     def put(self, local: Path, remote_path: str, mode: int = 0o755) -> None:
         backend = self.host.backend
