@@ -8,7 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import jinja2
 import yaml
+from ansible.plugins.filter.core import FilterModule as CoreFilters  # type: ignore[import-untyped]
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -69,3 +71,30 @@ def test_the_server_role_stores_no_parameters_itself() -> None:
     assert "persistent_params.yml" not in included
     assert "readback_params.yml" not in included  # read back from a later play, once Pacemaker runs the targets
     assert included.index("zfs_hostid.yml") < included.index("format.yml") < included.index("zfs.yml")
+
+
+def _packages_play() -> dict[str, Any]:
+    return next(p for p in plays(ROOT / "playbooks" / "site.yml") if "lustre_server:install.yml" in steps(p))
+
+
+def test_lustre_packages_come_before_lnet_from_the_operator_s_or_whamcloud_s_repository() -> None:
+    """LNet's first start needs the lnet module the packages bring: the early play installs them whether the
+    operator lists them or only turns Whamcloud's repository on, and installs nothing with neither."""
+    order = [(i, s) for i, p in enumerate(plays(ROOT / "playbooks" / "site.yml")) for s in steps(p)]
+    assert last(order, "lustre_server:install.yml") < first(order, "lnet")
+    assert last(order, "lustre_client:install.yml") < first(order, "lnet")
+    env = jinja2.Environment()
+    env.filters.update(CoreFilters().filters())  # Ansible's own `bool` and `default`
+    for task in _packages_play()["tasks"]:
+        role = task["ansible.builtin.include_role"]["name"].removeprefix("kiln.cluster.")
+        runs = env.compile_expression(next(c for c in task["when"] if "_packages" in c))
+        assert runs(**{f"{role}_whamcloud_repo": True})
+        assert runs(**{f"{role}_packages": ["lustre"]})
+        assert not runs() and not runs(**{f"{role}_whamcloud_repo": False})
+
+
+def test_the_early_install_checks_the_os_and_loads_its_variables_first() -> None:
+    for role in ("lustre_server", "lustre_client"):
+        tasks = yaml.safe_load((ROOT / "roles" / role / "tasks" / "install.yml").read_text())
+        files = [t.get("ansible.builtin.import_tasks") or t.get("ansible.builtin.include_tasks") for t in tasks]
+        assert files[0] == "os.yml" and files[-1] == "packages.yml", (role, files)
