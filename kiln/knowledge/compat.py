@@ -46,6 +46,7 @@ class NcclCuda(_Entry):
 
 class DocaKernel(_Entry):
     kernels: tuple[str, ...] = Field(min_length=1)
+    release: str = Field(pattern=r"^\d+\.\d+\.\d+$")  # the point release whose repository the rdma role adds
 
 
 class CompatFile(BaseModel):

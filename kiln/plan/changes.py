@@ -144,7 +144,10 @@ def _load_time(name: str, role: str, old: Any, new: Any) -> Verdict:
 
 
 def _version(name: str, role: str, old: Any, new: Any) -> Verdict:
-    if name in ("kernel", "gpu_driver", "doca"):
+    if name == "doca":
+        return ("reboot", "new RDMA drivers (another DOCA-Host line, or DOCA-Host instead of the distribution's or "
+                "back) load at a reboot: one failure domain at a time", RB_UPGRADE)
+    if name in ("kernel", "gpu_driver"):
         return "reboot", f"a new {name.replace('_', ' ')} takes a reboot: one failure domain at a time", RB_UPGRADE
     if name == "lustre_server":
         return ("pair-failover", "upgrade one partner at a time: move its targets to the partner (pcs), upgrade, "

@@ -503,6 +503,7 @@ class RdmaPlan:
     ipoib_mtu: int  # InfiniBand: IPoIB interfaces, the IB MTU less the IPoIB header
     roce_dscp: int  # DSCP of RoCE traffic (fabric.roce_dscp)
     roce_tos: int  # its IP traffic-class byte: the DSCP in the upper six bits, ECT(0) in the ECN bits
+    stack: str  # fabric.rdma_stack: inbox (the distribution's) or doca (NVIDIA's DOCA-Host repository)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -647,7 +648,8 @@ class VersionsPlan:
     gpu_driver: int  # NVIDIA driver branch
     cuda: str
     nccl: str
-    doca: str  # DOCA-Host on hosts with RDMA ports
+    doca: str  # DOCA-Host line on hosts with RDMA ports (fabric.rdma_stack: doca)
+    doca_release: str  # its point release: the repository the rdma role adds ("" for a line compat.yaml lacks)
     kernel: str  # kernel series
 
 

@@ -88,8 +88,8 @@ def _versions(plan: Plan, host: Host) -> dict[str, Any]:
         out["version/lustre_server"] = v.lustre_server
     elif host.role in LUSTRE_ROLES:
         out["version/lustre_client"] = v.lustre_client
-    if any(n.device for n in host.nics) and plan.fabric != "tcp":
-        out["version/doca"] = v.doca
+    if any(n.device for n in host.nics) and plan.fabric != "tcp":  # whose RDMA drivers: DOCA-Host's line or inbox
+        out["version/doca"] = v.doca if plan.rdma.stack == "doca" else "inbox"
     if host.gpus:
         out.update({"version/gpu_driver": v.gpu_driver, "version/cuda": v.cuda, "version/nccl": v.nccl})
     return out

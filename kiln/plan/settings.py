@@ -69,7 +69,7 @@ def build_rdma(spec: ClusterSpec) -> RdmaPlan:
     ipoib_header = knowledge.load().tuning.protocol.ipoib_header_bytes.value
     mtu = link_mtu(spec)
     return RdmaPlan(mtu=mtu, ipoib_mtu=mtu - ipoib_header, roce_dscp=spec.fabric.roce_dscp,
-                    roce_tos=roce_traffic_class(spec))
+                    roce_tos=roce_traffic_class(spec), stack=spec.fabric.rdma_stack)
 
 
 def build_lustre(spec: ClusterSpec) -> LustrePlan:

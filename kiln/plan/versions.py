@@ -27,8 +27,10 @@ def build_versions(spec: ClusterSpec) -> tuple[VersionsPlan, list[SpecIssue]]:
         lustre_server_release=LustreRelease(release=releases[server].release, el=dict(releases[server].server_el)),
         lustre_client_release=LustreRelease(release=releases[client].release, el=dict(releases[client].client_el)),
         gpu_driver=v.gpu_driver, cuda=v.cuda, nccl=v.nccl, doca=v.doca, kernel=v.kernel,
+        doca_release=doca.release if (doca := compat.load().doca_kernel.get(v.doca)) else "",
     )
-    return plan, [*_lustre(plan), *_cuda(plan), *_nccl(plan), *_doca(plan)]
+    doca_issues = _doca(plan) if spec.fabric.rdma_stack == "doca" else []
+    return plan, [*_lustre(plan), *_cuda(plan), *_nccl(plan), *doca_issues]
 
 
 def _not_in_matrix(path: str, value: str, table: Mapping[str, object]) -> list[SpecIssue]:

@@ -295,8 +295,9 @@ def _common_vars(plan: Plan) -> dict[str, Any]:
 
 
 def _rdma_vars(plan: Plan) -> dict[str, Any]:
-    """The rdma role's fabric-wide settings: the fabric and RoCE's traffic class."""
-    return {"rdma_fabric": plan.fabric, "rdma_roce_dscp": plan.rdma.roce_dscp, "rdma_roce_tos": plan.rdma.roce_tos}
+    """The rdma role's fabric-wide settings: the fabric, RoCE's traffic class and whose RDMA stack."""
+    return {"rdma_fabric": plan.fabric, "rdma_roce_dscp": plan.rdma.roce_dscp, "rdma_roce_tos": plan.rdma.roce_tos,
+            "rdma_doca_repo": plan.rdma.stack == "doca", "rdma_doca_release": plan.versions.doca_release}
 
 
 def _lnet_vars(plan: Plan) -> dict[str, Any]:

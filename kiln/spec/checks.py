@@ -23,6 +23,7 @@ def check(spec: ClusterSpec) -> list[SpecIssue]:
     """Every cross-field problem in the spec (empty list: consistent)."""
     return [
         *(_catalog(spec)),
+        *(_rdma_stack(spec)),
         *(_compute(spec)),
         *(_lustre(spec)),
         *(_routers(spec)),
@@ -135,6 +136,15 @@ def _catalog(spec: ClusterSpec) -> Iterator[SpecIssue]:
     if os_.disks is not None and os_.disks.device not in kb.nvme:
         yield SpecIssue(
             "objectstore.disks.device", os_.disks.device, "unknown NVMe model", suggest(os_.disks.device, kb.nvme)
+        )
+
+
+def _rdma_stack(spec: ClusterSpec) -> Iterator[SpecIssue]:
+    """DOCA-OFED only where there is RDMA to drive."""
+    if spec.fabric.kind == "tcp" and spec.fabric.rdma_stack == "doca":
+        yield SpecIssue(
+            "fabric.rdma_stack", "doca", "DOCA-OFED drives RDMA NICs and a tcp fabric uses none",
+            "leave fabric.rdma_stack at inbox (or set fabric.kind: infiniband or roce)",
         )
 
 

@@ -243,6 +243,14 @@ class Fabric(Model):
         le=16.0,
         description="Storage-fabric oversubscription on the compute side (e.g. 1.33 for 4:3).",
     )
+    rdma_stack: Literal["inbox", "doca"] = Field(
+        default="inbox",
+        description="RDMA drivers and user space on the hosts. inbox: the distribution's kernel modules and "
+        "rdma-core (nothing fetched from the internet). doca: NVIDIA's DOCA-Host repository of the versions.doca "
+        "line and its doca-ofed profile, on Ubuntu 22.04/24.04 and EL 8/9 on x86_64 (the rdma role stops on other "
+        "systems before any change); Lustre's o2iblnd must then be built against DOCA-OFED "
+        "(docs/support-matrix.md).",
+    )
     roce_gid_index: int = Field(default=3, ge=-1, le=255, description="RoCE GID index for NCCL; -1 lets NCCL choose.")
     roce_dscp: int = Field(
         default=26,
@@ -1242,7 +1250,8 @@ class Versions(Model):
     )
     doca: str = Field(
         default="2.9", pattern=r"^[0-9]\.[0-9]{1,2}$",
-        description="NVIDIA DOCA-Host (OFED) release of RDMA hosts; needs the kernel series (compat.yaml).",
+        description="NVIDIA DOCA-Host (OFED) release line of the RDMA hosts with fabric.rdma_stack: doca; needs "
+        "the kernel series, and the rdma role installs the line's point release (compat.yaml doca_kernel).",
     )
     kernel: str = Field(
         default="6.1", pattern=r"^[0-9]\.[0-9]{1,2}$",

@@ -61,6 +61,14 @@ def _shrink_ost_pool(d: dict[str, Any]) -> bool:
     return True
 
 
+def _rdma_stack_doca(d: dict[str, Any]) -> bool:
+    """NVIDIA's DOCA-Host drivers instead of the distribution's: RDMA fabrics only (a tcp spec refuses doca)."""
+    if d["fabric"]["kind"] == "tcp":
+        return False
+    d["fabric"]["rdma_stack"] = "doca"
+    return True
+
+
 CASES: dict[str, tuple[Edit, str]] = {
     "live-sysctl": (_override("host.sysctl.net.core.rmem_max", 536870912), "live"),
     "add-compute-node": (_grow_pool, "add"),
@@ -68,6 +76,7 @@ CASES: dict[str, tuple[Edit, str]] = {
     "client-remount-lustre-client": (_set("versions.lustre_client", "2.16"), "client-remount"),
     "pair-failover-lustre-server": (_set("lustre.version", "2.16"), "pair-failover"),
     "reboot-gpu-driver": (_set("versions.gpu_driver", 560), "reboot"),
+    "reboot-rdma-stack": (_rdma_stack_doca, "reboot"),
     "refused-fsname": (_set("lustre.fsname", "newfs"), "refused"),
     "refused-backend": (_set("lustre.backend", "zfs"), "refused"),
     "refused-pool-shrink": (_shrink_ost_pool, "refused"),

@@ -17,8 +17,9 @@ from kiln.yamlio import load_inventory
 from tests.conftest import ROOT, STACKS, stack_data
 
 
-def _issues(stack: str, **versions: Any) -> list[tuple[str, str]]:
+def _issues(stack: str, rdma_stack: str = "inbox", **versions: Any) -> list[tuple[str, str]]:
     data = stack_data(stack)
+    data["fabric"]["rdma_stack"] = rdma_stack
     lustre = versions.pop("lustre", None)
     if lustre:
         data["lustre"]["version"] = lustre
@@ -44,8 +45,33 @@ def test_a_driver_older_than_the_cuda_toolkit_needs_is_refused() -> None:
 
 
 def test_a_kernel_doca_has_no_driver_for_is_refused() -> None:
-    issues = _issues("lab", kernel="6.12")
+    issues = _issues("prod-h100", rdma_stack="doca", kernel="6.12")
     assert [p for p, _ in issues] == ["versions.kernel"] and "DOCA-Host 2.9" in issues[0][1]
+    assert _issues("prod-h100", kernel="6.12") == []  # the distribution's own RDMA stack: no DOCA-Host to match
+
+
+def test_doca_reaches_the_rdma_role_as_its_line_s_point_release() -> None:
+    """fabric.rdma_stack: doca turns the rdma role's DOCA-Host repository on, at the release compat.yaml pins for
+    versions.doca; the default (inbox) leaves it off and records no DOCA version to diff."""
+    data = stack_data("prod-h100")
+    data["fabric"]["rdma_stack"] = "doca"
+    doca = build_plan(validate(data))
+    inbox = build_plan(validate(stack_data("prod-h100")))
+    assert doca.versions.doca_release == compat.load().doca_kernel["2.9"].release == "2.9.1"
+    for plan, on in ((doca, True), (inbox, False)):
+        files = render_inventory(plan)
+        group = load_inventory(files["group_vars/all/kiln.yml"])
+        assert group["rdma_doca_repo"] is on and group["rdma_doca_release"] == "2.9.1"
+
+
+def test_doca_on_a_tcp_fabric_is_refused_with_the_field_and_the_fix() -> None:
+    data = stack_data("lab")
+    assert data["fabric"]["kind"] == "tcp"
+    data["fabric"]["rdma_stack"] = "doca"
+    with pytest.raises(SpecError) as exc:
+        build_plan(validate(data))
+    issue = next(i for i in exc.value.issues if i.path == "fabric.rdma_stack")
+    assert issue.value == "doca" and "inbox" in issue.fix
 
 
 def test_nccl_without_a_build_for_the_cuda_version_is_refused() -> None:

@@ -148,11 +148,16 @@ def all_host_vars(stack: str) -> dict[str, dict[str, Any]]:
     return {h: inv.host_vars(h) for h in sorted(inv.groups["all"])}
 
 
+#: Facts of the machine rather than of its release files (which are all a fixture records): a placeholder shows
+#: that a name built from them resolves (a package named after the running kernel, uname -r).
+MACHINE_FACTS = {"kernel": "KERNEL-RELEASE"}
+
+
 def role_vars(role: str, host: str, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The role's variables on a host with these facts, as Ansible layers them (defaults < inventory < role vars),
     with ``extra`` in the inventory's place (an operator's choice)."""
     fixture = os_facts.load(host)
-    facts = fixture["facts"]
+    facts = {**MACHINE_FACTS, **fixture["facts"]}
     stack, inv_host = inventory_host(role)
     inv = CONTRACT.inventory(stack)
     variables: dict[str, Any] = dict(trusted(load(ROLES / role / "defaults" / "main.yml") or {}))
@@ -391,6 +396,7 @@ OPT_IN = {
     "gpu": {"gpu_nvidia_cuda_repo": True},
     "lustre_client": {"lustre_client_whamcloud_repo": True},
     "lustre_server": {"lustre_server_whamcloud_repo": True},
+    "rdma": {"rdma_doca_repo": True},
 }
 
 
@@ -420,6 +426,34 @@ def test_whamcloud_is_refused_where_it_publishes_nothing(role: str) -> None:
     templar = templar_for(variables)
     assert templar.evaluate_conditional(trust_as_template(refusal["when"]))
     assert not templar.evaluate_conditional(trust_as_template(refusal["ansible.builtin.assert"]["that"][0]))
+
+
+def test_doca_is_refused_where_nvidia_publishes_nothing_and_resolves_where_it_does() -> None:
+    """The rdma role's pre-flight stops a DOCA-OFED deployment on Debian (no DOCA-Host repository kiln has
+    verified) before any change, and names NVIDIA's directory of the release on Ubuntu and EL."""
+    refusal = next(t for t, _, _ in tasks_in(load(ROLES / "rdma" / "tasks" / "os.yml"), [], {})
+                   if str(t.get("name", "")).startswith("Stop when NVIDIA's DOCA-Host repository"))
+    urls = {}
+    for host in ("debian12", "ubuntu2204", "ubuntu2404", "rocky8", "rhel9"):
+        variables = role_vars("rdma", host, {"rdma_doca_repo": True})
+        os_vars = os_vars_file("rdma", variables)
+        assert os_vars is not None
+        variables.update(trusted(load(os_vars) or {}))
+        templar = templar_for(variables)
+        assert templar.evaluate_conditional(trust_as_template(refusal["when"]))
+        allowed = all(templar.evaluate_conditional(trust_as_template(c))
+                      for c in refusal["ansible.builtin.assert"]["that"])
+        assert allowed == (host != "debian12"), host
+        if allowed:
+            urls[host] = templar.template(trust_as_template("{{ __rdma_doca_url }}"))
+    arm = role_vars("rdma", "ubuntu2404", {"rdma_doca_repo": True})
+    arm["ansible_facts"] = {**arm["ansible_facts"], "architecture": "aarch64"}
+    arm.update(trusted(load(ROLES / "rdma" / "vars" / "Debian.yml") or {}))
+    assert not all(templar_for(arm).evaluate_conditional(trust_as_template(c))
+                   for c in refusal["ansible.builtin.assert"]["that"])  # no arm64 directory kiln has verified
+    base = "https://linux.mellanox.com/public/repo/doca/2.9.1/"
+    assert urls == {"ubuntu2204": base + "ubuntu22.04/x86_64/", "ubuntu2404": base + "ubuntu24.04/x86_64/",
+                    "rocky8": base + "rhel8.3/x86_64/", "rhel9": base + "rhel9.6/x86_64/"}
 
 
 def test_every_role_is_checked_on_every_platform_it_supports() -> None:
