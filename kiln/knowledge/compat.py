@@ -34,6 +34,9 @@ class LustreRelease(_Entry):
     release: str = Field(pattern=r"^2\.\d+\.\d+$")
     server_el: dict[str, str] = Field(min_length=1)
     client_el: dict[str, str] = Field(min_length=1)
+    # Ubuntu release -> the kernel Whamcloud prebuilt its client modules for (ChangeLog "Client primary kernels");
+    # empty: no Ubuntu client packages of this release for a platform kiln supports.
+    client_ubuntu: dict[str, str] = Field(default_factory=dict)
 
 
 class CudaDriver(_Entry):

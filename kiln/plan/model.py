@@ -635,6 +635,7 @@ class LustreRelease:
 
     release: str  # Whamcloud's lustre-<release>/ directory, e.g. 2.16.1
     el: dict[str, str]  # EL major version -> the EL minor release of its el<minor>/ directory
+    ubuntu: dict[str, str]  # Ubuntu release -> the kernel its prebuilt client modules are for (clients only)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

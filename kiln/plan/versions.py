@@ -24,8 +24,10 @@ def build_versions(spec: ClusterSpec) -> tuple[VersionsPlan, list[SpecIssue]]:
     releases = compat.load().lustre_releases  # every line the spec accepts has one (compat.CompatFile)
     plan = VersionsPlan(
         lustre_server=server, lustre_client=client,
-        lustre_server_release=LustreRelease(release=releases[server].release, el=dict(releases[server].server_el)),
-        lustre_client_release=LustreRelease(release=releases[client].release, el=dict(releases[client].client_el)),
+        lustre_server_release=LustreRelease(release=releases[server].release, el=dict(releases[server].server_el),
+                                            ubuntu={}),
+        lustre_client_release=LustreRelease(release=releases[client].release, el=dict(releases[client].client_el),
+                                            ubuntu=dict(releases[client].client_ubuntu)),
         gpu_driver=v.gpu_driver, cuda=v.cuda, nccl=v.nccl, doca=v.doca, kernel=v.kernel,
         doca_release=doca.release if (doca := compat.load().doca_kernel.get(v.doca)) else "",
     )

@@ -358,7 +358,8 @@ def _all_vars(plan: Plan) -> dict[str, Any]:
     """group_vars/all: what every host's roles read (the client release too: LNet routers install the client)."""
     return {**_common_vars(plan), **_rdma_vars(plan), **_lnet_vars(plan), **_objectstore_vars(plan),
             **_monitoring_vars(plan), **_datamover_vars(plan),
-            **_lustre_release_vars("lustre_client", plan.versions.lustre_client_release)}
+            **_lustre_release_vars("lustre_client", plan.versions.lustre_client_release),
+            "lustre_client_whamcloud_ubuntu": dict(plan.versions.lustre_client_release.ubuntu)}
 
 
 def _lustre_server_vars(plan: Plan) -> dict[str, Any]:

@@ -115,7 +115,11 @@ def test_the_lustre_line_reaches_the_roles_whamcloud_release(line: str, release:
     assert _release_vars(line) == {
         "lustre_server_whamcloud_release": release, "lustre_server_whamcloud_el": entry.server_el,
         "lustre_client_whamcloud_release": release, "lustre_client_whamcloud_el": entry.client_el,
+        "lustre_client_whamcloud_ubuntu": entry.client_ubuntu,
     }
+    # The ChangeLogs' client primary kernels: 2.15.7 built Ubuntu 22.04's modules for 5.15.0-88, 2.16.1 none
+    # for an Ubuntu release kiln supports.
+    assert entry.client_ubuntu == ({"22.04": "5.15.0-88"} if line == "2.15" else {})
 
 
 def test_clients_pinned_to_another_line_install_that_lines_release() -> None:

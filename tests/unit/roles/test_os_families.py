@@ -400,11 +400,21 @@ OPT_IN = {
 }
 
 
+def _whamcloud_has_no_ubuntu_client(role: str, host: str) -> bool:
+    """Whamcloud built no client of the shipped stack's release for this Ubuntu (the role stops there, tested
+    below)."""
+    facts = os_facts.load(host)["facts"]
+    published = role_vars(role, host).get("lustre_client_whamcloud_ubuntu", {})
+    return (role == "lustre_client" and facts["distribution"] == "Ubuntu"
+            and facts["distribution_version"] not in published)
+
+
 def opt_in_cases() -> list[tuple[str, str]]:
     first = {}
     for role, host in cases():
         first.setdefault((role, platform_of(os_facts.load(host)["facts"])), host)
-    return sorted((role, host) for (role, _), host in first.items() if role in OPT_IN)
+    return sorted((role, host) for (role, _), host in first.items()
+                  if role in OPT_IN and not _whamcloud_has_no_ubuntu_client(role, host))
 
 
 @pytest.mark.parametrize(("role", "host"), opt_in_cases())
@@ -426,6 +436,37 @@ def test_whamcloud_is_refused_where_it_publishes_nothing(role: str) -> None:
     templar = templar_for(variables)
     assert templar.evaluate_conditional(trust_as_template(refusal["when"]))
     assert not templar.evaluate_conditional(trust_as_template(refusal["ansible.builtin.assert"]["that"][0]))
+
+
+def _client_preflight(host: str, extra: Mapping[str, Any], kernel: str | None = None) -> tuple[bool, bool]:
+    """Whether lustre_client's two Whamcloud pre-flight checks pass on a recorded host: a client of the release for
+    this distribution, and (Ubuntu) the kernel its modules are built for."""
+    variables = role_vars("lustre_client", host, {"lustre_client_whamcloud_repo": True, **extra})
+    if kernel:
+        variables["ansible_facts"] = {**variables["ansible_facts"], "kernel": kernel}
+    os_vars = os_vars_file("lustre_client", variables)
+    assert os_vars is not None
+    variables.update(trusted(load(os_vars) or {}))
+    templar = templar_for(variables)
+    checks = [t for t, _, _ in tasks_in(load(ROLES / "lustre_client" / "tasks" / "os.yml"), [], {})
+              if str(t.get("name", "")).startswith("Stop when")]
+    published, kernel_ok = (
+        not all(templar.evaluate_conditional(trust_as_template(w)) for w in _as_list(t["when"]))
+        or all(templar.evaluate_conditional(trust_as_template(c)) for c in t["ansible.builtin.assert"]["that"])
+        for t in checks[:2])
+    return published, kernel_ok
+
+
+def test_whamcloud_ubuntu_clients_only_where_the_release_built_them_and_for_its_kernel() -> None:
+    """2.15.7 built Ubuntu 22.04 client modules for kernel 5.15.0-88 and none for 24.04; 2.16.1 none for either
+    (lustre-release lustre/ChangeLog, "Client primary kernels"): the role stops before any change elsewhere."""
+    l215 = {"lustre_client_whamcloud_release": "2.15.7", "lustre_client_whamcloud_ubuntu": {"22.04": "5.15.0-88"}}
+    l216 = {"lustre_client_whamcloud_release": "2.16.1", "lustre_client_whamcloud_ubuntu": {}}
+    assert _client_preflight("ubuntu2204", l215, kernel="5.15.0-88-generic") == (True, True)
+    assert _client_preflight("ubuntu2204", l215, kernel="5.15.0-91-generic") == (True, False)
+    assert _client_preflight("ubuntu2404", l215)[0] is False
+    assert _client_preflight("ubuntu2204", l216)[0] is False
+    assert _client_preflight("rhel9", l216)[0] is True
 
 
 def test_doca_is_refused_where_nvidia_publishes_nothing_and_resolves_where_it_does() -> None:
