@@ -386,6 +386,7 @@ class SeaweedFsPorts(Entry):
 
 class ClusterPorts(Entry):
     datamover_metrics: Sourced[int]
+    stream_metrics: Sourced[int]
     dns: Sourced[int]
 
 

@@ -25,6 +25,20 @@ from kiln.stream.order import RoundRobin, StreamState, assignment, oldest_offset
 FETCH_MESSAGES = 512  # messages per consume() call: batch fetches, as the measured fast path does
 
 
+def stream_gauges(registry: CollectorRegistry) -> tuple[Gauge, Gauge, Gauge]:
+    """A rank's gauges in `registry`: lag, runway, and the oldest offset a kept checkpoint resumes from (the
+    monitoring rules of the token stream read these names)."""
+    labels = ["topic", "rank"]
+    return (
+        Gauge("kiln_stream_lag_messages", "Messages between this rank's position and the partitions' ends", labels,
+              registry=registry),
+        Gauge("kiln_stream_runway_seconds", "Seconds of tokens buffered ahead of training at the current "
+              "consumption rate", labels, registry=registry),
+        Gauge("kiln_stream_checkpoint_offset", "The oldest offset of the partition that a kept checkpoint resumes "
+              "from: the topic must still hold it", ["topic", "partition"], registry=registry),
+    )
+
+
 class TokenConsumer:
     """Reads one rank's share of a token topic in a fixed order; resumable from `state_dict()`."""
 
@@ -58,15 +72,8 @@ class TokenConsumer:
         return len(topic.partitions)
 
     def _metrics(self, registry: CollectorRegistry) -> None:
-        labels = ["topic", "rank"]
         self.registry = registry
-        self._lag = Gauge("kiln_stream_lag_messages", "Messages between this rank's position and the partitions' "
-                          "ends", labels, registry=registry)
-        self._runway = Gauge("kiln_stream_runway_seconds", "Seconds of tokens buffered ahead of training at the "
-                             "current consumption rate", labels, registry=registry)
-        self._kept = Gauge("kiln_stream_checkpoint_offset", "The oldest offset of the partition that a kept "
-                           "checkpoint resumes from: the topic must still hold it", ["topic", "partition"],
-                           registry=registry)
+        self._lag, self._runway, self._kept = stream_gauges(registry)
 
     # ---- the checkpoint's state --------------------------------------------------------------------------
     def state_dict(self) -> dict[str, object]:

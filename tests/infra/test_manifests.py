@@ -41,7 +41,7 @@ from tests.infra import k8s_schemas
 
 CUSTOM_KINDS = {"Kafka", "KafkaNodePool", "KafkaTopic", "KafkaUser",  # Strimzi: tests/infra/test_strimzi_schemas.py
                 "HelmRelease", "HelmRepository", "GitRepository", "NicClusterPolicy", "NetworkAttachmentDefinition",
-                "MPIJob", "PrometheusRule", "ServiceMonitor"}
+                "MPIJob", "PrometheusRule", "ServiceMonitor", "PodMonitor"}
 
 
 def _load(stack: str) -> tuple[ClusterSpec, Plan]:

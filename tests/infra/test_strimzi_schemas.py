@@ -9,16 +9,20 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
+from prometheus_client import CollectorRegistry
 
 from kiln.plan import build_plan
+from kiln.plan.kafka import CLUSTER
 from kiln.render.manifests import TOKEN_STREAM, build_manifests
-from kiln.render.manifests.kafka import STRIMZI_API
+from kiln.render.manifests.kafka import CONSUMER_LABEL, CONSUMER_PORT, STRIMZI_API
 from kiln.spec.loader import validate
+from kiln.stream.consumer import stream_gauges
 from kiln.yamlio import load
 from tests.conftest import stack_data
 
@@ -103,3 +107,21 @@ def test_no_stream_renders_nothing_and_baremetal_renders_nothing_on_kubernetes()
     data = copy.deepcopy(stack_data("prod-h100"))
     data["pipeline"]["kafka"].update(mode="baremetal", version="4.4.0")
     assert _stream(data) == []
+
+
+def test_the_training_pods_stream_gauges_are_scraped_for_the_alerts_that_read_them() -> None:
+    """The three alerts on the ranks' gauges (lag growing, runway low, retention behind a kept checkpoint) read
+    metrics only the training pods serve: a PodMonitor scrapes every namespace's consuming pods by label on the
+    named port, and every kiln_stream_* name the rules use is one kiln.stream's consumer registers."""
+    plan = build_plan(validate(stack_data("prod-h100"), "test"), "test")
+    (comp,) = [c for c in build_manifests(plan) if c.kind == TOKEN_STREAM]
+    (monitor,) = [dict(o) for o in comp.objects if o["kind"] == "PodMonitor"]
+    assert monitor["spec"]["namespaceSelector"] == {"any": True}
+    assert monitor["spec"]["selector"]["matchLabels"] == {CONSUMER_LABEL: CLUSTER}
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    assert endpoint["port"] == CONSUMER_PORT
+    used = {m for r in plan.monitoring.rules for m in re.findall(r"kiln_stream_\w+", r.expr)}
+    registry = CollectorRegistry()
+    stream_gauges(registry)
+    registered = {m.name for m in registry.collect()}
+    assert used and used <= registered, (used, registered)

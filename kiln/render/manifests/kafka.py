@@ -8,6 +8,7 @@
     KafkaUser          one per consuming pool when the stream authenticates clients (SCRAM-SHA-512 or TLS)
     ConfigMap          the JMX Prometheus exporter's rules, which the Kafka resource's metricsConfig names
     Service            the brokers' and controllers' metrics port, and its ServiceMonitor (Prometheus scrapes it)
+    PodMonitor         the training pods' stream gauges (lag, runway, kept checkpoints' offsets) the alerts read
 
 Nothing without `pipeline.kafka` in `strimzi` mode. Every resource validates against the Strimzi 1.2.0 CRD
 schemas (tests/infra/test_strimzi_schemas.py). The operator, not this builder, formats the KRaft storage.
@@ -34,6 +35,11 @@ _BROKER_ONLY = frozenset({"KAFKA_HEAP_OPTS"})  # environment, not broker configu
 METRICS_PORT = {"name": "tcp-prometheus", "port": 9404}
 METRICS = f"{CLUSTER}-metrics"  # the ConfigMap, the Service (the job label) and the ServiceMonitor
 METRICS_KEY = "kafka-metrics-config.yml"
+CONSUMERS = f"{CLUSTER}-consumers"  # the PodMonitor of the training pods that consume the stream
+#: What a training pod that consumes the stream carries: this label, and a container port of this name serving
+#: kiln.stream's registry (prometheus_client.start_http_server(port, registry=stream.registry), docs/kafka.md).
+CONSUMER_LABEL = "kiln.io/token-stream"
+CONSUMER_PORT = "kiln-stream"
 #: The JMX exporter rules the alerts need (kiln/plan/monitoring.py, _kafka_rules): the generic gauge rules of
 #: strimzi-kafka-operator packaging/examples/metrics/kafka-metrics.yaml ("Generic gauges with 0-2 key/value pairs"),
 #: verbatim and in its order. They name kafka.server:type=ReplicaManager,name=UnderMinIsrPartitionCount
@@ -112,7 +118,7 @@ def _kafka(c: Ctx, k: KafkaPlan) -> Obj:
 def _metrics(c: Ctx, k: KafkaPlan) -> list[Obj]:
     """The exporter's rules, and a Service on every Kafka pod's metrics port with the ServiceMonitor that has
     Prometheus scrape it (the node as `host`, as every kiln ServiceMonitor). Strimzi's own NetworkPolicy admits the
-    metrics port once metricsConfig is set."""
+    metrics port once metricsConfig is set. A PodMonitor scrapes the consuming training pods' stream gauges."""
     pods = {CLUSTER_LABEL: CLUSTER, "strimzi.io/name": f"{CLUSTER}-kafka"}
     labels = {"app.kubernetes.io/name": METRICS}
     port = {**METRICS_PORT, "targetPort": METRICS_PORT["name"], "protocol": "TCP"}
@@ -125,6 +131,11 @@ def _metrics(c: Ctx, k: KafkaPlan) -> list[Obj]:
         obj(MONITORING_API, "ServiceMonitor", c.meta(TOKEN_STREAM, METRICS, k.namespace), spec={
             "selector": {"matchLabels": labels},
             "endpoints": [{"port": METRICS_PORT["name"], "interval": every, "relabelings": [HOST_RELABEL]}]}),
+        # The training jobs run in their own namespaces: every namespace's consuming pods, by label.
+        obj(MONITORING_API, "PodMonitor", c.meta(TOKEN_STREAM, CONSUMERS, k.namespace), spec={
+            "namespaceSelector": {"any": True},
+            "selector": {"matchLabels": {CONSUMER_LABEL: CLUSTER}},
+            "podMetricsEndpoints": [{"port": CONSUMER_PORT, "interval": every, "relabelings": [HOST_RELABEL]}]}),
     ]
 
 
