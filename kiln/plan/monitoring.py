@@ -896,7 +896,7 @@ RETENTION_RUNBOOK = "docs/runbooks/kafka-retention.md"
 LAG_WINDOW_S = 1800
 
 
-def _kafka_case(metric: str, ok: dict[str, str], bad: dict[str, str], values: tuple[float, float], every_s: int,
+def _kafka_case(metric: str, ok: dict[str, str], bad: dict[str, str], values: tuple[float, float], *, every_s: int,
                 fires: dict[str, str] | None = None) -> tuple[PromtoolCase, PromtoolCase]:
     """A healthy series and a faulty one (firing with `fires`, the faulty series' labels unless given), and the same
     fault repaired to the healthy value just past the evaluation (silent again)."""
@@ -920,14 +920,15 @@ def _kafka_partitions(ns: str, every_s: int) -> list[AlertRule]:
             severity="critical", summary="{{ $value }} partitions led by {{ $labels.pod }} are under their min ISR",
             description="Fewer replicas than min.insync.replicas are in sync: acks=all producers get "
             "NotEnoughReplicas and the token stream stops growing (a broker is down or cannot keep up).",
-            runbook_doc=KAFKA_RUNBOOK, tests=_kafka_case(isr, ok, bad, (0, 4), every_s),
+            runbook_doc=KAFKA_RUNBOOK, tests=_kafka_case(isr, ok, bad, (0, 4), every_s=every_s),
         ),
         AlertRule(
             alert="KafkaOfflinePartitions", group="kafka", expr=f"sum by (namespace) ({offline}{sel}) > 0",
             for_s=60, severity="critical", summary="{{ $value }} token stream partitions have no leader",
             description="The active controller counts partitions without a leader (every replica's broker down; "
             "unclean election is off): ranks reading them stop in next_batch().",
-            runbook_doc=KAFKA_RUNBOOK, tests=_kafka_case(offline, ok, bad, (0, 2), every_s, {"namespace": ns}),
+            runbook_doc=KAFKA_RUNBOOK, tests=_kafka_case(offline, ok, bad, (0, 2), every_s=every_s,
+                                                                 fires={"namespace": ns}),
         ),
         _kafka_controller(ns, every_s),
     ]
@@ -1016,7 +1017,7 @@ def _kafka_stream(k: KafkaPlan, every_s: int) -> list[AlertRule]:
             description=f"Below the plan's runway ({k.runway_min_s:g} s, kiln/knowledge/kafka.yaml runway_min_s: "
             "enough to outlast a broker failure): the rank waits on the stream at the next leader move.",
             labels={"runway_min_s": f"{k.runway_min_s:g}"}, runbook_doc=LAG_RUNBOOK,
-            tests=_kafka_case(runway, ok, bad, (10 * k.runway_min_s, low), every_s),
+            tests=_kafka_case(runway, ok, bad, (10 * k.runway_min_s, low), every_s=every_s),
         ),
         _kafka_retention(k, every_s),
     ]
