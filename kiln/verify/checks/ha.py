@@ -72,14 +72,16 @@ def parse_crm_mon(xml: str, wanted: set[str]) -> tuple[Placement, set[str]]:
 
 def wait_for(ctx: Context, host: str, pair: HaPair, done: Callable[[Placement, set[str]], bool], timeout: float,
              watch: Callable[[float, Placement], None] | None = None) -> float:
-    """Seconds until `done` holds on `host`'s view (polling every 0.5 s); `watch` sees every poll."""
+    """Seconds until `done` holds on `host`'s view (polling every 0.5 s); `watch` sees every poll. A poll is timed
+    when its answer arrives: a slow one (SSH to a host that has just rebooted, crm_mon on a node still joining)
+    never reports a change as seen before it was read."""
     start = time.monotonic()
     while True:
-        now = time.monotonic() - start
         try:
             where, online = placement(ctx, host, pair)
         except (CheckError, ET.ParseError):
             where, online = {}, set()
+        now = time.monotonic() - start
         if watch is not None:
             watch(now, where)
         if done(where, online):
@@ -260,6 +262,7 @@ class LnetLoss(_Drill):
             raise NotApplicable(f"{victim.name} has no LNet check (no NID outside its pair to ping)")
         settled(ctx, pair)
         mine = {r.name for r in pair.resources if r.node == victim.name}
+        placement(ctx, partner.name, pair)  # the partner, whose view is timed, answers before the clock starts
         _links(ctx, victim, "down")
         try:
             moved = wait_for(ctx, partner.name, pair,

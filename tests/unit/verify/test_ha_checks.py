@@ -4,6 +4,7 @@ answered by FakeRemote from a small state machine."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -152,3 +153,26 @@ def test_lnet_loss_takes_the_link_down_and_up_and_moves_targets_back(tmp_path: P
     assert links == ["ip link set dev eth1 down", "ip link set dev eth1 up"]
     assert sample.value >= 0 and any("no target moved" in d for d in sample.details)
     assert cluster.where == HOME
+
+
+def test_a_takeover_is_timed_when_the_poll_that_sees_it_returns(tmp_path: Path) -> None:
+    """A poll that takes seconds (a partner still joining after its reboot) and already shows the targets moved
+    counts those seconds: the takeover is never reported as faster than it was observed."""
+    cluster = Cluster()
+    slow = {"first": True}
+
+    def answer(command: str) -> tuple[int, str, str]:
+        if cluster.event == "lnet" and slow.pop("first", False):
+            cluster.where = {**cluster.where, "lab-OST0000": "oss02", "lab-OST0001": "oss02"}
+            cluster.event = None
+            time.sleep(0.3)  # the poll's answer arrives 0.3 s after it was asked
+        return cluster.answer(command)
+
+    ctx, _ = drill_ctx(tmp_path, cluster)
+    for r in ctx.remotes.values():
+        assert isinstance(r, FakeRemote)
+        r.on(r"crm_mon -1", answer)
+    ha = replace(ctx.plan.ha, timing=replace(ctx.plan.ha.timing, lnet_monitor_s=0, lnet_dampen_s=1))
+    ctx = Context(replace(ctx.plan, ha=ha), ctx.acceptance, ctx.inventory, ctx.remotes, ctx.options)
+    sample = LnetLoss().measure(ctx, target("ha.lnet_loss"), Subject("pair", ("oss01", "oss02")), Rep(1, 1, False))
+    assert sample.value >= 0.3, sample.details
