@@ -24,10 +24,13 @@ from kiln.verify.inventory import Inventory
 DEFAULT_TIMEOUT_S = 900.0
 # ssh exits 255 when it, not the remote command, failed; testinfra's ssh backend then raises RuntimeError with the
 # result (testinfra/backend/ssh.py, SshBackend.run_ssh). A connection that never opened ran nothing, so it is
-# tried again: a host that is booting (after a fence) answers within seconds of its network coming up.
+# tried again: a host that is booting (after a fence) answers within seconds of its network coming up. ssh names
+# such a failure "ssh: connect to host H port P: <reason>" (refused, timed out, no route, unreachable), or fails
+# the banner exchange ("kex_exchange_identification: ...", "Connection closed by H port P"); a session that opened
+# and then broke ("Connection to H closed by remote host", "client_loop: ... Connection reset by peer") may have
+# run the command and is not retried.
 SSH_FAILED = 255
-SSH_NOT_CONNECTED = ("connection refused", "connection timed out", "no route to host", "connection reset",
-                     "connection closed by", "kex_exchange_identification", "network is unreachable")
+SSH_NOT_CONNECTED = ("ssh: connect to host ", "kex_exchange_identification", "connection closed by ")
 SSH_CONNECT_TRIES = 6
 SSH_CONNECT_RETRY_S = 5.0
 

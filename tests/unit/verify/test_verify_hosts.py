@@ -55,12 +55,23 @@ def test_a_host_that_is_booting_is_tried_again_until_sshd_answers() -> None:
     assert len(fake.commands) == 3
 
 
-def test_ssh_failing_after_the_session_opened_is_a_result_not_a_retry() -> None:
+@pytest.mark.parametrize("message", [b"Connection to 10.89.10.6 closed by remote host.\r\n",
+                                     b"client_loop: send disconnect: Connection reset by peer\r\n"])
+def test_ssh_failing_after_the_session_opened_is_a_result_not_a_retry(message: bytes) -> None:
     """A dropped session may have run the command: it is reported (rc 255, ssh's message), never run twice."""
-    r, fake = remote([_Out(255, stderr_bytes=b"Connection to 10.89.10.6 closed by remote host.\r\n")])
+    r, fake = remote([_Out(255, stderr_bytes=message)])
     res = r.run("pcs resource move lab-OST0002 oss02", 30)
-    assert res.rc == 255 and "closed by remote host" in res.stderr
+    assert res.rc == 255 and res.stderr == message.decode()
     assert len(fake.commands) == 1
+
+
+def test_a_banner_exchange_that_fails_is_tried_again() -> None:
+    """sshd not accepting yet (early boot): the connection closes before a session exists."""
+    early = _Out(255, stderr_bytes=b"kex_exchange_identification: Connection closed by remote host\r\n"
+                                   b"Connection closed by 10.89.10.6 port 22\r\n")
+    r, fake = remote([early, _Out(0, b"3\n")])
+    assert r.run("ps -o etimes= -p 1", 30).ok
+    assert len(fake.commands) == 2
 
 
 def test_a_host_that_never_answers_gives_up_with_ssh_s_message() -> None:
