@@ -19,6 +19,7 @@ import dataclasses
 import hashlib
 import json
 
+from kiln.plan.bulk import cyclic_gc_paused
 from kiln.plan.capacity import build_capacity
 from kiln.plan.dataflow import build_dataflow
 from kiln.plan.degraded import build_degraded, degraded_issues
@@ -143,6 +144,7 @@ def waiver_issues(spec: ClusterSpec, targets: tuple[AcceptanceTarget, ...]) -> l
     return out
 
 
+@cyclic_gc_paused()
 def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
     """Derive the plan of an environment. Raises SpecError for contradictions only the plan can see."""
     hosts = build_hosts(spec)

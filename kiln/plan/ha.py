@@ -11,6 +11,7 @@ banned from a node only where every one of its interfaces scores below the thres
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import chain, islice
 
@@ -53,23 +54,32 @@ class _Reach:
     """The hosts with a NID on a set of LNet networks, in plan order, and each one's first NID there: the servers
     (with their positions among all servers), the LNet routers and the clients."""
 
+    nets: frozenset[str]
     nid: dict[str, str]
     servers: tuple[str, ...]
     index: dict[str, int]
     order: tuple[int, ...]
     routers: tuple[str, ...]
-    clients: tuple[str, ...]
+    clients: tuple[Host, ...]
+
+    def client_nids(self, pair: set[str]) -> Iterator[str]:
+        """The clients' NIDs there, in plan order, found only as far as they are asked for: the servers and routers
+        usually fill a ping list, and a large plan has a hundred thousand clients."""
+        return (n for h in self.clients if h.name not in pair and (n := _nid_on(h, self.nets)))
+
+
+def _nid_on(h: Host, nets: frozenset[str]) -> str | None:
+    """The host's first NID on one of `nets`."""
+    return next((n for n in h.nids if n.split("@", 1)[1] in nets), None)
 
 
 def _reach(hosts: tuple[Host, ...], nets: frozenset[str]) -> _Reach:
-    nid = {h.name: n for h in hosts if (n := next((n for n in h.nids if n.split("@", 1)[1] in nets), None))}
+    nid = {h.name: n for h in hosts if COMPUTE not in h.groups and (n := _nid_on(h, nets))}
     servers = [(i, h.name) for i, h in enumerate(h for h in hosts if LUSTRE_SERVERS in h.groups) if h.name in nid]
-
-    def members(group: str) -> tuple[str, ...]:
-        return tuple(h.name for h in hosts if group in h.groups and h.name in nid)
-
-    return _Reach(nid=nid, servers=tuple(n for _, n in servers), index={n: j for j, (_, n) in enumerate(servers)},
-                  order=tuple(i for i, _ in servers), routers=members(LNET_ROUTERS), clients=members(COMPUTE))
+    return _Reach(nets=nets, nid=nid, servers=tuple(n for _, n in servers),
+                  index={n: j for j, (_, n) in enumerate(servers)}, order=tuple(i for i, _ in servers),
+                  routers=tuple(h.name for h in hosts if LNET_ROUTERS in h.groups and h.name in nid),
+                  clients=tuple(h for h in hosts if COMPUTE in h.groups))
 
 
 def _ping_candidates(position: int, pair: set[str], reach: _Reach, shift: int, wanted: int) -> list[str]:
@@ -88,9 +98,9 @@ def _ping_candidates(position: int, pair: set[str], reach: _Reach, shift: int, w
                 e += 1
         return reach.servers[e]
 
-    ring = (server((first + m) % size) for m in range(size))
-    others = (h for h in chain(reach.routers, reach.clients) if h not in pair)
-    return [reach.nid[h] for h in islice(chain(ring, others), wanted)]
+    ring = (reach.nid[server((first + m) % size)] for m in range(size))
+    routers = (reach.nid[h] for h in reach.routers if h not in pair)
+    return list(islice(chain(ring, routers, reach.client_nids(pair)), wanted))
 
 
 class _Peers:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -219,32 +219,29 @@ def _scrape_targets(hosts: tuple[Host, ...], monitors: tuple[str, ...], os_: Obj
     # One labels dict per host, shared by its targets (read only): a hundred thousand hosts have three targets each.
     labels = {h.name: {"host": h.name, "role": h.role, **({"pool": h.pool} if h.pool else {})} for h in hosts}
 
-    def add(job: str, h: Host) -> None:
-        address = h.management_address
-        if job.startswith("seaweedfs-"):
+    def add(job: str, chosen: Iterable[Host]) -> None:
+        port = ports[job]
+        if not job.startswith("seaweedfs-"):  # one loop per job: a hundred thousand hosts have three targets each
+            out.extend(ScrapeTarget(job=job, host=h.name, address=f"{h.management_address}:{port}",
+                                    labels=labels[h.name]) for h in chosen)
+            return
+        for h in chosen:
             # SeaweedFS 3.39 serves -metricsPort on its -ip.bind address (weed/command/volume.go and the
             # others: StartMetricsServer(*v.bindIp, ...)); roles/objectstore binds the first storage address
-            address = next((n.address for n in h.nics if n.role == "storage" and n.address), address)
-        out.append(ScrapeTarget(job=job, host=h.name, address=f"{address}:{ports[job]}", labels=labels[h.name]))
+            address = next((n.address for n in h.nics if n.role == "storage" and n.address), h.management_address)
+            out.append(ScrapeTarget(job=job, host=h.name, address=f"{address}:{port}", labels=labels[h.name]))
 
     by_name = {h.name: h for h in hosts}
     for name in monitors:
-        add("prometheus", by_name[name])
-        add("alertmanager", by_name[name])
-    for h in hosts:
-        add("node", h)
-    for h in hosts:
-        if h.role in ("compute", "mgs", "mds", "oss"):
-            add("lustre", h)  # servers and clients
-    for h in hosts:
-        if h.gpus:
-            add("dcgm", h)
+        add("prometheus", [by_name[name]])
+        add("alertmanager", [by_name[name]])
+    add("node", hosts)
+    add("lustre", (h for h in hosts if h.role in ("compute", "mgs", "mds", "oss")))  # servers and clients
+    add("dcgm", (h for h in hosts if h.gpus))
     if os_.backend == "seaweedfs":
-        for name in os_.masters:
-            add("seaweedfs-master", by_name[name])
+        add("seaweedfs-master", [by_name[name] for name in os_.masters])
         for job in ("seaweedfs-volume", "seaweedfs-filer", "seaweedfs-s3"):
-            for name in os_.hosts:
-                add(job, by_name[name])
+            add(job, [by_name[name] for name in os_.hosts])
     return out
 
 
@@ -569,9 +566,10 @@ def _fabric_rules(hosts: tuple[Host, ...], every_s: int) -> list[AlertRule]:
     # and every scrape target carries the role and pool labels (_scrape_targets)
     by_class: dict[tuple[str, str | None, float], dict[str, None]] = {}  # devices in order, once each
     for h in hosts:
+        host_role, host_pool = h.role, h.pool
         for n in h.nics:
             if n.device:
-                by_class.setdefault((h.role, h.pool, n.link_Gbps), {})[n.device] = None
+                by_class.setdefault((host_role, host_pool, n.link_Gbps), {})[n.device] = None
     by_rate: dict[tuple[str, float], list[str]] = {}
     classes: dict[str, dict[str, str]] = {}
     for (role, pool, rate), devices in by_class.items():

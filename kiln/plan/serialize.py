@@ -30,6 +30,7 @@ from kiln.plan.model import (
     Layout,
     LustreTarget,
     ModelFlowPlan,
+    Nic,
     ObjectStorePlan,
     Plan,
     Sizing,
@@ -65,6 +66,55 @@ def _host(h: Host) -> dict[str, Any]:
             for n in h.nics
         ],
     }
+
+
+#: The string escaping of json.dumps (ensure_ascii, as the plan is written): the C accelerator where it is built.
+_string = json.encoder.encode_basestring_ascii
+
+
+def _scalar(v: str | float | None) -> str:
+    """A JSON scalar exactly as json.dumps writes it."""
+    if v is None:
+        return "null"
+    if isinstance(v, str):
+        return _string(v)
+    if isinstance(v, bool) or not math.isfinite(v):
+        return json.dumps(v)
+    return repr(v)  # json.encoder writes int and float with their __repr__
+
+
+class _HostWriter:
+    """`json.dumps(_host(h))` for one host after another, byte for byte, without the dictionaries: records that
+    hosts share (a pool's compute-rail NICs and its groups are one object each) are written once. The memo is keyed
+    by identity and `_kept` holds each record, so no id is reused while the writer lives; NICs with an address are
+    each one host's and are not kept."""
+
+    def __init__(self) -> None:
+        self._memo: dict[int, str] = {}
+        self._kept: list[object] = []
+
+    def _write_shared(self, obj: Nic | tuple[str, ...]) -> str:
+        self._kept.append(obj)
+        text = self._memo[id(obj)] = _nic_text(obj) if isinstance(obj, Nic) else json.dumps(list(obj))
+        return text
+
+    def host(self, h: Host) -> str:
+        memo = self._memo
+        nics = ", ".join(_nic_text(n) if n.address else memo.get(id(n)) or self._write_shared(n) for n in h.nics)
+        groups = memo.get(id(h.groups)) or self._write_shared(h.groups)
+        return (f'{{"name": {_string(h.name)}, "role": {_string(h.role)}, "pool": {_optional(h.pool)}, '
+                f'"management_address": {_string(h.management_address)}, "groups": {groups}, '
+                f'"gpus": {_scalar(h.gpus)}, "failover_partner": {_optional(h.failover_partner)}, "nics": [{nics}]}}')
+
+
+def _optional(v: str | None) -> str:
+    return "null" if v is None else _string(v)
+
+
+def _nic_text(n: Nic) -> str:
+    return (f'{{"role": {_string(n.role)}, "model": {_string(n.model)}, "interface": {_string(n.interface)}, '
+            f'"device": {_optional(n.device)}, "address": {_optional(n.address)}, "nid": {_optional(n.nid)}, '
+            f'"link_Gbps": {_scalar(n.link_Gbps)}}}')
 
 
 def _routes(plan: Plan) -> dict[str, Any]:
@@ -444,10 +494,11 @@ def plan_json(plan: Plan, include_hosts: bool = True) -> Iterator[str]:
         yield head
         return
     yield f'{head[:-1]}, "hosts": ['
+    writer = _HostWriter()
     for i in range(0, len(plan.hosts), HOSTS_PER_CHUNK):
         if i:
             yield ", "
-        yield json.dumps([_host(h) for h in plan.hosts[i:i + HOSTS_PER_CHUNK]])[1:-1]
+        yield ", ".join(writer.host(h) for h in plan.hosts[i:i + HOSTS_PER_CHUNK])
     yield "]}"
 
 

@@ -45,17 +45,19 @@ class _Allocator:
     next_offset: int = 2
     _base: int = field(init=False, repr=False)
     _size: int = field(init=False, repr=False)
+    _v4: bool = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._base = int(self.network.network_address)
         self._size = self.network.num_addresses
+        self._v4 = self.network.version == 4
 
     def take(self) -> str:
         offset = self.next_offset
         if offset >= self._size:
             raise IndexError(f"{self.network} has no address at offset {offset}")
-        self.next_offset += 1
-        if self.network.version == 4:  # a hundred thousand hosts: ipaddress's formatting was a third of the plan
+        self.next_offset = offset + 1
+        if self._v4:  # a hundred thousand hosts: ipaddress's formatting was a third of the plan
             return socket.inet_ntoa((self._base + offset).to_bytes(4, "big"))
         return str(self.network[offset])
 
