@@ -175,6 +175,7 @@ class Workloads(_Model):
     warp: Pin[Resources]
     acceptance_ttl_s: Pin[int]
     job_ttl_s: Pin[int]
+    cron_jobs_kept: Pin[int]
 
 
 class KubernetesKnowledge(_Model):

@@ -1,6 +1,6 @@
 """What every pod kiln renders carries (kiln/render/manifests/workload.py; docs/security.md, "Kubernetes workloads"):
-requests and limits, no privilege escalation, the runtime's seccomp profile, a TTL on every finished Job, and no
-NET_RAW in the GPU benchmark pods."""
+requests and limits, no privilege escalation, the runtime's seccomp profile, a TTL on every finished Job (history
+limits on a CronJob's), and no NET_RAW in the GPU benchmark pods."""
 
 from __future__ import annotations
 
@@ -41,6 +41,9 @@ def test_every_rendered_pod_is_bounded_and_unprivileged(stack: str) -> None:
             assert doc["spec"]["ttlSecondsAfterFinished"] > 0, doc["metadata"]["name"]
         if doc["kind"] == "MPIJob":
             assert doc["spec"]["runPolicy"]["ttlSecondsAfterFinished"] > 0
+        if doc["kind"] == "CronJob":  # its history limits remove finished runs; a TTL on its Jobs would race them
+            assert "ttlSecondsAfterFinished" not in doc["spec"]["jobTemplate"]["spec"], doc["metadata"]["name"]
+            assert doc["spec"]["successfulJobsHistoryLimit"] > 0 and doc["spec"]["failedJobsHistoryLimit"] > 0
         for pod in pods(doc):
             for c in pod["containers"]:
                 seen += 1

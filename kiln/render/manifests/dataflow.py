@@ -141,11 +141,12 @@ def dataflow(c: Ctx) -> list[Obj]:
         annotations = {"kiln.io/link": f"{link.bucket}/{link.prefix} -> {link.mount_path}",
                        "kiln.io/layout": link.setstripe}
         if link.schedule is not None:
-            job: dict[str, Any] = finished_after({"backoffLimit": 3, "template": _pod(
-                c, name, _stage_args(c, link.name), "Never")}, kubernetes().workloads.job_ttl_s.value)
+            # The CronJob's history limits, not a TTL on its Jobs, remove finished runs (both would race).
+            job: dict[str, Any] = {"backoffLimit": 3, "template": _pod(c, name, _stage_args(c, link.name), "Never")}
+            kept = kubernetes().workloads.cron_jobs_kept.value
             objs.append(obj("batch/v1", "CronJob", c.meta(DATAFLOW, name, ns, annotations=annotations), spec={
                 "schedule": link.schedule, "concurrencyPolicy": "Forbid", "startingDeadlineSeconds": 3600,
-                "jobTemplate": {"spec": job}}))
+                "successfulJobsHistoryLimit": kept, "failedJobsHistoryLimit": kept, "jobTemplate": {"spec": job}}))
         elif link.import_policy == "preload" and link.import_trigger != "continuous":
             job = finished_after({"backoffLimit": 6, "template": _pod(c, name, _stage_args(c, link.name), "OnFailure")},
                                  kubernetes().workloads.job_ttl_s.value)
