@@ -73,6 +73,8 @@ class GpuModel(_Named):
     nccl_intra_gate_GBps: Number | None = Field(gt=0)
     h2d_GBps: Number | None = Field(gt=0)
     h2d_gate_GBps: Number | None = Field(gt=0)
+    #: The GPU runs only the open kernel modules of the driver (its `source` says whose statement).
+    open_modules_only: bool = False
     figures_source: Words
 
     @model_validator(mode="after")

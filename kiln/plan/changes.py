@@ -147,6 +147,9 @@ def _version(name: str, role: str, old: Any, new: Any) -> Verdict:
     if name == "doca":
         return ("reboot", "new RDMA drivers (another DOCA-Host line, or DOCA-Host instead of the distribution's or "
                 "back) load at a reboot: one failure domain at a time", RB_UPGRADE)
+    if name == "gpu_kernel_modules":
+        return ("reboot", "the other flavor of the GPU kernel modules loads at a reboot: one failure domain at a time",
+                RB_UPGRADE)
     if name in ("kernel", "gpu_driver"):
         return "reboot", f"a new {name.replace('_', ' ')} takes a reboot: one failure domain at a time", RB_UPGRADE
     if name == "lustre_server":

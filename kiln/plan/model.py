@@ -647,6 +647,7 @@ class VersionsPlan:
     lustre_server_release: LustreRelease  # the server packages of the lustre_server line
     lustre_client_release: LustreRelease  # the client packages of the lustre_client line
     gpu_driver: int  # NVIDIA driver branch
+    gpu_kernel_modules: str  # open or proprietary: the flavor of its kernel modules
     cuda: str
     nccl: str
     doca: str  # DOCA-Host line on hosts with RDMA ports (fabric.rdma_stack: doca)

@@ -91,7 +91,8 @@ def _versions(plan: Plan, host: Host) -> dict[str, Any]:
     if any(n.device for n in host.nics) and plan.fabric != "tcp":  # whose RDMA drivers: DOCA-Host's line or inbox
         out["version/doca"] = v.doca if plan.rdma.stack == "doca" else "inbox"
     if host.gpus:
-        out.update({"version/gpu_driver": v.gpu_driver, "version/cuda": v.cuda, "version/nccl": v.nccl})
+        out.update({"version/gpu_driver": v.gpu_driver, "version/gpu_kernel_modules": v.gpu_kernel_modules,
+                    "version/cuda": v.cuda, "version/nccl": v.nccl})
     return out
 
 

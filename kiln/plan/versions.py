@@ -28,7 +28,8 @@ def build_versions(spec: ClusterSpec) -> tuple[VersionsPlan, list[SpecIssue]]:
                                             ubuntu={}),
         lustre_client_release=LustreRelease(release=releases[client].release, el=dict(releases[client].client_el),
                                             ubuntu=dict(releases[client].client_ubuntu)),
-        gpu_driver=v.gpu_driver, cuda=v.cuda, nccl=v.nccl, doca=v.doca, kernel=v.kernel,
+        gpu_driver=v.gpu_driver, gpu_kernel_modules=v.gpu_kernel_modules, cuda=v.cuda, nccl=v.nccl, doca=v.doca,
+        kernel=v.kernel,
         doca_release=doca.release if (doca := compat.load().doca_kernel.get(v.doca)) else "",
     )
     doca_issues = _doca(plan) if spec.fabric.rdma_stack == "doca" else []

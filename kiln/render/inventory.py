@@ -435,6 +435,9 @@ def _pool_vars(plan: Plan, pool: ComputePoolPlan) -> dict[str, Any]:
         "gpu_model": pool.gpu_model if has_gpu else "none",
         "gpu_nvswitch": pool.gpu_nvswitch,
         "gpu_peermem": has_gpu and plan.fabric != "tcp",
+        # The spec's driver branch and module flavor: the gpu role installs their packages (vars/<family>.yml).
+        "gpu_driver_branch": plan.versions.gpu_driver,
+        "gpu_kernel_modules": plan.versions.gpu_kernel_modules,
         "lustre_client_params": _params([t for t in plan.tunables if t.apply == "set_param" and t.pool == pool.name]),
     }
 

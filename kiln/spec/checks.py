@@ -24,6 +24,7 @@ def check(spec: ClusterSpec) -> list[SpecIssue]:
     return [
         *(_catalog(spec)),
         *(_rdma_stack(spec)),
+        *(_gpu_kernel_modules(spec)),
         *(_compute(spec)),
         *(_lustre(spec)),
         *(_routers(spec)),
@@ -146,6 +147,30 @@ def _rdma_stack(spec: ClusterSpec) -> Iterator[SpecIssue]:
             "fabric.rdma_stack", "doca", "DOCA-OFED drives RDMA NICs and a tcp fabric uses none",
             "leave fabric.rdma_stack at inbox (or set fabric.kind: infiniband or roce)",
         )
+
+
+#: The first driver branch with open kernel modules: R515, May 2022 (NVIDIA Technical Blog, "NVIDIA Transitions
+#: Fully Towards Open-Source GPU Kernel Modules", 2024-07-17).
+FIRST_OPEN_BRANCH = 515
+
+
+def _gpu_kernel_modules(spec: ClusterSpec) -> Iterator[SpecIssue]:
+    """Open modules need a branch that has them; a GPU that runs only the open modules refuses the proprietary."""
+    v = spec.versions
+    if v.gpu_kernel_modules == "open" and v.gpu_driver < FIRST_OPEN_BRANCH:
+        yield SpecIssue("versions.gpu_kernel_modules", "open",
+                        f"driver branch {v.gpu_driver} has no open kernel modules (the first is {FIRST_OPEN_BRANCH})",
+                        f"pin versions.gpu_driver {FIRST_OPEN_BRANCH} or newer, or set gpu_kernel_modules: "
+                        "proprietary")
+    if v.gpu_kernel_modules != "proprietary":
+        return
+    gpus = catalog.gpus(spec)
+    for i, pool in enumerate(spec.compute.pools):
+        model = pool.gpu.model if pool.gpu is not None else None
+        if model in gpus and gpus[model].open_modules_only:
+            yield SpecIssue("versions.gpu_kernel_modules", "proprietary",
+                            f"compute.pools[{i}] runs {model}, which runs only the open kernel modules "
+                            f"(kiln/knowledge/hardware.yaml)", "set versions.gpu_kernel_modules: open")
 
 
 def _compute(spec: ClusterSpec) -> Iterator[SpecIssue]:

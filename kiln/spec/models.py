@@ -1240,6 +1240,11 @@ class Versions(Model):
         "with the servers' line (kiln/knowledge/compat.yaml lustre_interop).",
     )
     gpu_driver: int = Field(default=550, ge=400, le=999, description="NVIDIA driver branch of the GPU nodes (550).")
+    gpu_kernel_modules: Literal["open", "proprietary"] = Field(
+        default="open",
+        description="Flavor of the driver's kernel modules: open (NVIDIA's default from branch 560, and the only "
+        "one Blackwell runs) or proprietary; the gpu role installs the branch's packages of that flavor.",
+    )
     cuda: str = Field(
         default="12.4", pattern=r"^[0-9]{2}\.[0-9]$",
         description="CUDA toolkit of the GPU nodes; needs a driver branch at least its minimum (compat.yaml).",

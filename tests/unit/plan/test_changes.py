@@ -76,6 +76,7 @@ CASES: dict[str, tuple[Edit, str]] = {
     "client-remount-lustre-client": (_set("versions.lustre_client", "2.16"), "client-remount"),
     "pair-failover-lustre-server": (_set("lustre.version", "2.16"), "pair-failover"),
     "reboot-gpu-driver": (_set("versions.gpu_driver", 560), "reboot"),
+    "reboot-gpu-kernel-modules": (_set("versions.gpu_kernel_modules", "proprietary"), "reboot"),
     "reboot-rdma-stack": (_rdma_stack_doca, "reboot"),
     "refused-fsname": (_set("lustre.fsname", "newfs"), "refused"),
     "refused-backend": (_set("lustre.backend", "zfs"), "refused"),

@@ -64,6 +64,40 @@ def test_doca_reaches_the_rdma_role_as_its_line_s_point_release() -> None:
         assert group["rdma_doca_repo"] is on and group["rdma_doca_release"] == "2.9.1"
 
 
+def test_the_driver_branch_and_its_module_flavor_reach_the_gpu_role() -> None:
+    data = stack_data("prod-h100")
+    data["versions"] = {"gpu_driver": 570, "cuda": "12.4", "gpu_kernel_modules": "proprietary"}
+    files = render_inventory(build_plan(validate(data)))
+    pool = load_inventory(files["group_vars/kiln_pool_h100.yml"])
+    assert (pool["gpu_driver_branch"], pool["gpu_kernel_modules"]) == (570, "proprietary")
+
+
+def test_open_modules_need_a_branch_that_has_them() -> None:
+    issues = _issues("prod-h100", gpu_driver=470, cuda="11.4") + _issues("prod-h100", gpu_driver=470)
+    assert ("versions.gpu_kernel_modules", "driver branch 470 has no open kernel modules (the first is 515)") in issues
+    assert not [p for p, _ in _issues("prod-h100", gpu_driver=550) if p == "versions.gpu_kernel_modules"]
+
+
+def test_blackwell_refuses_the_proprietary_modules() -> None:
+    data = stack_data("prod-h100")
+    data["compute"]["pools"][0]["gpu"]["model"] = "b200-sxm"
+    data["versions"] = {"gpu_kernel_modules": "proprietary"}
+    with pytest.raises(SpecError) as exc:
+        build_plan(validate(data))
+    issue = next(i for i in exc.value.issues if i.path == "versions.gpu_kernel_modules")
+    assert "b200-sxm" in issue.problem and issue.fix == "set versions.gpu_kernel_modules: open"
+    data["versions"] = {"gpu_kernel_modules": "open"}
+    assert not [i for i in _plan_issues(data) if i.path == "versions.gpu_kernel_modules"]
+
+
+def _plan_issues(data: dict[str, Any]) -> list[Any]:
+    try:
+        build_plan(validate(data))
+    except SpecError as exc:
+        return list(exc.issues)
+    return []
+
+
 def test_doca_on_a_tcp_fabric_is_refused_with_the_field_and_the_fix() -> None:
     data = stack_data("lab")
     assert data["fabric"]["kind"] == "tcp"

@@ -566,3 +566,44 @@ def test_lustre_server_sets_selinux_only_on_el_and_only_where_the_state_asks(hos
     disabled = _selinux_task("lustre_server", host, "enforcing", {"lustre_server_selinux_state": "disabled"})
     assert disabled == ({"state": "disabled", "policy": "targeted"} if el else None)
     assert _selinux_task("lustre_server", host, "enforcing", {"lustre_server_selinux_state": ""}) is None
+
+
+def _gpu_driver(host: str, branch: int, flavor: str) -> tuple[bool, list[str], str]:
+    """Whether the gpu role's driver pre-flight passes on a recorded host for a branch and module flavor, and the
+    driver and Fabric Manager packages it would install there."""
+    variables = role_vars("gpu", host, {"gpu_nvidia_cuda_repo": True, "gpu_driver_branch": branch,
+                                        "gpu_kernel_modules": flavor})
+    os_vars = os_vars_file("gpu", variables)
+    assert os_vars is not None
+    variables.update(trusted(load(os_vars) or {}))
+    refusal = next(t for t, _, _ in tasks_in(load(ROLES / "gpu" / "tasks" / "os.yml"), [], {})
+                   if str(t.get("name", "")).startswith("Stop when kiln knows no packages of the driver branch"))
+    templar = templar_for(variables)
+    assert templar.evaluate_conditional(trust_as_template(refusal["when"]))
+    allowed = all(templar.evaluate_conditional(trust_as_template(c)) for c in refusal["ansible.builtin.assert"]["that"])
+    packages = templar.template(trust_as_template("{{ __gpu_driver_install }}"))
+    return allowed, list(packages), str(templar.template(trust_as_template("{{ __gpu_fabricmanager_install }}")))
+
+
+def test_gpu_installs_the_plans_driver_branch_in_its_module_flavor_or_stops() -> None:
+    """NVIDIA's CUDA repositories name a branch's driver per family and flavor (roles/gpu/vars/*.yml cite where):
+    the role installs those, and stops before any change on a branch whose layout kiln has not verified."""
+    assert _gpu_driver("ubuntu2204", 550, "open") == (
+        True, ["nvidia-driver-550-open", "cuda-drivers-550"], "nvidia-fabricmanager-550")
+    assert _gpu_driver("ubuntu2404", 570, "open") == (True, ["nvidia-open-570"], "nvidia-fabricmanager-570")
+    assert _gpu_driver("debian12", 580, "proprietary") == (True, ["cuda-drivers-580"], "nvidia-fabricmanager-580")
+    assert _gpu_driver("rocky8", 550, "open") == (True, ["@nvidia-driver:550-open"], "nvidia-fabric-manager")
+    assert _gpu_driver("rhel9", 565, "proprietary") == (True, ["@nvidia-driver:565-dkms"], "nvidia-fabric-manager")
+    for host, branch in (("ubuntu2404", 590), ("rhel9", 580), ("debian12", 525)):
+        allowed, packages, _ = _gpu_driver(host, branch, "open")
+        assert (allowed, packages) == (False, []), (host, branch)
+
+
+def test_gpu_installs_the_operators_driver_packages_on_any_branch() -> None:
+    variables = role_vars("gpu", "rhel9", {"gpu_nvidia_cuda_repo": True, "gpu_driver_branch": 580,
+                                           "gpu_driver_packages": ["nvidia-open"],
+                                           "gpu_fabricmanager_package": "nvidia-fabricmanager"})
+    variables.update(trusted(load(ROLES / "gpu" / "vars" / "RedHat.yml") or {}))
+    templar = templar_for(variables)
+    assert templar.template(trust_as_template("{{ __gpu_driver_install }}")) == ["nvidia-open"]
+    assert templar.template(trust_as_template("{{ __gpu_fabricmanager_install }}")) == "nvidia-fabricmanager"
