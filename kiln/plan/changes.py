@@ -188,7 +188,8 @@ def _pool(name: str, role: str, old: Any, new: Any) -> Verdict:
 def _nic(name: str, role: str, old: Any, new: Any) -> Verdict:
     if role in SERVER_ROLES:
         return ("refused", "a server's address and NID are recorded in every target and the MGS configuration: "
-                "changing them needs tunefs.lustre --writeconf on every target with the filesystem stopped", RB_DIFF)
+                "changing them needs tunefs.lustre --writeconf on every target with the filesystem stopped (a "
+                "family that grows within its networks.reserve moves no address)", RB_DIFF)
     if role == "compute":
         return "client-remount", "LNet takes the new NID when it restarts: drain, unmount, restart LNet, remount", \
             RB_DIFF

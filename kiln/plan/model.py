@@ -463,6 +463,8 @@ class NetworksPlan:
     storage: str  # CIDR: storage NICs, LNet NIDs, the object store (routed: sliced per LNet network)
     roce_rails: str | None  # CIDR of the RoCE compute rails' addresses; None without RoCE rails
     lnet: dict[str, str] = field(default_factory=dict)  # LNet network → the CIDR of its NIDs' addresses
+    # Storage CIDR → addresses its hosts take from offset 2 on, the reserves (networks.reserve) included
+    storage_planned: dict[str, int] = field(default_factory=dict)
 
     def subnet_of(self, nid: str | None) -> str:
         """The CIDR of a storage port's address, by the LNet network of its NID (networks.storage without one)."""

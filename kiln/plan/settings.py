@@ -20,7 +20,7 @@ from kiln.plan.model import (
 )
 from kiln.plan.tuning import roce_traffic_class
 from kiln.spec import catalog
-from kiln.spec.addressing import lnet_subnets
+from kiln.spec.addressing import lnet_subnets, ports_per_net
 from kiln.spec.errors import SpecIssue
 from kiln.spec.models import ClusterSpec, ComputePool
 
@@ -31,8 +31,12 @@ _LEFT_OUT = {"objectstore": {"access_key_id", "credentials_secret"}}
 
 def build_networks(spec: ClusterSpec) -> NetworksPlan:
     n = spec.networks
-    return NetworksPlan(management=n.management, storage=n.storage, roce_rails=n.roce_rails,
-                        lnet=lnet_subnets(spec))
+    subnets, need = lnet_subnets(spec), ports_per_net(spec)
+    planned: dict[str, int] = {}
+    for net, cidr in subnets.items():
+        planned[cidr] = planned.get(cidr, 0) + need[net]
+    return NetworksPlan(management=n.management, storage=n.storage, roce_rails=n.roce_rails, lnet=subnets,
+                        storage_planned=planned)
 
 
 def build_inventory(spec: ClusterSpec) -> InventoryPlan:

@@ -23,7 +23,7 @@ from kiln.plan.groups import (
 )
 from kiln.plan.model import Host, LnetNet, LnetRoute, LustreTarget, Nic, Role, TargetKind
 from kiln.spec import catalog
-from kiln.spec.addressing import lnet_subnets
+from kiln.spec.addressing import lnet_subnets, reserved
 from kiln.spec.checks import mgt_attachment, rail_devices
 from kiln.spec.errors import SpecIssue
 from kiln.spec.models import ClusterSpec, NicGroup, TargetGroup
@@ -52,6 +52,10 @@ class _Allocator:
         self._size = self.network.num_addresses
         self._v4 = self.network.version == 4
 
+    def skip(self, count: int) -> None:
+        """Leave `count` addresses to hosts a family reserves (networks.reserve) but does not have yet."""
+        self.next_offset += count
+
     def take(self) -> str:
         offset = self.next_offset
         if offset >= self._size:
@@ -73,6 +77,31 @@ class _Storage:
 
     def take(self, net: str) -> str:
         return self._by_net[net].take()
+
+    def skip(self, ports: tuple[_Port, ...], hosts: int) -> None:
+        """Leave the storage addresses of `hosts` more hosts with these ports on each of their networks."""
+        for p in ports:
+            if p.net is not None:
+                self._by_net[p.net].skip(hosts)
+
+
+@dataclass(frozen=True, slots=True)
+class _Pools:
+    """The allocators of one plan: management, storage, and the RoCE rails' where there are any."""
+
+    mgmt: _Allocator
+    stor: _Storage
+    rails: _Allocator | None
+
+    def keep(self, spec: ClusterSpec, family: str, hosts: int, ports: tuple[_Port, ...]) -> None:
+        """After a family's hosts: skip the addresses of the hosts it reserves beyond them (networks.reserve)."""
+        more = reserved(spec, family, hosts) - hosts
+        if more <= 0:
+            return
+        self.mgmt.skip(more)
+        self.stor.skip(ports, more)
+        if self.rails is not None:
+            self.rails.skip(more * sum(1 for p in ports if p.rail))
 
 
 def lnet_nets(spec: ClusterSpec) -> tuple[LnetNet, ...]:
@@ -219,11 +248,14 @@ def _nics(ports: tuple[_Port, ...], storage_alloc: _Storage, rail_alloc: _Alloca
 
 
 def build_hosts(spec: ClusterSpec) -> tuple[Host, ...]:
-    """Every host of the environment, in a stable order: compute pools, MGS, MDS, OSS, LNet routers, object store."""
+    """Every host of the environment, in a stable order: compute pools, MGS, MDS, OSS, LNet routers, object store.
+    Addresses are handed out in that order; a family with a reserve (networks.reserve) leaves room after its hosts
+    for the ones it may grow to, so its growth moves no other host's address."""
     mgmt = _Allocator(ipaddress.ip_network(spec.networks.management))
     stor = _Storage(spec)
     roce = spec.networks.roce_rails if spec.fabric.kind == "roce" else None
     rails = _Allocator(ipaddress.ip_network(roce)) if roce else None
+    pools = _Pools(mgmt=mgmt, stor=stor, rails=rails)  # each family then skips what it reserves beyond its hosts
     hosts: list[Host] = []
     lu = spec.lustre
     for p, pool in enumerate(spec.compute.pools):
@@ -246,11 +278,13 @@ def build_hosts(spec: ClusterSpec) -> tuple[Host, ...]:
                     cpu_cores=pool.cpu_cores,
                 )
             )
+        pools.keep(spec, pool.name, pool.nodes, ports)
     pairs = lu.failover == "pairs"
     if lu.mgs.mode == "standalone":
-        mgs = server_family("mgs", 1).name(1)
-        hosts.append(_server(name=mgs, role="mgs", groups=(LUSTRE_MGS, LUSTRE_SERVERS),
-                             ports=_ports(spec, None, lu.mds.nics), mgmt=mgmt, stor=stor))
+        mgs, ports = server_family("mgs", 1).name(1), _ports(spec, None, lu.mds.nics)
+        hosts.append(_server(name=mgs, role="mgs", groups=(LUSTRE_MGS, LUSTRE_SERVERS), ports=ports, mgmt=mgmt,
+                             stor=stor))
+        pools.keep(spec, "mgs", 1, ports)
     colocated = lu.mds.colocated_with_oss
     tiers = (("mds", lu.mds.nodes, lu.mds.nics), ("oss", lu.oss.nodes, lu.oss.nics))
     for role, count, nics in tiers[1:] if colocated else tiers:
@@ -268,6 +302,7 @@ def build_hosts(spec: ClusterSpec) -> tuple[Host, ...]:
                 partner = names.name(i + 1 if i % 2 else i - 1)
             hosts.append(_server(name=names.name(i), role=role,  # type: ignore[arg-type]
                                  groups=groups, ports=ports, mgmt=mgmt, stor=stor, partner=partner))
+        pools.keep(spec, role, count, ports)
     for r, rg in enumerate(lu.routers):
         names = router_family(r, rg)
         groups = (LNET_ROUTERS, router_group(rg.name))
@@ -284,12 +319,14 @@ def build_hosts(spec: ClusterSpec) -> tuple[Host, ...]:
                     nics=_nics(ports, stor),
                 )
             )
+        pools.keep(spec, rg.name, rg.count, ports)
     os_ = spec.objectstore
     if os_.backend == "seaweedfs" and os_.nics is not None:
         ports = _ports(spec, None, os_.nics)
         for name in objectstore_family(os_.nodes).names():
             hosts.append(_server(name=name, role="objectstore", groups=(OBJECTSTORE,), ports=ports,
                                  mgmt=mgmt, stor=stor))
+        pools.keep(spec, "objectstore", os_.nodes, ports)
     return tuple(hosts)
 
 

@@ -37,6 +37,26 @@ def lnet_subnets(spec: ClusterSpec) -> dict[str, str]:
     return {n.name: n.subnet or str(slices[i] if slices else storage) for i, n in enumerate(lu.lnet)}
 
 
+def reserved(spec: ClusterSpec, family: str, hosts: int) -> int:
+    """Hosts' addresses a family takes: its hosts, or its networks.reserve where that is larger."""
+    return max(hosts, spec.networks.reserve.get(family, 0))
+
+
+def address_families(spec: ClusterSpec) -> dict[str, int]:
+    """Each host family a reserve may name, with its host count, in the order the planner addresses them."""
+    lu = spec.lustre
+    out = {p.name: p.nodes for p in spec.compute.pools}
+    if lu.mgs.mode == "standalone":
+        out["mgs"] = 1
+    if not lu.mds.colocated_with_oss:
+        out["mds"] = lu.mds.nodes
+    out["oss"] = lu.oss.nodes
+    out.update({rg.name: rg.count for rg in lu.routers})
+    if spec.objectstore.backend == "seaweedfs" and spec.objectstore.nics is not None:
+        out["objectstore"] = spec.objectstore.nodes
+    return out
+
+
 def _spread(group_ports: int, nets: list[str], hosts: int, out: Counter[str]) -> None:
     """Port j of each of `hosts` hosts goes on nets[j mod len(nets)], as kiln/plan/topology.py assigns NIDs."""
     for j in range(group_ports if nets else 0):
@@ -45,23 +65,23 @@ def _spread(group_ports: int, nets: list[str], hosts: int, out: Counter[str]) ->
 
 def ports_per_net(spec: ClusterSpec) -> Counter[str]:
     """Storage addresses each LNet network needs: every host's storage ports (storage NICs and rail ports shared
-    with storage) on the networks of its side."""
+    with storage) on the networks of its side, for the hosts each family reserves (networks.reserve)."""
     lu = spec.lustre
     out: Counter[str] = Counter()
     clients, servers = lu.lnet_names("clients"), lu.lnet_names("servers")
     for p in spec.compute.pools:
-        _spread(p.storage_nics.count + len(p.shared_storage_rails), clients, p.nodes, out)
-    server_groups: list[tuple[NicGroup, int]] = [(lu.oss.nics, lu.oss.nodes)]
+        _spread(p.storage_nics.count + len(p.shared_storage_rails), clients, reserved(spec, p.name, p.nodes), out)
+    server_groups: list[tuple[NicGroup, int]] = [(lu.oss.nics, reserved(spec, "oss", lu.oss.nodes))]
     if not lu.mds.colocated_with_oss:
-        server_groups.append((lu.mds.nics, lu.mds.nodes))
+        server_groups.append((lu.mds.nics, reserved(spec, "mds", lu.mds.nodes)))
     if lu.mgs.mode == "standalone":
-        server_groups.append((lu.mds.nics, 1))
+        server_groups.append((lu.mds.nics, reserved(spec, "mgs", 1)))
     os_ = spec.objectstore
     if os_.backend == "seaweedfs" and os_.nics is not None:
-        server_groups.append((os_.nics, os_.nodes))
+        server_groups.append((os_.nics, reserved(spec, "objectstore", os_.nodes)))
     for group, hosts in server_groups:
         _spread(group.count, servers, hosts, out)
     for rg in lu.routers:
-        _spread(rg.client_nics.count, [rg.client_net], rg.count, out)
-        _spread(rg.server_nics.count, [rg.server_net], rg.count, out)
+        _spread(rg.client_nics.count, [rg.client_net], reserved(spec, rg.name, rg.count), out)
+        _spread(rg.server_nics.count, [rg.server_net], reserved(spec, rg.name, rg.count), out)
     return out

@@ -8,7 +8,14 @@ from collections.abc import Iterator
 from kiln import knowledge
 from kiln.knowledge import NicModel
 from kiln.spec import catalog
-from kiln.spec.addressing import IPNetwork, lnet_subnets, ports_per_net, storage_slices
+from kiln.spec.addressing import (
+    IPNetwork,
+    address_families,
+    lnet_subnets,
+    ports_per_net,
+    reserved,
+    storage_slices,
+)
 from kiln.spec.checks_dataflow import check_dataflow
 from kiln.spec.errors import SpecIssue, suggest
 from kiln.spec.models import ClusterSpec, ComputePool, Device, NicGroup
@@ -597,13 +604,28 @@ def _server(spec: ClusterSpec) -> Iterator[SpecIssue]:
 
 
 def _count_hosts(spec: ClusterSpec) -> int:
-    lu = spec.lustre
-    mds = 0 if lu.mds.colocated_with_oss else lu.mds.nodes  # colocated MDTs add no hosts
-    hosts = sum(p.nodes for p in spec.compute.pools) + mds + lu.oss.nodes
-    hosts += sum(rg.count for rg in lu.routers)
-    hosts += 1 if lu.mgs.mode == "standalone" else 0
-    hosts += spec.objectstore.nodes if spec.objectstore.backend == "seaweedfs" else 0
-    return hosts
+    """Management addresses the planner hands out: every family's hosts or its reserve (colocated MDTs add no
+    hosts; an object store without storage NICs is planned as hosts too)."""
+    families = address_families(spec)
+    if spec.objectstore.backend == "seaweedfs":
+        families.setdefault("objectstore", spec.objectstore.nodes)
+    return sum(reserved(spec, name, hosts) for name, hosts in families.items())
+
+
+def _reserves(spec: ClusterSpec) -> Iterator[SpecIssue]:
+    """A reserve names a host family and keeps at least the hosts it has."""
+    families = address_families(spec)
+    for name, keep in spec.networks.reserve.items():
+        path = f"networks.reserve.{name}"
+        if name not in families:
+            yield SpecIssue(path, keep, "is not a host family of this spec", suggest(name, list(families)))
+        elif keep < families[name]:
+            yield SpecIssue(path, keep, f"keeps fewer addresses than the family's {families[name]} hosts",
+                            f"reserve at least {families[name]} (a reserve is room to grow into)")
+    pools = {p.name for p in spec.compute.pools}
+    for clash in sorted(pools & {"mgs", "mds", "oss", "objectstore", *(rg.name for rg in spec.lustre.routers)}):
+        yield SpecIssue("networks.reserve", clash, f"{clash} names both a compute pool and another host family",
+                        "rename the compute pool")
 
 
 def _storage_subnets(spec: ClusterSpec) -> Iterator[SpecIssue]:
@@ -672,10 +694,11 @@ def _networks(spec: ClusterSpec) -> Iterator[SpecIssue]:
         others.append(("networks.roce_rails", ipaddress.ip_network(spec.networks.roce_rails)))
     lnet_issues = list(_lnet_subnets(spec, others))
     yield from lnet_issues
+    yield from _reserves(spec)
     yield from _room("networks.management", mgmt, _count_hosts(spec))
     if not lnet_issues:
         yield from _storage_subnets(spec)
-    rails = sum(p.nodes * p.rails_per_node for p in spec.compute.pools)
+    rails = sum(reserved(spec, p.name, p.nodes) * p.rails_per_node for p in spec.compute.pools)
     if spec.fabric.kind == "roce" and rails and spec.networks.roce_rails is None:
         yield SpecIssue(
             "networks.roce_rails",

@@ -287,6 +287,15 @@ class Networks(Model):
         description="RoCE only: subnet (CIDR) for the compute rails' IPv4 addresses, one per rail NIC; RoCEv2 "
         "needs one for its IPv4 GID (fabric.roce_gid_index). Required on RoCE fabrics with compute rails.",
     )
+    reserve: dict[Name, int] = Field(
+        default_factory=dict,
+        description="Hosts whose addresses each host family keeps, keyed by a compute pool's name, mgs, mds, oss, "
+        "objectstore or an LNet router group's name: the family takes that many hosts' management, storage and "
+        "RoCE rail addresses even while it has fewer hosts, so growing it up to the reserve moves no other "
+        "host's address or NID. Unset: families are packed, and growing one renumbers every host planned after "
+        "it (kiln diff refuses that for the Lustre servers). Set it before the first deploy: adding or changing "
+        "a reserve later moves the families after it.",
+    )
 
     @field_validator("management", "storage", "roce_rails")
     @classmethod

@@ -62,12 +62,14 @@ def _nic_cluster_policy(c: Ctx) -> Obj:
 
 def _storage_ipam(c: Ctx) -> Obj:
     """Whereabouts range on the GPU nodes' storage subnet (on a routed filesystem their LNet network's), above
-    every address the plan gave a host in it."""
+    every address the plan gave a host in it and every address a family reserves there (networks.reserve), so
+    hosts added later never meet a pod's address."""
     client_nid = next((n.nid for h in c.plan.hosts if h.role == "compute" for n in h.nics if n.nid), None)
-    net = ipaddress.ip_network(c.plan.networks.subnet_of(client_nid))
+    cidr = c.plan.networks.subnet_of(client_nid)
+    net = ipaddress.ip_network(cidr)
     used = [int(ipaddress.ip_address(n.address)) for h in c.plan.hosts for n in h.nics
             if n.address and ipaddress.ip_address(n.address) in net]
-    start = max(used) + 1 if used else int(net[2])
+    start = max([*(u + 1 for u in used), int(net[2]) + c.plan.networks.storage_planned.get(cidr, 0)])
     end = int(net[-2])
     if start > end:
         raise ValueError(f"storage subnet {net} has no addresses left for pods after the planned hosts")
