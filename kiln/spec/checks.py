@@ -623,9 +623,10 @@ def _reserves(spec: ClusterSpec) -> Iterator[SpecIssue]:
             yield SpecIssue(path, keep, f"keeps fewer addresses than the family's {families[name]} hosts",
                             f"reserve at least {families[name]} (a reserve is room to grow into)")
     pools = {p.name for p in spec.compute.pools}
-    for clash in sorted(pools & {"mgs", "mds", "oss", "objectstore", *(rg.name for rg in spec.lustre.routers)}):
-        yield SpecIssue("networks.reserve", clash, f"{clash} names both a compute pool and another host family",
-                        "rename the compute pool")
+    others = {"mgs", "mds", "oss", "objectstore", *(rg.name for rg in spec.lustre.routers)}
+    for clash in sorted(pools & others & set(spec.networks.reserve)):
+        yield SpecIssue(f"networks.reserve.{clash}", spec.networks.reserve[clash],
+                        f"{clash} names both a compute pool and another host family", "rename the compute pool")
 
 
 def _storage_subnets(spec: ClusterSpec) -> Iterator[SpecIssue]:

@@ -83,6 +83,7 @@ def _base_spec() -> dict[str, Any]:
     limits = {"block_soft": "2T", "block_hard": "3T"}
     lu["quotas"] = {"defaults": {"user": dict(limits), "group": dict(limits), "project": dict(limits)}}
     pool["management_interface"] = "eth0"
+    d["networks"]["reserve"] = {pool["name"]: 2 * pool["nodes"], "oss": 2 * lu["oss"]["nodes"]}
     pool["local_nvme"]["mount_point"] = "/mnt/local-nvme"
     storage["interfaces"] = [f"ib{rails['count'] + i}" for i in range(storage["count"])]
     first_server_device = 0
@@ -153,7 +154,7 @@ def _external_spec() -> dict[str, Any]:
 
 def string_leaves(data: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], str]]:
     """(path, value) of every string in a spec dict; a key of a mapping whose keys are names (`overrides`,
-    `hardware.nics`, `hardware.gpus`) comes as (*path, key, '<key>')."""
+    `hardware.nics`, `hardware.gpus`, `networks.reserve`) comes as (*path, key, '<key>')."""
     if isinstance(data, str):
         yield path, data
     elif isinstance(data, list):
@@ -161,7 +162,7 @@ def string_leaves(data: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[tuple
             yield from string_leaves(item, (*path, i))
     elif isinstance(data, dict):
         for key, item in data.items():
-            if path in (("overrides",), ("hardware", "nics"), ("hardware", "gpus")):
+            if path in (("overrides",), ("hardware", "nics"), ("hardware", "gpus"), ("networks", "reserve")):
                 yield (*path, key, "<key>"), key
             yield from string_leaves(item, (*path, key))
 

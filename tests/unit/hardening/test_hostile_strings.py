@@ -58,7 +58,7 @@ def _field_name(path: tuple[Any, ...]) -> str:
     if path[:1] == ("hardware",) and len(path) >= 3:
         path = (*path[:2], *path[3:])  # hardware.nics.<model name>.field: the model name is a mapping key
     name = ".".join(str(p) for p in path if not isinstance(p, int) and p != "<key>")
-    for mapping in ("overrides", "lustre.ha.fencing.options"):  # mappings: their keys are data, not field names
+    for mapping in ("overrides", "lustre.ha.fencing.options", "networks.reserve"):  # their keys are data
         if name.startswith(mapping):
             return mapping
     return name
