@@ -2,8 +2,8 @@
 
 Usage: .venv/bin/python bench/kafka_stream.py [--messages 4800] [--partitions 12] [--runs 3] [--out FILE]
 
-Starts a single-node KRaft broker (combined controller and broker) on 127.0.0.1 from the jars
-scripts/build-kafka.sh assembles (needs maven and a JRE 17), publishes the same token ids two ways and reads
+Starts a single-node KRaft broker (combined controller and broker) on 127.0.0.1 (bench/kafka_cluster.py, from
+the jars scripts/build-kafka.sh assembles: needs maven and a JRE 17), publishes the same token ids two ways and reads
 them back two ways, per repetition:
 
 - kiln: kiln.stream.publish_tokens with the plan's producer settings (acks=all, idempotence, zstd), and one
@@ -22,9 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,44 +35,15 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[import-u
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import kafka_cluster  # noqa: E402
+
 from kiln.stream.consumer import TokenConsumer  # noqa: E402
 from kiln.stream.producer import publish_tokens  # noqa: E402
 
-PORT, CONTROLLER_PORT = 19092, 19093
-BOOTSTRAP = f"127.0.0.1:{PORT}"
+BOOTSTRAP = f"127.0.0.1:{kafka_cluster.BASE_PORT}"
 TOKENS = 2048  # tokens per message: 8 KiB of uint32, as the notes' measurements
 PRODUCER = {"bootstrap.servers": BOOTSTRAP, "acks": "all", "enable.idempotence": "true", "compression.type": "zstd",
             "linger.ms": "20", "batch.size": "1000000"}
-
-
-def start_broker(version: str, work: Path) -> subprocess.Popen[bytes]:
-    kafka = Path(subprocess.run([str(ROOT / "scripts" / "build-kafka.sh"), version], check=True,
-                                capture_output=True, text=True).stdout.strip().splitlines()[-1])
-    props = work / "server.properties"
-    props.write_text("\n".join([
-        "process.roles=broker,controller", "node.id=1",
-        f"controller.quorum.bootstrap.servers=127.0.0.1:{CONTROLLER_PORT}",
-        f"listeners=PLAINTEXT://127.0.0.1:{PORT},CONTROLLER://127.0.0.1:{CONTROLLER_PORT}",
-        f"advertised.listeners=PLAINTEXT://{BOOTSTRAP}", "controller.listener.names=CONTROLLER",
-        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT", f"log.dirs={work / 'log'}",
-        "offsets.topic.replication.factor=1", "transaction.state.log.replication.factor=1",
-        "transaction.state.log.min.isr=1", "group.initial.rebalance.delay.ms=0", "auto.create.topics.enable=false",
-    ]) + "\n")
-    cp = f"{kafka}/libs/*"
-    uuid = subprocess.run(["java", "-cp", cp, "kafka.tools.StorageTool", "random-uuid"], check=True,
-                          capture_output=True, text=True).stdout.split()[-1]
-    subprocess.run(["java", "-cp", cp, "kafka.tools.StorageTool", "format", "-t", uuid, "-c", str(props),
-                    "--standalone"], check=True, capture_output=True)
-    proc = subprocess.Popen(["java", "-Xms512m", "-Xmx512m", "-cp", cp, "kafka.Kafka", str(props)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", PORT)) == 0:
-                return proc
-        time.sleep(1)
-    proc.kill()
-    raise SystemExit("the broker did not listen within 180 s")
 
 
 def topic(name: str, partitions: int) -> str:
@@ -162,14 +131,13 @@ def main() -> int:
     data = (np.random.default_rng(1).zipf(1.3, a.messages * TOKENS) % 128_000).astype(np.uint32)  # token-like ids
     ids = work / "tokens.bin"
     data.tofile(ids)
-    broker = start_broker(a.version, work)
+    broker = kafka_cluster.start(a.version, work, count=1)
     try:
         rows = [(kiln_round(ids, a.messages, a.partitions, r), naive_round(data, a.messages, a.partitions, r))
                 for r in range(a.runs)]
         resume = resume_check(a.partitions, a.messages, ids)
     finally:
-        broker.terminate()
-        broker.wait(30)
+        broker.stop()
 
     def med(side: int, key: str) -> float:
         return statistics.median(r[side][key] for r in rows)
