@@ -42,18 +42,19 @@ def reserved(spec: ClusterSpec, family: str, hosts: int) -> int:
     return max(hosts, spec.networks.reserve.get(family, 0))
 
 
-def address_families(spec: ClusterSpec) -> dict[str, int]:
-    """Each host family a reserve may name, with its host count, in the order the planner addresses them."""
+def address_families(spec: ClusterSpec) -> list[tuple[str, int]]:
+    """Each host family a reserve may name, with its host count, in the order the planner addresses them. A list,
+    not a mapping: a compute pool may be named like a server family (a pool called mds), and both count."""
     lu = spec.lustre
-    out = {p.name: p.nodes for p in spec.compute.pools}
+    out = [(p.name, p.nodes) for p in spec.compute.pools]
     if lu.mgs.mode == "standalone":
-        out["mgs"] = 1
+        out.append(("mgs", 1))
     if not lu.mds.colocated_with_oss:
-        out["mds"] = lu.mds.nodes
-    out["oss"] = lu.oss.nodes
-    out.update({rg.name: rg.count for rg in lu.routers})
+        out.append(("mds", lu.mds.nodes))
+    out.append(("oss", lu.oss.nodes))
+    out += [(rg.name, rg.count) for rg in lu.routers]
     if spec.objectstore.backend == "seaweedfs" and spec.objectstore.nics is not None:
-        out["objectstore"] = spec.objectstore.nodes
+        out.append(("objectstore", spec.objectstore.nodes))
     return out
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+from collections import Counter
 from collections.abc import Iterator
 
 from kiln import knowledge
@@ -605,28 +606,29 @@ def _server(spec: ClusterSpec) -> Iterator[SpecIssue]:
 
 def _count_hosts(spec: ClusterSpec) -> int:
     """Management addresses the planner hands out: every family's hosts or its reserve (colocated MDTs add no
-    hosts; an object store without storage NICs is planned as hosts too)."""
+    hosts). A SeaweedFS object store without storage NICs is counted too, though the planner gives it no host."""
     families = address_families(spec)
-    if spec.objectstore.backend == "seaweedfs":
-        families.setdefault("objectstore", spec.objectstore.nodes)
-    return sum(reserved(spec, name, hosts) for name, hosts in families.items())
+    os_ = spec.objectstore
+    if os_.backend == "seaweedfs" and os_.nics is None:
+        families.append(("objectstore", os_.nodes))
+    return sum(reserved(spec, name, hosts) for name, hosts in families)
 
 
 def _reserves(spec: ClusterSpec) -> Iterator[SpecIssue]:
-    """A reserve names a host family and keeps at least the hosts it has."""
+    """A reserve names one host family and keeps at least the hosts it has."""
     families = address_families(spec)
+    hosts = dict(families)
+    named = Counter(name for name, _ in families)
     for name, keep in spec.networks.reserve.items():
         path = f"networks.reserve.{name}"
-        if name not in families:
-            yield SpecIssue(path, keep, "is not a host family of this spec", suggest(name, list(families)))
-        elif keep < families[name]:
-            yield SpecIssue(path, keep, f"keeps fewer addresses than the family's {families[name]} hosts",
-                            f"reserve at least {families[name]} (a reserve is room to grow into)")
-    pools = {p.name for p in spec.compute.pools}
-    others = {"mgs", "mds", "oss", "objectstore", *(rg.name for rg in spec.lustre.routers)}
-    for clash in sorted(pools & others & set(spec.networks.reserve)):
-        yield SpecIssue(f"networks.reserve.{clash}", spec.networks.reserve[clash],
-                        f"{clash} names both a compute pool and another host family", "rename the compute pool")
+        if name not in hosts:
+            yield SpecIssue(path, keep, "is not a host family of this spec", suggest(name, list(hosts)))
+        elif named[name] > 1:
+            yield SpecIssue(path, keep, f"{name} names both a compute pool and another host family",
+                            "rename the compute pool")
+        elif keep < hosts[name]:
+            yield SpecIssue(path, keep, f"keeps fewer addresses than the family's {hosts[name]} hosts",
+                            f"reserve at least {hosts[name]} (a reserve is room to grow into)")
 
 
 def _storage_subnets(spec: ClusterSpec) -> Iterator[SpecIssue]:

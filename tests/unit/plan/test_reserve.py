@@ -16,6 +16,7 @@ from kiln.plan.record import host_records
 from kiln.render.manifests.context import Ctx
 from kiln.render.manifests.network import _storage_ipam
 from kiln.spec import SpecError
+from kiln.spec.checks import _count_hosts
 from kiln.spec.loader import validate
 from tests.conftest import stack_data
 
@@ -89,3 +90,23 @@ def test_a_bad_reserve_names_the_field_and_the_fix(reserve: dict[str, int], path
         _plan("dev", reserve)
     issue = next(i for i in exc.value.issues if i.path == path)
     assert words in issue.problem and issue.fix
+
+
+def test_a_pool_named_like_a_server_family_counts_both_against_the_subnet() -> None:
+    """Addresses are counted per family in a list, not a mapping keyed by name: a pool called mds adds its hosts
+    to the MDS hosts, as the planner hands both out addresses."""
+    plain = stack_data("dev")
+    plain["compute"]["pools"][0]["nodes"] = 4
+    named = stack_data("dev")
+    named["compute"]["pools"][0].update(name="mds", nodes=4)
+    hosts = len(build_plan(validate(named)).hosts)
+    assert _count_hosts(validate(named)) == _count_hosts(validate(plain)) >= hosts == 7
+    named["networks"]["management"] = "10.20.0.0/29"  # 5 addresses: the 7 hosts do not fit, the MDS alone would
+    with pytest.raises(SpecError) as exc:
+        validate(named)
+    assert any(i.path == "networks.management" for i in exc.value.issues)
+    named["networks"] = {**plain["networks"], "reserve": {"mds": 8}}
+    with pytest.raises(SpecError) as exc:
+        validate(named)
+    issue = next(i for i in exc.value.issues if i.path == "networks.reserve.mds")
+    assert "both a compute pool and another host family" in issue.problem
