@@ -8,17 +8,24 @@
 # fetched with `mvn dependency:copy-dependencies`, every artifact checked against Central's checksum
 # (--strict-checksums: a mismatch fails the build instead of warning). kafka-clients pulls slf4j 1.7, with
 # which logging silently becomes a no-op: slf4j-api 2.0 and the log4j 2 binding are pinned beside it.
-# The result holds libs/ and SHA256SUMS; a later run with the same version only re-checks SHA256SUMS.
-# Needs maven and a JRE 17 (apt-get install maven openjdk-17-jre-headless).
+# Beside the broker it fetches the Prometheus JMX exporter javaagent (io.prometheus.jmx:jmx_prometheus_javaagent,
+# a self-contained jar without dependencies; 1.0.1 is the only 1.x Central serves here) into agent/, which the
+# kafka role runs as -javaagent (roles/kafka, kafka_jmx_exporter_jar_src).
+# The result holds libs/, agent/ and SHA256SUMS (every jar of both); a later run with the same version only
+# re-checks SHA256SUMS. Needs maven and a JRE 17 (apt-get install maven openjdk-17-jre-headless).
 set -euo pipefail
 
 version="${1:-4.3.1}"
 log4j=2.25.3
 slf4j=2.0.17
+agent_version=1.0.1
 here="$(cd "$(dirname "$0")/.." && pwd)"
 dest="${here}/.tools/kafka-${version}"
+agent_jar="agent/jmx_prometheus_javaagent-${agent_version}.jar"
 
-if [[ -f "${dest}/SHA256SUMS" ]] && (cd "${dest}" && sha256sum --quiet -c SHA256SUMS); then
+# A directory built before the agent was added lacks it: build again.
+if [[ -f "${dest}/SHA256SUMS" ]] && grep -q "  ${agent_jar}\$" "${dest}/SHA256SUMS" \
+    && (cd "${dest}" && sha256sum --quiet -c SHA256SUMS); then
   echo "${dest}"
   exit 0
 fi
@@ -44,8 +51,14 @@ cat > "${work}/pom.xml" <<POM
 POM
 mvn -q -B --strict-checksums -f "${work}/pom.xml" dependency:copy-dependencies -DincludeScope=runtime \
   -DoutputDirectory="${work}/libs" >&2
+# dependency:copy copies the one artifact named, never its dependencies (the javaagent jar shades its own).
+mvn -q -B --strict-checksums -f "${work}/pom.xml" dependency:copy \
+  -Dartifact="io.prometheus.jmx:jmx_prometheus_javaagent:${agent_version}:jar" \
+  -DoutputDirectory="${work}/agent" >&2
+[[ -f "${work}/${agent_jar}" ]] || { echo "build-kafka.sh: maven did not produce ${agent_jar}" >&2; exit 1; }
 rm -rf "${dest}"
 mkdir -p "${dest}"
 mv "${work}/libs" "${dest}/libs"
-(cd "${dest}" && sha256sum libs/*.jar > SHA256SUMS)
+mv "${work}/agent" "${dest}/agent"
+(cd "${dest}" && sha256sum libs/*.jar agent/*.jar > SHA256SUMS)
 echo "${dest}"

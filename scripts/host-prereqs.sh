@@ -30,8 +30,11 @@ die() { printf '%s ERROR: %s\n' "$PREFIX" "$*" >&2; exit 1; }
 #   jq python3             scripting (python3 also merges containers.conf below)
 #   (lint) shellcheck      lint for scripts/*.sh
 #   openssh-client         the lab's Ansible and kiln verify reach its hosts over SSH
+#   maven openjdk-17-jre-headless  scripts/build-kafka.sh: Kafka's jars and the JMX exporter from Maven Central
+#                          (the kafka role's molecule scenario, bench/kafka_*.py)
 PKGS=(podman runc netavark aardvark-dns iptables debootstrap debian-archive-keyring
       fio iperf3 e2fsprogs util-linux xfsprogs fdisk jq python3 shellcheck openssh-client
+      maven openjdk-17-jre-headless
       prometheus prometheus-alertmanager)  # promtool and amtool: tests of the rendered monitoring config
 # Rootless podman (non-root user with sudo) additionally needs user namespaces,
 # user-mode networking and a FUSE overlay driver.
