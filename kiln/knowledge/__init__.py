@@ -357,6 +357,7 @@ class MetricsPorts(Entry):
     seaweedfs_volume: Sourced[int]
     seaweedfs_filer: Sourced[int]
     seaweedfs_s3: Sourced[int]
+    kafka: Sourced[int]
 
     def by_job(self) -> dict[str, int]:
         """Scrape job name → port, in file order (seaweedfs_master is job seaweedfs-master)."""
@@ -386,6 +387,13 @@ class SeaweedFsPorts(Entry):
         return self.filer.value + self.grpc_offset.value
 
 
+class KafkaPorts(Entry):
+    """A bare-metal KRaft node's client and controller listeners."""
+
+    client: Sourced[int]
+    controller: Sourced[int]
+
+
 class ClusterPorts(Entry):
     datamover_metrics: Sourced[int]
     stream_metrics: Sourced[int]
@@ -399,11 +407,13 @@ class PortsFile(_File):
     acceptance: AcceptancePorts
     metrics: MetricsPorts
     seaweedfs: SeaweedFsPorts
+    kafka: KafkaPorts
     kubernetes: ClusterPorts
 
     def entries(self) -> list[Sourced[int]]:
         """Every entry of the file, section by section."""
-        sections: list[Entry] = [self.host, self.acceptance, self.metrics, self.seaweedfs, self.kubernetes]
+        sections: list[Entry] = [self.host, self.acceptance, self.metrics, self.seaweedfs, self.kafka,
+                                 self.kubernetes]
         return [entry for section in sections for _, entry in section]
 
 
@@ -530,6 +540,7 @@ class KafkaFile(_File):
     retention_safety: Sourced[float]
     broker_disk_fill: Sourced[float]
     runway_min_s: Sourced[float]
+    latency_p99_ms: Sourced[float]
     broker_write_MBps: Sourced[float]
     partitions_per_broker_max: Sourced[int]
     controllers: Sourced[int]

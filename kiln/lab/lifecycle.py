@@ -12,6 +12,7 @@ recovered by running `kiln lab up` again.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import secrets
@@ -40,6 +41,8 @@ from kiln.spec import load_stack
 from kiln.spec.loader import STACKS_ENV, stack_path
 
 CHECKOUT_ENV = "KILN_CHECKOUT"
+#: The Prometheus JMX exporter javaagent scripts/build-kafka.sh fetches (the newest 1.x Maven Central serves here).
+JMX_EXPORTER_VERSION = "1.0.1"
 # What the lab runs besides the Python package: the playbooks, the roles and the host scripts of a checkout.
 CHECKOUT_PARTS = ("ansible/site.yml", "roles", "scripts/host-prereqs.sh")
 IMAGE = "localhost/kiln-node:bookworm"
@@ -72,6 +75,7 @@ VERIFY_OPTIONS = {
     "dataflow.shard_MiB": "32",  # about 250 MB per pass and a 34 MB model: the lab's lake is sized at 0.5 GB
     "ha.drill": "true",  # the lab's pair is there to be failed over (kiln/verify/checks/ha.py)
     "benchmark_workers": "1",  # the lab's hosts share one disk and two cores: no two benchmarks at once
+    "stream.drill": "true",  # the lab's KRaft nodes are there to lose a broker (kiln/verify/checks/stream.py)
 }
 
 
@@ -266,6 +270,7 @@ class Lab:
         self.say("prepare", "pinned SeaweedFS and warp (scripts/build-tools.sh; cached after the first build)")
         self._script("prepare", "build-tools.sh", "weed", "warp")
         self.prepare_datamover()
+        self.prepare_kafka()
 
     def prepare_datamover(self) -> None:
         """The wheelhouse the datamover role installs on the lab's mover hosts (scripts/build-wheelhouse.sh)."""
@@ -273,6 +278,15 @@ class Lab:
             return
         self.say("prepare", "kiln's wheelhouse for the data mover (scripts/build-wheelhouse.sh)")
         self._script("prepare", "build-wheelhouse.sh", str(self.wheelhouse))
+
+    def prepare_kafka(self) -> None:
+        """The Kafka jars the kafka role installs on the lab's KRaft nodes (scripts/build-kafka.sh: from Maven Central,
+        each checked against its checksum; a real cluster installs Apache's release tarball)."""
+        if self.plan.kafka is None or not self.plan.kafka.nodes:
+            return
+        self.say("prepare", f"Kafka {self.plan.kafka.version} jars (scripts/build-kafka.sh; cached after the first "
+                            "build)")
+        self._script("prepare", "build-kafka.sh", self.plan.kafka.version)
 
     def hosts(self) -> None:
         mgmt, storage = self.net_names()
@@ -413,6 +427,7 @@ class Lab:
             "bench_tools_apt_cache_valid_time": 86400,
         }
         data.update(self.datamover_vars())
+        data.update(self.kafka_vars())
         if self.fences_containers():
             data["lustre_ha_install_fence_packages"] = False  # fence_kiln_lab is copied in by the hosts step
         path = self.state / "lab-vars.yml"
@@ -430,6 +445,21 @@ class Lab:
             "datamover_weed_src": str(self.root / ".tools" / "bin" / "weed"),
             "datamover_mount_point": LAB_FAST_TIER,
             "datamover_apt_cache_valid_time": 86400,
+        }
+
+    def kafka_vars(self) -> dict[str, object]:
+        """The kafka role's operator inputs in the lab: the jars scripts/build-kafka.sh assembled (no release tarball
+        is reachable here) and the JMX exporter agent beside them."""
+        k = self.plan.kafka
+        if k is None or not k.nodes:
+            return {}
+        home = self.root / ".tools" / f"kafka-{k.version}"
+        agent = home / "agent" / f"jmx_prometheus_javaagent-{JMX_EXPORTER_VERSION}.jar"
+        return {
+            "kafka_install_source": "jars",
+            "kafka_jars_src": str(home),
+            "kafka_jmx_exporter_jar_src": str(agent),
+            "kafka_jmx_exporter_sha256": _sha256(agent) if agent.is_file() else "",
         }
 
     def configure(self) -> dict[str, int]:
@@ -613,3 +643,7 @@ def _write_if_changed(path: Path, text: str, mode: int = 0o644) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()

@@ -24,7 +24,7 @@ from kiln.plan.capacity import build_capacity
 from kiln.plan.dataflow import build_dataflow
 from kiln.plan.degraded import build_degraded, degraded_issues
 from kiln.plan.ha import build_ha, ha_targets
-from kiln.plan.kafka import build_kafka
+from kiln.plan.kafka import build_kafka, kafka_targets
 from kiln.plan.layouts import build_layouts
 from kiln.plan.mkfs import mkfs_issues
 from kiln.plan.model import PLAN_SCHEMA, AcceptanceTarget, LustreTarget, Plan, Sizing
@@ -176,7 +176,8 @@ def build_plan(spec: ClusterSpec, source: str = "<spec>") -> Plan:
     # The dataflow.* targets join the others: kiln verify runs those checks (kiln/verify/checks/dataflow.py).
     # Each target says whether a sign-off needs its evidence (kiln/plan/signoff.py).
     targets = mark_required(spec, build_targets(spec, sizing) + tuple(monitoring_targets(monitoring))
-                            + (dataflow.targets if dataflow is not None else ()) + tuple(ha_targets(ha)))
+                            + (dataflow.targets if dataflow is not None else ()) + tuple(ha_targets(ha))
+                            + tuple(kafka_targets(spec, kafka)))
     if dataflow is not None:  # the data-flow section shows its targets as marked
         dataflow = dataclasses.replace(dataflow, targets=tuple(t for t in targets if t.check.startswith("dataflow.")))
     digest = hashlib.sha256(json.dumps(spec.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:16]

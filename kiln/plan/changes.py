@@ -185,6 +185,29 @@ def _pool(name: str, role: str, old: Any, new: Any) -> Verdict:
     return "live", "lctl pool_new/pool_add on the MGS; existing files stay where they are (lfs migrate)", RB_ADD_OSS
 
 
+RB_KAFKA = "docs/runbooks/kafka-add-broker.md"
+
+
+def _kafka(name: str, role: str, old: Any, new: Any) -> Verdict:
+    """A bare-metal KRaft node: its identity is formatted into its log directory; topics change through the
+    brokers, never by restarting them; everything else is read at start (the kafka role rolls the nodes)."""
+    if name in ("cluster_id", "node_id", "roles", "voters"):
+        return ("refused", f"{name.replace('_', ' ')} is formatted into the node's meta.properties or the static "
+                "quorum: changing it means a new node (add it, move the partitions, retire the old one)", RB_KAFKA)
+    if name.startswith("topic/") and name.endswith("/partitions"):
+        if isinstance(old, int) and isinstance(new, int) and new < old:
+            return "refused", "Kafka cannot remove partitions from a topic: make a new topic and move to it", RB_KAFKA
+        return ("live", "kafka-topics --alter adds partitions; merge the ranks' stream states so they read the new "
+                "ones (kiln.stream.merge_states)", RB_KAFKA)
+    if name.startswith("topic/") and name.endswith("/replication"):
+        return ("live", "a replica set change is a partition reassignment (kafka-reassign-partitions, throttled)",
+                RB_KAFKA)
+    if name.startswith("topic/"):
+        return "live", "kafka-configs --alter on the topic, applied by the brokers at once", RB_DIFF
+    return ("service-restart", "read when the broker starts: the kafka role restarts one node at a time and waits "
+            "for under-replicated partitions to return to 0", RB_UPGRADE)
+
+
 def _nic(name: str, role: str, old: Any, new: Any) -> Verdict:
     if role in SERVER_ROLES:
         return ("refused", "a server's address and NID are recorded in every target and the MGS configuration: "
@@ -217,4 +240,5 @@ _RULES: dict[str, Callable[[str, str, Any, Any], Verdict]] = {
     "objectstore": lambda n, r, o, w: ("service-restart", "restart the SeaweedFS servers one at a time, "
                                        "replication checked in between", RB_UPGRADE),
     "monitoring": lambda n, r, o, w: ("service-restart", "restart Prometheus (a gap in the scrape)", RB_DIFF),
+    "kafka": _kafka,
 }

@@ -15,6 +15,7 @@ LUSTRE_MDS = "kiln_lustre_mds"
 LUSTRE_OSS = "kiln_lustre_oss"
 LNET_ROUTERS = "kiln_lnet_routers"
 OBJECTSTORE = "kiln_objectstore"  # SeaweedFS hosts kiln deploys
+KAFKA = "kiln_kafka"  # bare-metal KRaft nodes (pipeline.kafka, mode baremetal)
 
 POOL_PREFIX = "kiln_pool_"
 ROUTER_PREFIX = "kiln_lnet_router_"

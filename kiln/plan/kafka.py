@@ -14,12 +14,18 @@ kiln/knowledge/kafka.yaml with its source; docs/kafka.md walks through the model
 
 from __future__ import annotations
 
+import base64
+import dataclasses
+import hashlib
 import math
+from typing import Any
 
 from kiln import knowledge
-from kiln.plan.model import KafkaPlan, KafkaSetting, KafkaTopicPlan
+from kiln.plan.groups import KAFKA
+from kiln.plan.model import AcceptanceTarget, KafkaNode, KafkaPlan, KafkaSetting, KafkaTopicPlan
 from kiln.spec.errors import SpecIssue
 from kiln.spec.models import ClusterSpec, ComputePool, Kafka, KafkaConsumers, KafkaTopicSpec
+from kiln.spec.naming import kafka_families
 
 DTYPE_BYTES = {"uint16": 2, "uint32": 4}
 _PATH = "pipeline.kafka"
@@ -36,27 +42,91 @@ def build_kafka(spec: ClusterSpec) -> tuple[KafkaPlan | None, list[SpecIssue]]:
     if kc is None:
         return None, []
     issues = list(_version_issues(kc))
+    if kc.combined and kc.mode != "baremetal":
+        issues.append(SpecIssue(f"{_PATH}.combined", True, "Strimzi runs the controllers in their own node pool",
+                                "set combined only with mode: baremetal"))
     topics: list[KafkaTopicPlan] = []
     for i, t in enumerate(kc.topics):
         topic, found = _topic(spec, i, t)
         issues += found
         if topic is not None:
             topics.append(topic)
+    if kc.mode == "baremetal" and kc.brokers == "auto" and topics:
+        issues.append(SpecIssue(f"{_PATH}.brokers", "auto", "bare-metal brokers are hosts the plan cannot invent",
+                                f"give their number: at least {max(_brokers_by(kc, topics).values())} for this "
+                                "stream's replication, retention, ingress and partitions"))
     if any(i.severity == "error" for i in issues):
         return None, issues
     brokers_by = _brokers_by(kc, topics)
     brokers, found = _count(f"{_PATH}.brokers", kc.brokers, brokers_by)
-    controllers = knowledge.load().kafka.controllers.value if kc.controllers == "auto" else kc.controllers
+    controllers = _controllers(kc)
     issues += found + _controller_issues(controllers)
     plan = KafkaPlan(
         mode=kc.mode, version=kc.version, strimzi_release=knowledge.load().kafka.strimzi.release,
         namespace=kc.namespace, auth=kc.auth, controllers=controllers, brokers=brokers, brokers_by=brokers_by,
-        storage_GB_per_broker=kc.storage_GB_per_broker, broker_heap_GB=knowledge.load().kafka.broker_heap_GB.value,
+        storage_GB_per_broker=kc.storage_GB_per_broker,
+        broker_heap_GB=kc.heap_GB or knowledge.load().kafka.broker_heap_GB.value,
         runway_min_s=knowledge.load().kafka.runway_min_s.value,
+        latency_p99_ms=knowledge.load().kafka.latency_p99_ms.value,
         topics=tuple(topics),
-        producer=producer_settings(topics), consumer=consumer_settings(topics), broker=broker_settings(topics),
+        producer=producer_settings(topics), consumer=consumer_settings(topics),
+        broker=broker_settings(topics, kc.heap_GB),
+        cluster_id=cluster_id(spec.name) if kc.mode == "baremetal" else "",
+        nodes=node_layout(spec, kc),
     )
     return plan, issues
+
+
+BROKER_ENVIRONMENT = frozenset({"KAFKA_HEAP_OPTS"})  # environment, not broker configuration
+#: The JMX exporter rules the alerts need (kiln/plan/monitoring.py, _kafka_rules): the generic gauge rules of
+#: strimzi-kafka-operator packaging/examples/metrics/kafka-metrics.yaml ("Generic gauges with 0-2 key/value pairs"),
+#: verbatim and in its order. They name kafka.server:type=ReplicaManager,name=UnderMinIsrPartitionCount
+#: kafka_server_replicamanager_underminisrpartitioncount, kafka.controller:type=KafkaController,name=
+#: OfflinePartitionsCount and ActiveControllerCount kafka_controller_kafkacontroller_*, and
+#: kafka.log:type=Log,name=LogStartOffset,topic=*,partition=* kafka_log_log_logstartoffset{topic,partition}.
+JMX_RULES: dict[str, Any] = {"lowercaseOutputName": True, "rules": [
+    {"pattern": r"kafka.(\w+)<type=(.+), name=(.+), (.+)=(.+), (.+)=(.+)><>Value", "name": "kafka_$1_$2_$3",
+     "type": "GAUGE", "labels": {"$4": "$5", "$6": "$7"}},
+    {"pattern": r"kafka.(\w+)<type=(.+), name=(.+), (.+)=(.+)><>Value", "name": "kafka_$1_$2_$3", "type": "GAUGE",
+     "labels": {"$4": "$5"}},
+    {"pattern": r"kafka.(\w+)<type=(.+), name=(.+)><>Value", "name": "kafka_$1_$2_$3", "type": "GAUGE"},
+]}
+
+
+def cluster_id(stack: str) -> str:
+    """The KRaft cluster id of a stack's bare-metal cluster: 16 bytes as Kafka's Uuid prints them (22 characters of
+    URL-safe base64, no padding; org.apache.kafka.common.Uuid#toString), derived from the stack's name so every node
+    and every later converge formats with the same id."""
+    raw = hashlib.sha256(f"kiln-kafka:{stack}".encode()).digest()[:16]
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def node_layout(spec: ClusterSpec, kc: Kafka) -> tuple[KafkaNode, ...]:
+    """The bare-metal nodes, named by kiln.spec.naming.kafka_families. Separate (the default): dedicated controllers
+    with node ids 1..C, then the brokers. Combined: the first C nodes run a controller too (a node past the
+    brokers runs only a controller)."""
+    families = kafka_families(spec)
+    if not families:
+        return ()
+    brokers = kc.brokers if isinstance(kc.brokers, int) else 0
+    if kc.combined:
+        return tuple(KafkaNode(host=name, node_id=i, roles=(("broker",) if i <= brokers else ())
+                               + (("controller",) if i <= _controllers(kc) else ()))
+                     for i, name in enumerate(families[0].names(), start=1))
+    ctl, brk = families
+    return (*(KafkaNode(host=name, node_id=i, roles=("controller",)) for i, name in enumerate(ctl.names(), start=1)),
+            *(KafkaNode(host=name, node_id=ctl.count + i, roles=("broker",))
+              for i, name in enumerate(brk.names(), start=1)))
+
+
+def _controllers(kc: Kafka) -> int:
+    return knowledge.load().kafka.controllers.value if kc.controllers == "auto" else kc.controllers
+
+
+def kafka_nodes(spec: ClusterSpec) -> tuple[KafkaNode, ...]:
+    """The bare-metal nodes of a valid spec's token stream (none with Strimzi, none without a stream)."""
+    plan, _ = build_kafka(spec)
+    return plan.nodes if plan is not None else ()
 
 
 def _version_issues(kc: Kafka) -> list[SpecIssue]:
@@ -117,7 +187,7 @@ def _topic(spec: ClusterSpec, i: int, t: KafkaTopicSpec) -> tuple[KafkaTopicPlan
     if rate is None or any(x.severity == "error" for x in issues):
         return None, issues
     k = knowledge.load().kafka
-    per_token = DTYPE_BYTES[t.dtype] / k.codec_ratio[t.dtype][t.compression].value
+    per_token = DTYPE_BYTES[t.dtype] / (t.codec_ratio or k.codec_ratio[t.dtype][t.compression].value)
     consume = pool.nodes * rate * per_token / 1e6
     ingress = consume * k.replay_headroom.value
     message = t.tokens_per_message * DTYPE_BYTES[t.dtype]
@@ -288,11 +358,18 @@ def topic_settings(t: KafkaTopicSpec, message: int, retention_h: float) -> tuple
     )
 
 
-def broker_settings(topics: list[KafkaTopicPlan]) -> tuple[KafkaSetting, ...]:
+def jvm_size(gb: float) -> str:
+    """A heap size as the JVM's -Xmx takes it: whole gigabytes as g, else whole megabytes as m (-Xmx takes no
+    fraction)."""
+    return f"{gb:g}g" if float(gb).is_integer() else f"{round(gb * 1024)}m"
+
+
+def broker_settings(topics: list[KafkaTopicPlan], heap_GB: float | None = None) -> tuple[KafkaSetting, ...]:
     k = knowledge.load().kafka
-    heap = f"-Xms{k.broker_heap_GB.value:g}g -Xmx{k.broker_heap_GB.value:g}g"
+    size = jvm_size(heap_GB or k.broker_heap_GB.value)
+    reason = k.broker_heap_GB.reason if heap_GB is None else "pipeline.kafka.heap_GB"
     return (
-        _s("KAFKA_HEAP_OPTS", heap, k.broker_heap_GB.reason, k.broker_heap_GB.source),
+        _s("KAFKA_HEAP_OPTS", f"-Xms{size} -Xmx{size}", reason, k.broker_heap_GB.source),
         _s("auto.create.topics.enable", False, "every topic is planned; a typo must fail, not create a topic",
            BROKER_DOCS + ", auto.create.topics.enable"),
         _s("default.replication.factor", max(t.replication for t in topics), "internal topics as durable as "
@@ -302,3 +379,64 @@ def broker_settings(topics: list[KafkaTopicPlan]) -> tuple[KafkaSetting, ...]:
         _s("message.max.bytes", max_message_bytes(topics), "the largest planned message and its overhead",
            BROKER_DOCS + ", message.max.bytes"),
     )
+
+
+#: Bytes per token on the wire above the plan's that still pass with a warning: the retained bytes the plan sizes
+#: the brokers for fill at most broker_disk_fill (0.7) of their disks, so 10% more still fits with room to spare.
+BYTES_TOLERANCE = 1.1
+#: How many times faster than the naive loop, and than the plan's per-node need, one kiln consumer process must read.
+CONSUMER_MARGIN = 10.0
+
+
+def _more(spec: ClusterSpec, env: tuple[tuple[str, str], ...], group: str | None, check: str, metric: str, unit: str,
+          expected: float, why: str) -> AcceptanceTarget:
+    """A higher-is-better row (warn and fail at the stack's fractions; a ratio fails below itself)."""
+    a, ratio = spec.acceptance, unit == "ratio"
+    return AcceptanceTarget(check=check, metric=metric, unit=unit, expected=round(expected, 4),
+                            warn=expected if ratio else round(expected * a.warn_fraction, 4),
+                            fail=expected if ratio else round(expected * a.fail_fraction, 4),
+                            why=why, scope="aggregate", group=group, env=env)
+
+
+def _most(env: tuple[tuple[str, str], ...], group: str | None, check: str, metric: str, unit: str, limit: float,
+          why: str, fail: float | None = None) -> AcceptanceTarget:
+    """A lower-is-better row that warns above its limit and fails above `fail` (default the limit)."""
+    return AcceptanceTarget(check=check, metric=metric, unit=unit, expected=round(limit, 4), warn=round(limit, 4),
+                            fail=round(limit if fail is None else fail, 4), why=why, scope="aggregate",
+                            higher_is_better=False, group=group, env=env)
+
+
+def kafka_targets(spec: ClusterSpec, k: KafkaPlan | None) -> list[AcceptanceTarget]:
+    """The token stream's acceptance targets, per topic (its name in env KILN_STREAM_TOPIC): kiln/verify/checks/
+    stream.py measures each in one pass on the running brokers, the naive loop beside it."""
+    if k is None:
+        return []
+    g = KAFKA if k.mode == "baremetal" else None
+    out: list[AcceptanceTarget] = []
+    for t in k.topics:
+        env = (("KILN_STREAM_TOPIC", t.name),)
+        rows = [
+            _more(spec, env, g, "stream.consumer", "tokens_per_s", "tokens/s", CONSUMER_MARGIN * t.tokens_per_s_node,
+                  f"one kiln consumer process reads ≥ {CONSUMER_MARGIN:g}× a node's need "
+                  f"({t.tokens_per_s_node:.0f} tokens/s)"),
+            _more(spec, env, g, "stream.consumer_vs_naive", "speedup", "ratio", CONSUMER_MARGIN,
+                  f"≥ {CONSUMER_MARGIN:g}× the naive loop (kafka-python, JSON, gzip) in the same pass"),
+            _more(spec, env, g, "stream.producer", "wire_MBps", "MB/s", t.ingress_MBps,
+                  f"the producer sends at least the planned ingress ({t.compression})"),
+            _most(env, g, "stream.bytes_per_token", "bytes_per_token", "B", t.bytes_per_token,
+                  f"bytes on the wire per token at most the plan's ({t.dtype}, {t.compression}); up to "
+                  f"{BYTES_TOLERANCE - 1:.0%} more warns (the brokers' disk headroom), beyond fails",
+                  fail=t.bytes_per_token * BYTES_TOLERANCE),
+            _most(env, g, "stream.latency", "p99_ms", "ms", k.latency_p99_ms,
+                  "end-to-end p99 latency, acks=all"),
+            _most(env, g, "stream.resume", "mismatched_batches", "count", 0,
+                  "a rank SIGKILLed twice and resumed from its checkpoints trains on the same sequence"),
+            _most(env, g, "stream.durability", "lost_or_repeated", "count", 0,
+                  f"a broker killed during production loses and repeats no acknowledged message "
+                  f"(replication {t.replication}, min ISR {t.min_insync_replicas})"),
+            _most(env, g, "stream.retention", "mismatches", "count", 0,
+                  f"the running topic keeps {t.retention_hours:g} h ≥ the {t.retention_needed_hours:g} h "
+                  "a resume from the oldest kept checkpoint needs, and the planned durability settings"),
+        ]
+        out += [dataclasses.replace(r, why=f"{r.why} (topic {t.name})") for r in rows]
+    return out

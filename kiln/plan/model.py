@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 PLAN_SCHEMA = "kiln.plan/v2"
 
-Role = Literal["compute", "mgs", "mds", "oss", "router", "objectstore"]
+Role = Literal["compute", "mgs", "mds", "oss", "router", "objectstore", "kafka"]
 Side = Literal["client", "mds", "oss", "mgs", "lnet", "nccl", "host"]
 Scope = Literal["host", "pair", "aggregate", "node"]
 TargetKind = Literal["mgt", "mdt", "ost"]
@@ -695,6 +695,15 @@ class KafkaTopicPlan:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class KafkaNode:
+    """One bare-metal KRaft node: its host, node.id and process.roles."""
+
+    host: str
+    node_id: int
+    roles: tuple[str, ...]  # broker, controller
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class KafkaPlan:
     """A KRaft Kafka cluster that streams token ids to training (spec pipeline.kafka)."""
 
@@ -709,10 +718,14 @@ class KafkaPlan:
     storage_GB_per_broker: float
     broker_heap_GB: float  # the JVM heap of each broker (-Xms = -Xmx); the rest of memory is page cache
     runway_min_s: float  # seconds of tokens a rank holds ahead of training, at least (KafkaRunwayLow)
+    latency_p99_ms: float  # end-to-end bound the acceptance check holds the cluster to
     topics: tuple[KafkaTopicPlan, ...]
     producer: tuple[KafkaSetting, ...]
     consumer: tuple[KafkaSetting, ...]
     broker: tuple[KafkaSetting, ...]
+    # baremetal: the KRaft cluster id every node is formatted with, and the nodes (host → node id and roles)
+    cluster_id: str = ""
+    nodes: tuple[KafkaNode, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

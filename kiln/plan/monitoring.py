@@ -242,6 +242,7 @@ def _scrape_targets(hosts: tuple[Host, ...], monitors: tuple[str, ...], os_: Obj
         add("seaweedfs-master", [by_name[name] for name in os_.masters])
         for job in ("seaweedfs-volume", "seaweedfs-filer", "seaweedfs-s3"):
             add(job, [by_name[name] for name in os_.hosts])
+    add("kafka", (h for h in hosts if h.role == "kafka"))  # the JMX exporter of each bare-metal KRaft node
     return out
 
 
@@ -906,39 +907,64 @@ def _kafka_case(metric: str, ok: dict[str, str], bad: dict[str, str], values: tu
     return case, replace(case, series=(case.series[0], repaired), cleared_s=(k + 2) * every_s)
 
 
-def _kafka_partitions(ns: str, every_s: int) -> list[AlertRule]:
-    sel = f'{{namespace="{ns}"}}'
-    broker = {"namespace": ns, "pod": f"{CLUSTER}-{BROKER_POOL}-3"}
-    ok, bad = {**broker, **OK_HOST}, {**broker, "pod": f"{CLUSTER}-{BROKER_POOL}-4", **BAD_HOST}
+@dataclass(frozen=True, slots=True)
+class _KafkaScope:
+    """Where the brokers' series come from: Strimzi pods (labelled namespace and pod by the ServiceMonitor) or
+    bare-metal nodes (scrape job kafka, labelled host)."""
+
+    labels: dict[str, str]  # the cluster's own labels: {namespace: kafka} or {job: kafka}
+    member: str  # the label naming one broker or controller: pod or host
+
+    @property
+    def selector(self) -> str:
+        return "{" + ",".join(f'{k}="{v}"' for k, v in self.labels.items()) + "}"
+
+    @property
+    def by(self) -> str:
+        return ", ".join(self.labels)
+
+    def node(self, name: str, *, healthy: bool = True) -> dict[str, str]:
+        """A broker's labels in a test case: on bare metal the member is the host itself (ok-host or bad-host)."""
+        host = OK_HOST if healthy else BAD_HOST
+        return {**self.labels, **host} if self.member == "host" else {**self.labels, **host, self.member: name}
+
+
+def _kafka_partitions(sc: _KafkaScope, every_s: int) -> list[AlertRule]:
+    sel = sc.selector
+    pod = sc.member == "pod"
+    ok = sc.node(f"{CLUSTER}-{BROKER_POOL}-3" if pod else "kafka-03")
+    bad = sc.node(f"{CLUSTER}-{BROKER_POOL}-4" if pod else "kafka-04", healthy=False)
     isr, offline = "kafka_server_replicamanager_underminisrpartitioncount", "kafka_controller_kafkacontroller_" \
         "offlinepartitionscount"
     return [
         AlertRule(
             alert="KafkaUnderMinIsrPartitions", group="kafka", expr=f"{isr}{sel} > 0", for_s=120,
-            severity="critical", summary="{{ $value }} partitions led by {{ $labels.pod }} are under their min ISR",
+            severity="critical",
+            summary=f"{{{{ $value }}}} partitions led by {{{{ $labels.{sc.member} }}}} are under their min ISR",
             description="Fewer replicas than min.insync.replicas are in sync: acks=all producers get "
             "NotEnoughReplicas and the token stream stops growing (a broker is down or cannot keep up).",
             runbook_doc=KAFKA_RUNBOOK, tests=_kafka_case(isr, ok, bad, (0, 4), every_s=every_s),
         ),
         AlertRule(
-            alert="KafkaOfflinePartitions", group="kafka", expr=f"sum by (namespace) ({offline}{sel}) > 0",
+            alert="KafkaOfflinePartitions", group="kafka", expr=f"sum by ({sc.by}) ({offline}{sel}) > 0",
             for_s=60, severity="critical", summary="{{ $value }} token stream partitions have no leader",
             description="The active controller counts partitions without a leader (every replica's broker down; "
             "unclean election is off): ranks reading them stop in next_batch().",
             runbook_doc=KAFKA_RUNBOOK, tests=_kafka_case(offline, ok, bad, (0, 2), every_s=every_s,
-                                                                 fires={"namespace": ns}),
+                                                                 fires=dict(sc.labels)),
         ),
-        _kafka_controller(ns, every_s),
+        _kafka_controller(sc, every_s),
     ]
 
 
-def _kafka_controller(ns: str, every_s: int) -> AlertRule:
+def _kafka_controller(sc: _KafkaScope, every_s: int) -> AlertRule:
     """The sum of ActiveControllerCount over the quorum is not 1: none (no metadata changes, no leader elections)
     or two (a split brain). No series at all counts as none."""
     metric = "kafka_controller_kafkacontroller_activecontrollercount"
-    sel = f'{metric}{{namespace="{ns}"}}'
-    c = {"namespace": ns}
-    pods = [{**c, "pod": f"{CLUSTER}-controllers-{i}", **OK_HOST} for i in range(3)]
+    sel = f"{metric}{sc.selector}"
+    c = dict(sc.labels)
+    pods = ([sc.node(f"{CLUSTER}-controllers-{i}") for i in range(3)] if sc.member == "pod" else
+            [{**c, "host": f"kraft-0{i}", "instance": f"kraft-0{i}:9404"} for i in range(1, 4)])
 
     def quorum(*active: int) -> tuple[Series, ...]:
         return tuple(_held(metric, p, a) for p, a in zip(pods, active, strict=True))
@@ -947,7 +973,7 @@ def _kafka_controller(ns: str, every_s: int) -> AlertRule:
     elected = Series(metric=metric, labels=pods[0], values=f"0x{k} 1x{SAMPLES}")
     return AlertRule(
         alert="KafkaNoActiveController", group="kafka",
-        expr=f"sum by (namespace) ({sel}) != 1 or (absent({sel}) - 1)", for_s=60, severity="critical",
+        expr=f"sum by ({sc.by}) ({sel}) != 1 or (absent({sel}) - 1)", for_s=60, severity="critical",
         summary="The token stream's KRaft quorum has {{ $value }} active controllers",
         description="ActiveControllerCount summed over the controllers is not 1: with none, no partition gets a "
         "new leader and no topic changes; with two, the quorum is split.",
@@ -1052,11 +1078,16 @@ def _kafka_retention(k: KafkaPlan, every_s: int) -> AlertRule:
 
 
 def _kafka_rules(m: Monitoring, k: KafkaPlan | None) -> list[AlertRule]:
-    """The token stream's alerts: only where kiln renders its exporter (Strimzi on Kubernetes)."""
-    if k is None or k.mode != "strimzi":
+    """The token stream's alerts: the brokers' (Strimzi pods, or the bare-metal nodes' scrape job `kafka`), the
+    Strimzi log volumes' fill (a bare-metal node's data directory is a host filesystem: node_exporter's fill
+    alerts), and the training ranks'."""
+    if k is None:
         return []
     every_s = m.scrape_interval_s
-    return [*_kafka_partitions(k.namespace, every_s), *_kafka_disk(m, k.namespace), *_kafka_stream(k, every_s)]
+    if k.mode == "strimzi":
+        sc = _KafkaScope({"namespace": k.namespace}, "pod")
+        return [*_kafka_partitions(sc, every_s), *_kafka_disk(m, k.namespace), *_kafka_stream(k, every_s)]
+    return [*_kafka_partitions(_KafkaScope({"job": "kafka"}, "host"), every_s), *_kafka_stream(k, every_s)]
 
 
 def _issues(spec: ClusterSpec, hosts: tuple[Host, ...]) -> list[SpecIssue]:

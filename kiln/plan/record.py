@@ -65,7 +65,26 @@ def host_settings(plan: Plan, host: Host) -> dict[str, Any]:
         out.update(_objectstore(plan))
     if host.name in plan.monitoring.hosts:
         out["monitoring/retention_days"] = plan.monitoring.retention_days
+    out.update(_kafka(plan, host))
     return dict(sorted(out.items()))
+
+
+def _kafka(plan: Plan, host: Host) -> dict[str, Any]:
+    """A bare-metal KRaft node's identity, the cluster's settings it runs with, and the planned topics (the role
+    creates them from any node)."""
+    k = plan.kafka
+    node = next((n for n in k.nodes if n.host == host.name), None) if k is not None else None
+    if k is None or node is None:
+        return {}
+    out: dict[str, Any] = {"kafka/cluster_id": k.cluster_id, "kafka/node_id": node.node_id,
+                           "kafka/roles": list(node.roles), "kafka/version": k.version,
+                           "kafka/voters": [n.node_id for n in k.nodes if "controller" in n.roles]}
+    out.update({f"kafka/broker/{s.name}": s.value for s in k.broker})
+    for t in k.topics:
+        out[f"kafka/topic/{t.name}/partitions"] = t.partitions
+        out[f"kafka/topic/{t.name}/replication"] = t.replication
+        out.update({f"kafka/topic/{t.name}/{s.name}": s.value for s in t.settings})
+    return out
 
 
 def _applies(t: Tunable, host: Host, plan: Plan) -> bool:

@@ -11,6 +11,7 @@ from typing import Literal
 
 from kiln.plan.groups import (
     COMPUTE,
+    KAFKA,
     LNET_ROUTERS,
     LUSTRE_CLIENTS,
     LUSTRE_MDS,
@@ -21,6 +22,7 @@ from kiln.plan.groups import (
     pool_group,
     router_group,
 )
+from kiln.plan.kafka import kafka_nodes
 from kiln.plan.model import Host, LnetNet, LnetRoute, LustreTarget, Nic, Role, TargetKind
 from kiln.spec import catalog
 from kiln.spec.addressing import lnet_subnets, reserved
@@ -327,6 +329,10 @@ def build_hosts(spec: ClusterSpec) -> tuple[Host, ...]:
             hosts.append(_server(name=name, role="objectstore", groups=(OBJECTSTORE,), ports=ports,
                                  mgmt=mgmt, stor=stor))
         pools.keep(spec, "objectstore", os_.nodes, ports)
+    # Bare-metal KRaft nodes last: on the management network only (a node's token stream is tens of KB/s, docs/kafka.md)
+    for node in kafka_nodes(spec):
+        hosts.append(Host(name=node.host, role="kafka", pool=None, management_address=mgmt.take(), groups=(KAFKA,),
+                          nics=()))
     return tuple(hosts)
 
 

@@ -12,6 +12,8 @@ kiln/knowledge/ports.yaml:
   storage addresses of that entry's receivers, which subscribe to its change events;
 - Lustre servers, clients and LNet routers on an LNet TCP network: the LNet acceptor port (988) from the
   storage network;
+- bare-metal KRaft nodes: the Kafka client port from the management network; the controller port from the other
+  KRaft nodes only;
 - servers of a failover pair: Corosync's knet port (UDP) from the partner's link addresses (management and
   storage), nothing else;
 - compute hosts: iperf3's port from the storage network (acceptance `network.iperf3` runs between them);
@@ -66,6 +68,7 @@ def firewall_rules(plan: Plan, h: Host) -> list[dict[str, Any]]:
     if any(n.lnd == "tcp" for n in plan.lnet) and h.name in lustre and _storage_addresses(h):
         rules.append(_rule("lnet", "tcp", [ports.host.lnet_acceptor.value], storage, "LNet TCP (socklnd) acceptor"))
     rules += _corosync_rules(plan, h)
+    rules += _kafka_rules(plan, h)
     compute = plan.groups.get(COMPUTE, ())
     if h.name in compute and _storage_addresses(h):
         rules.append(_rule("iperf3", "tcp", [ports.acceptance.iperf3.value], storage, "acceptance network.iperf3"))
@@ -78,6 +81,25 @@ def firewall_rules(plan: Plan, h: Host) -> list[dict[str, Any]]:
                            "acceptance fabric.ib_*_bw exchange"))
     rules += _monitoring_rules(plan, h)
     return rules
+
+
+def _kafka_rules(plan: Plan, h: Host) -> list[dict[str, Any]]:
+    """A bare-metal KRaft node: its client listener from the management network (producers, training ranks, kiln
+    verify); the controller listener, on a controller, from the other KRaft nodes only."""
+    k = plan.kafka
+    node = next((n for n in k.nodes if n.host == h.name), None) if k is not None else None
+    if k is None or node is None:
+        return []
+    ports = knowledge.load().ports.kafka
+    out = []
+    if "broker" in node.roles:
+        out.append(_rule("kafka", "tcp", [ports.client.value], [plan.networks.management],
+                         "Kafka clients: producers, the training ranks and kiln verify"))
+    peers = sorted(f"{plan.host(n.host).management_address}/32" for n in k.nodes if n.host != h.name)
+    if "controller" in node.roles and peers:
+        out.append(_rule("kraft", "tcp", [ports.controller.value], peers,
+                         "the KRaft quorum and the brokers' metadata fetches: the other KRaft nodes only"))
+    return out
 
 
 def _corosync_rules(plan: Plan, h: Host) -> list[dict[str, Any]]:

@@ -17,6 +17,7 @@ from kiln import knowledge, yamlio
 from kiln.node.health import expectations
 from kiln.plan.dataflow import systemd_calendar
 from kiln.plan.groups import LUSTRE_CLIENTS, LUSTRE_MDS, LUSTRE_MGS, LUSTRE_OSS, LUSTRE_SERVERS, pool_group
+from kiln.plan.kafka import BROKER_ENVIRONMENT, JMX_RULES
 from kiln.plan.model import ComputePoolPlan, Host, LustreRelease, LustreTarget, Nic, Plan, Tunable
 from kiln.plan.record import host_record
 from kiln.plan.tuning import is_namespaced_sysctl
@@ -161,6 +162,7 @@ def _host_vars(plan: Plan, h: Host) -> dict[str, Any]:
     if nvme is not None:
         out["kiln_local_nvme_mount"] = nvme
     out.update(_server_host_vars(plan, h))
+    out.update(_kafka_host_vars(plan, h))
     if h.role == "compute":
         # kiln-health's expectations (roles/monitoring writes them to /etc/kiln/health.json)
         out["monitoring_health_expect"] = asdict(expectations(plan, h.name, nvme))
@@ -349,6 +351,39 @@ def _monitoring_vars(plan: Plan) -> dict[str, Any]:
     }
 
 
+def _kafka_vars(plan: Plan) -> dict[str, Any]:
+    """The kafka role's bare-metal KRaft cluster: version, cluster id, the controller quorum, broker settings,
+    topics and the JMX exporter's rules (the ones the Strimzi rendering gives its exporter). None without one."""
+    k = plan.kafka
+    if k is None or not k.nodes:
+        return {}
+    address = {h.name: h.management_address for h in plan.hosts}
+    return {
+        "kafka_version": k.version,
+        "kafka_cluster_id": k.cluster_id,
+        "kafka_voters": [{"node_id": n.node_id, "host": n.host, "address": address[n.host]}
+                         for n in k.nodes if "controller" in n.roles],
+        "kafka_client_port": knowledge.load().ports.kafka.client.value,
+        "kafka_controller_port": knowledge.load().ports.kafka.controller.value,
+        "kafka_jmx_exporter_port": knowledge.load().ports.metrics.kafka.value,
+        "kafka_heap_GB": k.broker_heap_GB,
+        "kafka_auth": k.auth,
+        "kafka_broker_settings": {s.name: s.value for s in k.broker if s.name not in BROKER_ENVIRONMENT},
+        "kafka_topics": [{"name": t.name, "partitions": t.partitions, "replication": t.replication,
+                          "configs": {s.name: s.value for s in t.settings}} for t in k.topics],
+        "kafka_jmx_exporter_config": JMX_RULES,
+    }
+
+
+def _kafka_host_vars(plan: Plan, h: Host) -> dict[str, Any]:
+    """A KRaft node's id, its process roles and the address its listeners bind (its management address)."""
+    node = next((n for n in plan.kafka.nodes if n.host == h.name), None) if plan.kafka is not None else None
+    if node is None:
+        return {}
+    return {"kafka_node_id": node.node_id, "kafka_process_roles": list(node.roles),
+            "kafka_listen_address": h.management_address}
+
+
 def _lustre_release_vars(role: str, release: LustreRelease) -> dict[str, Any]:
     """The Whamcloud release a Lustre role installs when its Whamcloud repository is on (the plan's line)."""
     return {f"{role}_whamcloud_release": release.release, f"{role}_whamcloud_el": dict(release.el)}
@@ -357,7 +392,7 @@ def _lustre_release_vars(role: str, release: LustreRelease) -> dict[str, Any]:
 def _all_vars(plan: Plan) -> dict[str, Any]:
     """group_vars/all: what every host's roles read (the client release too: LNet routers install the client)."""
     return {**_common_vars(plan), **_rdma_vars(plan), **_lnet_vars(plan), **_objectstore_vars(plan),
-            **_monitoring_vars(plan), **_datamover_vars(plan),
+            **_monitoring_vars(plan), **_datamover_vars(plan), **_kafka_vars(plan),
             **_lustre_release_vars("lustre_client", plan.versions.lustre_client_release),
             "lustre_client_whamcloud_ubuntu": dict(plan.versions.lustre_client_release.ubuntu)}
 

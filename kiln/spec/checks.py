@@ -20,7 +20,7 @@ from kiln.spec.addressing import (
 from kiln.spec.checks_dataflow import check_dataflow
 from kiln.spec.errors import SpecIssue, suggest
 from kiln.spec.models import ClusterSpec, ComputePool, Device, NicGroup
-from kiln.spec.naming import host_families, pool_prefix
+from kiln.spec.naming import host_families, kafka_families, pool_prefix
 from kiln.spec.protection import default_drive_base, default_level, default_target_device, level_problem
 from kiln.spec.types import dns_name
 
@@ -611,7 +611,8 @@ def _count_hosts(spec: ClusterSpec) -> int:
     os_ = spec.objectstore
     if os_.backend == "seaweedfs" and os_.nics is None:
         families.append(("objectstore", os_.nodes))
-    return sum(reserved(spec, name, hosts) for name, hosts in families)
+    kafka = sum(f.count for f in kafka_families(spec))  # bare-metal KRaft nodes: management addresses only
+    return sum(reserved(spec, name, hosts) for name, hosts in families) + kafka
 
 
 def _reserves(spec: ClusterSpec) -> Iterator[SpecIssue]:

@@ -1331,6 +1331,11 @@ class KafkaTopicSpec(Model):
     dtype: Literal["uint16", "uint32"] = Field(
         default="uint32", description="Token id type (uint16 when the vocabulary has at most 65,536 entries)."
     )
+    codec_ratio: float | None = Field(
+        default=None, ge=1, le=100,
+        description="Raw bytes ÷ compressed bytes of the codec on your own token ids (measured on a sample; say how "
+        "in a comment); default kiln/knowledge/kafka.yaml codec_ratio, measured on real token ids.",
+    )
     consumers: KafkaConsumers = Field(description="The training job that reads the topic.")
 
 
@@ -1350,7 +1355,17 @@ class Kafka(Model):
     brokers: Annotated[int, Field(ge=1, le=1000)] | Literal["auto"] = Field(
         default="auto", description="Brokers; auto: the most of replication, retained bytes, ingress and partitions."
     )
+    combined: bool = Field(
+        default=False,
+        description="baremetal only: the first brokers run the KRaft controllers too (combined mode, fewer hosts, "
+        "for small or lab clusters; Kafka's KRaft docs advise separate controllers in production).",
+    )
     storage_GB_per_broker: float = Field(default=1000, gt=0, le=1e6, description="Log disk per broker, GB.")
+    heap_GB: float | None = Field(
+        default=None, gt=0, le=64,
+        description="JVM heap of each node (-Xms = -Xmx); default kiln/knowledge/kafka.yaml broker_heap_GB. The rest "
+        "of the host's memory is the page cache the brokers serve reads from.",
+    )
     namespace: K8sName = Field(default="kafka", description="Kubernetes namespace of the Strimzi resources.")
     auth: Literal["none", "scram-sha-512", "tls"] = Field(
         default="none", description="Client authentication (a KafkaUser per consuming job when not none)."

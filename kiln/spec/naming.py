@@ -11,11 +11,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kiln import knowledge
 from kiln.spec.models import ClusterSpec, ComputePool, LnetRouterGroup
 
 POOL_DIGITS = 3  # compute hosts: gpu001
 SERVER_DIGITS = 2  # servers, routers and object-store hosts: oss01
 OBJECTSTORE_PREFIX = "s3-"
+#: Bare-metal KRaft nodes: brokers (and combined nodes) kafka-01, dedicated controllers kraft-01.
+KAFKA_BROKER_PREFIX = "kafka-"
+KAFKA_CONTROLLER_PREFIX = "kraft-"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -73,6 +77,23 @@ def objectstore_family(count: int) -> HostFamily:
                       count=count)
 
 
+def kafka_families(spec: ClusterSpec) -> list[HostFamily]:
+    """The bare-metal KRaft nodes (pipeline.kafka, mode baremetal, brokers given as a number): dedicated controllers
+    kraft-NN then brokers kafka-NN, or combined nodes kafka-NN (as many as the larger of brokers and controllers)."""
+    kc = spec.pipeline.kafka if spec.pipeline is not None else None
+    if kc is None or kc.mode != "baremetal" or kc.brokers == "auto":
+        return []
+    controllers = knowledge.load().kafka.controllers.value if kc.controllers == "auto" else kc.controllers
+    path = "pipeline.kafka.brokers"
+    if kc.combined:
+        count = max(kc.brokers, controllers)
+        return [HostFamily(path=path, prefix=KAFKA_BROKER_PREFIX, width=_width(count, SERVER_DIGITS), count=count)]
+    return [HostFamily(path="pipeline.kafka.controllers", prefix=KAFKA_CONTROLLER_PREFIX,
+                       width=_width(controllers, SERVER_DIGITS), count=controllers),
+            HostFamily(path=path, prefix=KAFKA_BROKER_PREFIX, width=_width(kc.brokers, SERVER_DIGITS),
+                       count=kc.brokers)]
+
+
 def host_families(spec: ClusterSpec) -> list[HostFamily]:
     """Every family of names the plan generates for `spec`: compute pools, a standalone MGS, the MDS (none when
     the MDTs live on OSS hosts), the OSS, SeaweedFS hosts, LNet routers (last: the order the spec checks report
@@ -86,4 +107,4 @@ def host_families(spec: ClusterSpec) -> list[HostFamily]:
     out.append(server_family("oss", lu.oss.nodes))
     if spec.objectstore.backend == "seaweedfs":
         out.append(objectstore_family(spec.objectstore.nodes))
-    return out + [router_family(i, rg) for i, rg in enumerate(lu.routers)]
+    return out + [router_family(i, rg) for i, rg in enumerate(lu.routers)] + kafka_families(spec)

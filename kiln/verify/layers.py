@@ -23,6 +23,7 @@ LAYERS: dict[str, str] = {
     "objectstore": "Object store",
     "gpu": "GPU",
     "dataflow": "Data flow",
+    "stream": "Token stream",
     "monitoring": "Monitoring",
     "health": "Node health",
     "conformance": "Conformance",

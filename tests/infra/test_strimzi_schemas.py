@@ -105,7 +105,7 @@ def test_the_plan_reaches_the_resources() -> None:
 def test_no_stream_renders_nothing_and_baremetal_renders_nothing_on_kubernetes() -> None:
     assert _stream(stack_data("dev")) == []
     data = copy.deepcopy(stack_data("prod-h100"))
-    data["pipeline"]["kafka"].update(mode="baremetal", version="4.4.0")
+    data["pipeline"]["kafka"].update(mode="baremetal", version="4.4.0", brokers=4)
     assert _stream(data) == []
 
 

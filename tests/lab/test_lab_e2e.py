@@ -137,6 +137,24 @@ def assert_monitoring(report: dict[str, Any]) -> None:
     assert row["verdict"] == "PASS", row["message"]
 
 
+def assert_token_stream(report: dict[str, Any]) -> None:
+    """The eight stream.* rows were measured on the lab's three KRaft containers and pass, the naive loop beside
+    kiln's consumer in the same pass (its figure in the row's info)."""
+    for check in ("stream.consumer", "stream.consumer_vs_naive", "stream.producer", "stream.bytes_per_token",
+                  "stream.latency", "stream.resume", "stream.durability", "stream.retention"):
+        (row,) = results(report, check)
+        m = row["measured"]
+        assert m is not None and m["n"] == 1, (check, m)
+        if check == "stream.latency" and row["verdict"] == "FAIL":  # waived in the lab stack, with its reason
+            assert (row["waiver"] or "").startswith("lab: "), row
+            continue
+        assert row["verdict"] == "PASS", (check, row["verdict"], row["message"], row["details"])
+    (row,) = results(report, "stream.consumer_vs_naive")
+    assert row["measured"]["median"] >= 10 and any("naive" in d for d in row["details"]), row["details"]
+    (row,) = results(report, "stream.durability")
+    assert any("killed node" in d and "0 missing, 0 repeated" in d for d in row["details"]), row["details"]
+
+
 def assert_lab_verdict(report: dict[str, Any]) -> None:
     """The lab's sign-off is INCOMPLETE, and what is missing is exactly what a lab cannot measure: the checks the
     plan requires of its GPUs, Lustre and clocks (kiln.lab.lifecycle.LAB_CANNOT_MEASURE), each NOT APPLICABLE."""
@@ -193,10 +211,11 @@ def test_lab_deployed_from_the_wheel_verify_rerun_down(wheel_venv: Callable[[str
     deployed = deploy_from_wheel(installed, tmp_path / "project")
     assert deployed.returncode == 0, "kiln deploy lab (installed wheel) failed"
     out = deployed.stdout.splitlines()
-    assert "preflight: 6 hosts reachable, 0 not" in out
+    assert "preflight: 9 hosts reachable, 0 not" in out
     assert "failed: none" in out and "unreachable: none" in out
     changed = next(line for line in out if line.startswith("changed: "))
-    for host in ("gpu001", "gpu002", "mds01", "oss01", "oss02", "s3-01"):  # a first converge changes every host
+    # a first converge changes every host
+    for host in ("gpu001", "gpu002", "mds01", "oss01", "oss02", "s3-01", "kafka-01", "kafka-02", "kafka-03"):
         assert f"{host} (" in changed, changed
 
     # The checkout's playbooks find nothing to change on what the wheel's deployed, then the lab is verified.
@@ -211,6 +230,7 @@ def test_lab_deployed_from_the_wheel_verify_rerun_down(wheel_venv: Callable[[str
     assert_real_figures(report)
     assert_monitoring(report)
     assert_failover(report)
+    assert_token_stream(report)
     assert_lab_verdict(report)
     # Each step's time is recorded (docs/benchmarks.md quotes them; no budget is asserted here).
     timings = json.loads((STATE / "timings.json").read_text())
@@ -231,7 +251,7 @@ def test_lab_deployed_from_the_wheel_verify_rerun_down(wheel_venv: Callable[[str
     ssh_config = (STATE / "ssh" / "config").read_text()
     assert "StrictHostKeyChecking yes" in ssh_config
     known = (STATE / "ssh" / "known_hosts").read_text().splitlines()
-    assert len(known) == 6 and all(line.split()[1] == "ssh-ed25519" for line in known)
+    assert len(known) == 9 and all(line.split()[1] == "ssh-ed25519" for line in known)
 
     assert kiln("lab", "down").returncode == 0
     status = kiln("lab", "status")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import yaml
 
-from kiln.plan.kafka import BROKER_POOL, CLUSTER, CONTROLLER_POOL
+from kiln.plan.kafka import BROKER_ENVIRONMENT, BROKER_POOL, CLUSTER, CONTROLLER_POOL, JMX_RULES, jvm_size
 from kiln.plan.model import KafkaPlan, KafkaSetting, KafkaTopicPlan
 from kiln.render.manifests.context import TOKEN_STREAM, Ctx, Obj, obj
 from kiln.render.manifests.helm import helm_release, helm_source
@@ -28,7 +28,6 @@ STRIMZI_API = "kafka.strimzi.io/v1"
 CLUSTER_LABEL = "strimzi.io/cluster"  # Strimzi: a node pool, topic or user names its Kafka cluster by this label
 CONTROLLER_VOLUME_GB = 20  # KRaft metadata log: small (Strimzi examples use 100Gi with metadata shared)
 LISTENER_PORT = 9092  # Strimzi's internal listener port (listeners[].port, 9092 is the examples' plain port)
-_BROKER_ONLY = frozenset({"KAFKA_HEAP_OPTS"})  # environment, not broker configuration
 #: Strimzi's Kafka pods serve the JMX exporter on port 9404, named tcp-prometheus (strimzi-kafka-operator
 #: packaging/examples/metrics/prometheus-install/pod-monitors/kafka-resources-metrics.yaml scrapes that port), and
 #: carry strimzi.io/name=<cluster>-kafka whatever their node pool (the same examples' dashboards select on it).
@@ -40,19 +39,6 @@ CONSUMERS = f"{CLUSTER}-consumers"  # the PodMonitor of the training pods that c
 #: kiln.stream's registry (prometheus_client.start_http_server(port, registry=stream.registry), docs/kafka.md).
 CONSUMER_LABEL = "kiln.io/token-stream"
 CONSUMER_PORT = "kiln-stream"
-#: The JMX exporter rules the alerts need (kiln/plan/monitoring.py, _kafka_rules): the generic gauge rules of
-#: strimzi-kafka-operator packaging/examples/metrics/kafka-metrics.yaml ("Generic gauges with 0-2 key/value pairs"),
-#: verbatim and in its order. They name kafka.server:type=ReplicaManager,name=UnderMinIsrPartitionCount
-#: kafka_server_replicamanager_underminisrpartitioncount, kafka.controller:type=KafkaController,name=
-#: OfflinePartitionsCount and ActiveControllerCount kafka_controller_kafkacontroller_*, and
-#: kafka.log:type=Log,name=LogStartOffset,topic=*,partition=* kafka_log_log_logstartoffset{topic,partition}.
-JMX_RULES: Obj = {"lowercaseOutputName": True, "rules": [
-    {"pattern": r"kafka.(\w+)<type=(.+), name=(.+), (.+)=(.+), (.+)=(.+)><>Value", "name": "kafka_$1_$2_$3",
-     "type": "GAUGE", "labels": {"$4": "$5", "$6": "$7"}},
-    {"pattern": r"kafka.(\w+)<type=(.+), name=(.+), (.+)=(.+)><>Value", "name": "kafka_$1_$2_$3", "type": "GAUGE",
-     "labels": {"$4": "$5"}},
-    {"pattern": r"kafka.(\w+)<type=(.+), name=(.+)><>Value", "name": "kafka_$1_$2_$3", "type": "GAUGE"},
-]}
 
 
 def token_stream(c: Ctx) -> list[Obj]:
@@ -78,7 +64,7 @@ def token_stream(c: Ctx) -> list[Obj]:
 
 
 def _node_pool(c: Ctx, k: KafkaPlan, *, name: str, role: str, replicas: int, size_GB: float) -> Obj:
-    heap = f"{k.broker_heap_GB:g}g"
+    heap = jvm_size(k.broker_heap_GB)
     volume: Obj = {"id": 0, "type": "persistent-claim", "size": f"{size_GB:g}G", "deleteClaim": False,
                    "kraftMetadata": "shared"}
     spec: Obj = {"replicas": replicas, "roles": [role], "storage": {"type": "jbod", "volumes": [volume]}}
@@ -92,7 +78,7 @@ def _config(settings: tuple[KafkaSetting, ...]) -> Obj:
     """Kafka properties as Strimzi wants them: numbers and booleans typed, the rest strings."""
     out: Obj = {}
     for s in settings:
-        if s.name in _BROKER_ONLY:
+        if s.name in BROKER_ENVIRONMENT:
             continue
         out[s.name] = True if s.value == "true" else False if s.value == "false" else (
             int(s.value) if s.value.isdigit() else s.value)

@@ -14,10 +14,11 @@ from kiln.verify.checks import (
     objectstore,
     security,
     storage,
+    stream,
 )
 from kiln.verify.checks.check import REGISTRY
 
 __all__ = [
     "REGISTRY", "conformance", "dataflow", "dataflow_models", "fabric", "gpu", "ha", "monitoring", "network",
-    "objectstore", "security", "storage",
+    "objectstore", "security", "storage", "stream",
 ]

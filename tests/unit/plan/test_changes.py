@@ -69,6 +69,22 @@ def _rdma_stack_doca(d: dict[str, Any]) -> bool:
     return True
 
 
+def _baremetal_kafka(edit: Callable[[dict[str, Any]], None]) -> Edit:
+    """A change to a bare-metal token stream: stacks with one only."""
+    def apply(d: dict[str, Any]) -> bool:
+        k = (d.get("pipeline") or {}).get("kafka")
+        if not k or k.get("mode") != "baremetal":
+            return False
+        edit(k)
+        return True
+    return apply
+
+
+def _fewer_partitions(k: dict[str, Any]) -> None:
+    k["topics"][0]["consumers"]["ranks_per_node"] = 1  # half the consumers ...
+    k["topics"][0]["partitions"] = 2  # ... and half the partitions it has: Kafka cannot remove them
+
+
 CASES: dict[str, tuple[Edit, str]] = {
     "live-sysctl": (_override("host.sysctl.net.core.rmem_max", 536870912), "live"),
     "add-compute-node": (_grow_pool, "add"),
@@ -82,6 +98,9 @@ CASES: dict[str, tuple[Edit, str]] = {
     "refused-backend": (_set("lustre.backend", "zfs"), "refused"),
     "refused-pool-shrink": (_shrink_ost_pool, "refused"),
     "add-oss-pair": (_add_oss_pair, "add"),
+    "service-restart-kafka-heap": (_baremetal_kafka(lambda k: k.update(heap_GB=0.5)), "service-restart"),
+    "live-kafka-retention": (_baremetal_kafka(lambda k: k["topics"][0].update(retention_hours=3)), "live"),
+    "refused-kafka-partitions": (_baremetal_kafka(_fewer_partitions), "refused"),
 }
 
 

@@ -95,6 +95,10 @@ REFUSALS = [
             "pipeline.kafka.version", value="4.4.0", problem=("Strimzi 1.2.0",), fix=("4.3.1",), plan=True),
     refusal("fewer brokers than the replication", "prod-h100", {"pipeline.kafka.brokers": 2},
             "pipeline.kafka.brokers", value=2, problem=("needs 3",), fix=("set 3",), plan=True),
+    refusal("bare-metal brokers left to auto", "prod-h100", {"pipeline.kafka.mode": "baremetal"},
+            "pipeline.kafka.brokers", value="auto", problem=("hosts",), fix=("at least 3",), plan=True),
+    refusal("combined controllers on Strimzi", "prod-h100", {"pipeline.kafka.combined": True},
+            "pipeline.kafka.combined", value=True, fix=("mode: baremetal",), plan=True),
     refusal("a consuming pool that does not exist", "prod-h100", {f"{T0}.consumers.pool": "h200"},
             "pipeline.kafka.topics[0].consumers.pool", value="h200", fix=("h100",), plan=True),
     refusal("no token rate and a GPU without a known peak", "prod-h100",
@@ -111,5 +115,55 @@ def test_refused_with_path_value_and_fix(row: Refusal) -> None:
     refused(row)
 
 
+BAREMETAL = {"pipeline.kafka.mode": "baremetal", "pipeline.kafka.brokers": 4}
+
+
 def test_baremetal_takes_a_release_strimzi_does_not_run_yet() -> None:
-    assert _plan({"pipeline.kafka.mode": "baremetal", "pipeline.kafka.version": "4.4.0"}).version == "4.4.0"
+    assert _plan({**BAREMETAL, "pipeline.kafka.version": "4.4.0"}).version == "4.4.0"
+
+
+def test_baremetal_nodes_are_hosts_with_ids_roles_and_one_cluster_id() -> None:
+    plan = build_plan(validate(edited(stack_data("prod-h100"), BAREMETAL), "test"), "test")
+    k = plan.kafka
+    assert k is not None and len(k.cluster_id) == 22
+    assert [(n.host, n.node_id, n.roles) for n in k.nodes] == [
+        ("kraft-01", 1, ("controller",)), ("kraft-02", 2, ("controller",)), ("kraft-03", 3, ("controller",)),
+        ("kafka-01", 4, ("broker",)), ("kafka-02", 5, ("broker",)), ("kafka-03", 6, ("broker",)),
+        ("kafka-04", 7, ("broker",))]
+    hosts = {h.name: h for h in plan.hosts}
+    assert all(hosts[n.host].role == "kafka" and hosts[n.host].groups == ("kiln_kafka",) and not hosts[n.host].nics
+               for n in k.nodes)
+    assert plan.hosts[-1].name == "kafka-04"  # after every other host: adding the stream moves no address
+    others = build_plan(validate(stack_data("prod-h100"), "test"), "test").hosts
+    assert [h.management_address for h in plan.hosts[:len(others)]] == [h.management_address for h in others]
+    combined = _plan({**BAREMETAL, "pipeline.kafka.combined": True, "pipeline.kafka.controllers": 5})
+    assert [(n.host, n.roles) for n in combined.nodes] == [
+        *((f"kafka-0{i}", ("broker", "controller")) for i in range(1, 5)), ("kafka-05", ("controller",))]
+
+
+def test_baremetal_firewall_opens_clients_to_the_network_and_the_quorum_to_its_peers() -> None:
+    from kiln.render.firewall import firewall_rules
+
+    plan = build_plan(validate(edited(stack_data("prod-h100"), BAREMETAL), "test"), "test")
+    ctl, brk = plan.host("kraft-01"), plan.host("kafka-01")
+    rules = {r["name"]: r for r in firewall_rules(plan, ctl)}
+    assert "kafka" not in rules and rules["kraft"]["ports"] == [9094]
+    assert f"{ctl.management_address}/32" not in rules["kraft"]["sources"]
+    assert f"{brk.management_address}/32" in rules["kraft"]["sources"]
+    broker = {r["name"]: r for r in firewall_rules(plan, brk)}
+    assert broker["kafka"]["ports"] == [9092] and broker["kafka"]["sources"] == [plan.networks.management]
+    assert "kraft" not in broker and 9404 in broker["metrics"]["ports"]
+
+
+def test_every_topic_gets_the_stream_rows_with_its_need() -> None:
+    plan = build_plan(validate(stack_data("lab"), "lab"), "lab")
+    rows = {t.check: t for t in plan.targets if t.check.startswith("stream.")}
+    assert set(rows) == {"stream.consumer", "stream.consumer_vs_naive", "stream.producer", "stream.bytes_per_token",
+                         "stream.latency", "stream.resume", "stream.durability", "stream.retention"}
+    assert plan.kafka is not None
+    topic = plan.kafka.topics[0]
+    assert rows["stream.consumer"].expected == 10 * topic.tokens_per_s_node
+    assert rows["stream.consumer_vs_naive"].fail == 10
+    assert rows["stream.bytes_per_token"].expected == round(4 / 2.9, 4)  # the lab's measured codec_ratio
+    assert not rows["stream.latency"].higher_is_better and rows["stream.latency"].fail == 500
+    assert all(dict(t.env)["KILN_STREAM_TOPIC"] == topic.name and t.group == "kiln_kafka" for t in rows.values())

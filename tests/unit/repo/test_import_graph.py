@@ -34,7 +34,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "kiln.render": frozenset({"kiln.plan", "kiln.spec", "kiln.knowledge", "kiln.node", "kiln.templating",
                               "kiln.yamlio"}),
     "kiln.verify": frozenset({"kiln.plan", "kiln.spec", "kiln.knowledge", "kiln.lustre", "kiln.templating",
-                              "kiln.yamlio"}),
+                              "kiln.yamlio", "kiln.stream"}),
     "kiln.policy": frozenset({"kiln.plan", "kiln.render"}),
     "kiln.infra": frozenset({"kiln.plan", "kiln.render", "kiln.spec", "kiln.knowledge"}),
     "kiln.deploy": frozenset({"kiln.plan", "kiln.yamlio"}),

@@ -69,4 +69,4 @@ def test_the_variants_do_warn() -> None:
     """The test above would pass on stacks without warnings: these ones have them."""
     paths = {w.path for _, data in variants() for w in warnings_of(data)[1]}
     assert {"objectstore.nodes", "dataflow.checkpoints.write_back", "lustre.oss.nodes", "lustre.*.protection",
-            "acceptance.waivers[2].check", "workload.checkpoint.budget_fraction"} <= paths, paths
+            "acceptance.waivers[3].check", "workload.checkpoint.budget_fraction"} <= paths, paths

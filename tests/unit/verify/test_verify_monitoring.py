@@ -165,9 +165,10 @@ def _fault_hosts(prom: FakeProm, fire_after: float, clock: Clock, stuck: str = "
                          fault("SysctlDrift", {"alertname": "SysctlDrift", "host": "gpu001",
                                                "sysctl": "net.ipv4.conf.all.arp_ignore"}))
     remotes["gpu001"].on(r"sysctl -q -w net\.ipv4\.conf\.all\.arp_ignore=1", repair("SysctlDrift"))
-    remotes["oss02"].on(r"systemctl stop prometheus-node-exporter",
-                        fault("ExporterDown", {"alertname": "ExporterDown", "job": "node", "host": "oss02"}))
-    remotes["oss02"].on(r"systemctl start prometheus-node-exporter", repair("ExporterDown"))
+    last = [h.name for h in plan.hosts if h.name not in plan.monitoring.hosts][-1]  # the exporter fault's host
+    remotes[last].on(r"systemctl stop prometheus-node-exporter",
+                     fault("ExporterDown", {"alertname": "ExporterDown", "job": "node", "host": last}))
+    remotes[last].on(r"systemctl start prometheus-node-exporter", repair("ExporterDown"))
     remotes["gpu001"].on(r"nft add table inet kiln_fault",
                          fault("DataMoverFailing", {"alertname": "DataMoverFailing", "host": "gpu001",
                                                     "link": "corpus", "direction": "import"}))
@@ -193,7 +194,7 @@ def test_faults_fire_and_clear_in_one_session(monkeypatch: pytest.MonkeyPatch) -
         assert any(re.search(r"the poll saw it firing after 1\d s", d) for d in s.details), s.details
         assert s.value <= _target(check).fail == 10
     # one session: each fault injected once and repaired once
-    cmds = remotes["gpu001"].commands + remotes["s3-01"].commands + remotes["oss02"].commands
+    cmds = remotes["gpu001"].commands + remotes["s3-01"].commands + remotes["kafka-03"].commands
     for pattern in ("systemctl stop seaweedfs-volume", "systemctl start seaweedfs-volume",
                     "head -c", "arp_ignore=0", "arp_ignore=1", "stop prometheus-node-exporter",
                     "start prometheus-node-exporter", "nft add table inet kiln_fault",
@@ -216,7 +217,7 @@ def test_a_fault_that_does_not_fire_or_clear_fails_and_is_still_repaired(monkeyp
     ctx = context(remotes)
     with pytest.raises(CheckError, match="did not fire within"):
         _measure(ctx, "monitoring.fault_exporter_down")
-    assert any("start prometheus-node-exporter" in c for c in remotes["oss02"].commands)
+    assert any("start prometheus-node-exporter" in c for c in remotes["kafka-03"].commands)
     clock2 = Clock()
     monkeypatch.setattr(mon, "time", clock2)
     remotes = _fault_hosts(FakeProm(), fire_after=3, clock=clock2, stuck="SysctlDrift")

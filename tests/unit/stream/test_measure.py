@@ -1,0 +1,45 @@
+"""kiln.stream.measure's pure parts: the synthetic token ids, the message shape and the wire-bytes reading of
+librdkafka's statistics (the measurement itself runs on real brokers: bench/kafka_stream.py and the lab)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from kiln.stream import measure
+from kiln.verify.checks.stream import _rates
+
+
+def test_token_ids_are_deterministic_in_range_and_of_the_dtype() -> None:
+    a, b = measure.token_ids(10_000, "uint32"), measure.token_ids(10_000, "uint32")
+    assert a.dtype == np.uint32 and np.array_equal(a, b)
+    assert int(a.max()) < measure.VOCAB["uint32"] and len(np.unique(a)) > 500
+    assert measure.token_ids(100, "uint16").dtype == np.uint16
+    assert not np.array_equal(a, measure.token_ids(10_000, "uint32", seed=2))
+
+
+def test_message_bytes_follow_the_dtype() -> None:
+    shape = measure.TopicShape(partitions=4, replication=3, tokens_per_message=2048, dtype="uint16")
+    assert shape.message_bytes == 4096
+
+
+def test_wire_bytes_sum_every_broker_of_the_statistics() -> None:
+    # librdkafka STATISTICS.md: brokers.<name>.txbytes, one entry per broker and bootstrap connection
+    stats = {"brokers": {"a:9092/1": {"txbytes": 1000}, "b:9092/2": {"txbytes": 250}, "GroupCoordinator": {}}}
+    assert measure._txbytes(json.dumps(stats)) == 1250
+    assert measure._txbytes("{}") == 0
+
+
+def test_rates_judge_the_consumer_against_the_naive_side_of_the_same_pass() -> None:
+    from kiln.plan import build_plan
+    from kiln.spec import load_stack
+
+    plan = build_plan(load_stack("lab"), "lab")
+    assert plan.kafka is not None
+    topic = plan.kafka.topics[0]
+    sent = measure.Produced(messages=100, seconds=2.0, wire_bytes=100 * 2048 * 2)
+    out = _rates(topic, sent, 40e6, {"consumer_tokens_per_s": 2e6, "producer_MBps": 3.0, "c_crc32c": 0.0})
+    assert out["consumer_vs_naive"] == 20 and out["bytes_per_token"] == 2.0
+    assert out["producer"] == sent.wire_MBps() == 0.2048
+    assert "Python (its default)" in out["consumer_vs_naive_details"][0]
