@@ -363,8 +363,9 @@ def resume(bootstrap: str, topic: str, shape: TopicShape, *, steps: int, rank: i
         batches, state = _rank_run(**args, work=work / f"run{i}", steps=steps - len(got),  # type: ignore[arg-type]
                                    kill_after=None if stop is None else max(1, stop - len(got)), state=state)
         got += batches
+    mismatched = sum(a != b for a, b in zip(got, want, strict=False)) + abs(len(got) - len(want))
     return {"steps": steps, "killed_at": kills, "rank": rank, "world": world, "identical": got == want,
-            "batches": len(got)}
+            "mismatched": mismatched, "batches": len(got)}
 
 
 def _rank_run(*, bootstrap: str, topic: str, shape: TopicShape, rank: int, world: int, work: Path, steps: int,
