@@ -124,9 +124,10 @@ def _controllers(kc: Kafka) -> int:
 
 
 def kafka_nodes(spec: ClusterSpec) -> tuple[KafkaNode, ...]:
-    """The bare-metal nodes of a valid spec's token stream (none with Strimzi, none without a stream)."""
-    plan, _ = build_kafka(spec)
-    return plan.nodes if plan is not None else ()
+    """The bare-metal nodes of the spec's token stream (none with Strimzi, none without a stream): named from the
+    spec alone, so the topology need not size the whole stream (build_kafka reports its errors)."""
+    kc = spec.pipeline.kafka if spec.pipeline is not None else None
+    return node_layout(spec, kc) if kc is not None else ()
 
 
 def _version_issues(kc: Kafka) -> list[SpecIssue]:

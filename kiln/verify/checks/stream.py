@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from kiln import knowledge
 from kiln.plan.model import AcceptanceTarget, KafkaPlan, KafkaTopicPlan
 from kiln.stream.settings import client_config
 from kiln.verify.checks.check import Check, CheckError, NotApplicable, Rep, Sample, Subject, register
@@ -67,8 +68,6 @@ def bootstrap(ctx: Context) -> str:
     if k.mode != "baremetal":
         raise NotApplicable("the brokers run on Kubernetes (Strimzi): pass --option stream.bootstrap=HOST:PORT of "
                             "a listener reachable from this host")
-    from kiln import knowledge
-
     port = knowledge.load().ports.kafka.client.value
     return ",".join(f"{ctx.plan.host(n.host).management_address}:{port}" for n in k.nodes if "broker" in n.roles)
 
