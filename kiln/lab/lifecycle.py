@@ -33,7 +33,7 @@ import yaml
 from kiln.deploy.runner import ansible_env, run_playbook
 from kiln.lab import podman
 from kiln.plan import build_plan
-from kiln.plan.model import Plan
+from kiln.plan.model import Host, Plan
 from kiln.plan.settings import build_inventory
 from kiln.render.inventory import container_name, render_inventory
 from kiln.render.monitoring import render_monitoring
@@ -111,6 +111,18 @@ def lab_outcome(report: dict[str, Any]) -> tuple[bool, list[str]]:
     lines = [f"{part}: {LAB_CANNOT_MEASURE[part]} — {', '.join(dict.fromkeys(checks))}"
              for part, checks in lacking.items()]
     return ok, lines
+
+
+def lab_networks(h: Host, mgmt: str, storage: str) -> list[tuple[str, str, str]]:
+    """A lab host's podman networks as (network, address, interface): the storage network on the interface the plan
+    names for the host's storage NIC, the management network on the first ethN the plan leaves free."""
+    taken = {n.interface for n in h.nics}
+    first_free = next(f"eth{i}" for i in range(len(taken) + 1) if f"eth{i}" not in taken)
+    nets = [(mgmt, h.management_address, first_free)]
+    for n in h.nics:
+        if n.carries_storage and n.address:
+            return [*nets, (storage, n.address, n.interface)]
+    return nets
 
 
 class LabError(RuntimeError):
@@ -306,8 +318,7 @@ class Lab:
                               f"{'started' if started else 'running'} (lab-only; the pair's servers can stop and "
                               "start lab containers through it)")
         for h in self.plan.hosts:
-            storage_ips = [n.address for n in h.nics if n.carries_storage and n.address]
-            nets = [(mgmt, h.management_address)] + [(storage, ip) for ip in storage_ips[:1]]
+            nets = lab_networks(h, mgmt, storage)
             vols: list[tuple[str, str]] = []
             nvme = self.plan.local_nvme_mount(h.pool)
             if nvme is not None:

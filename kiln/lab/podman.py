@@ -92,7 +92,7 @@ class HostSpec:
     container: str
     hostname: str
     image: str
-    networks: tuple[tuple[str, str], ...]  # (network, static ip)
+    networks: tuple[tuple[str, str, str], ...]  # (network, static ip, interface name inside the container)
     volumes: tuple[tuple[str, str], ...]  # (volume, mount point)
     labels: dict[str, str]
     hosts: tuple[tuple[str, str], ...] = ()  # /etc/hosts entries: every lab host by name
@@ -143,8 +143,10 @@ def ensure_container(h: HostSpec) -> str:
             "--tmpfs", f"/dev/shm:rw,size={SHM_MIB}m,mode=1777", *sysctl_isolation()]
     for name, ip in h.hosts:
         args += ["--add-host", f"{name}:{ip}"]
-    for net, ip in h.networks:
-        args += ["--network", f"{net}:ip={ip}"]
+    for net, ip, interface in h.networks:
+        # named, because podman 4 attaches several networks in no fixed order: the plan's storage interface must
+        # be the one on the storage network (the LNet loss drill downs it by name)
+        args += ["--network", f"{net}:ip={ip},interface_name={interface}"]
     for vol, path in h.volumes:
         args += ["-v", f"{vol}:{path}"]
     for path, mib in h.tmpfs:

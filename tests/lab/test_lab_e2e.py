@@ -155,6 +155,16 @@ def assert_token_stream(report: dict[str, Any]) -> None:
     assert any("killed node" in d and "0 missing, 0 repeated" in d for d in row["details"]), row["details"]
 
 
+def unwaived_failures() -> str:
+    """The rows that turned the lab's sign-off into REJECTED, with their figures, for the failure message (CI keeps
+    only the tail of a failing test's output)."""
+    if not REPORT.is_file():
+        return "no report written"
+    report = json.loads(REPORT.read_text())
+    rows = [r for r in report["results"] if r["verdict"] in ("FAIL", "ERROR") and not r["waiver"]]
+    return "; ".join(f"{r['check']} @ {r['subject']}: {r['verdict']} {r['message']} {r['measured']}" for r in rows)
+
+
 def assert_lab_verdict(report: dict[str, Any]) -> None:
     """The lab's sign-off is INCOMPLETE, and what is missing is exactly what a lab cannot measure: the checks the
     plan requires of its GPUs, Lustre and clocks (kiln.lab.lifecycle.LAB_CANNOT_MEASURE), each NOT APPLICABLE."""
@@ -220,7 +230,7 @@ def test_lab_deployed_from_the_wheel_verify_rerun_down(wheel_venv: Callable[[str
 
     # The checkout's playbooks find nothing to change on what the wheel's deployed, then the lab is verified.
     first = kiln("lab", "up", "--skip-prepare")
-    assert first.returncode == 0, "kiln lab up failed"
+    assert first.returncode == 0, f"kiln lab up failed: {unwaived_failures()}"
     assert "[lab 4/5 configure] recap:" in first.stdout
     assert "changed=0 in total" in first.stdout, "the wheel's deploy did not converge the lab as kiln lab up does"
     assert "not applicable" in first.stdout.lower()

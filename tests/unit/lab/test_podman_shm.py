@@ -6,6 +6,7 @@ outlives a restart, is remade."""
 from __future__ import annotations
 
 import subprocess
+from dataclasses import replace
 
 import pytest
 
@@ -50,3 +51,25 @@ def test_a_host_with_the_lab_shm_is_kept(monkeypatch: pytest.MonkeyPatch) -> Non
     calls = fake_podman(monkeypatch, exists=True, tmpfs='{"/dev/shm": "rw,size=256m,mode=1777,nosuid,nodev"}')
     assert podman.ensure_container(HOST) == "running"
     assert not [c for c in calls if c[0] in ("rm", "run")]
+
+
+def test_each_network_lands_on_the_interface_the_plan_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    """podman 4 attaches several networks in no fixed order (a lab once had oss01's management network on eth1, and
+    the LNet loss drill downed it): the storage network goes on the storage NIC's planned interface."""
+    from kiln.lab.lifecycle import lab_networks
+    from kiln.plan import build_plan
+    from kiln.spec import load_stack
+
+    plan = build_plan(load_stack("lab"), "lab")
+    oss01, kafka = plan.host("oss01"), plan.host("kafka-01")
+    storage_nic = next(n for n in oss01.nics if n.carries_storage)
+    nets = lab_networks(oss01, "mgmt", "storage")
+    assert nets == [("mgmt", oss01.management_address, "eth0"), ("storage", storage_nic.address, "eth1")]
+    assert storage_nic.interface == "eth1"
+    assert lab_networks(kafka, "mgmt", "storage") == [("mgmt", kafka.management_address, "eth0")]
+
+    calls = fake_podman(monkeypatch, exists=False, tmpfs="{}")
+    podman.ensure_container(replace(HOST, networks=tuple(nets)))
+    (run,) = [c for c in calls if c[0] == "run"]
+    assert f"storage:ip={storage_nic.address},interface_name=eth1" in run
+    assert f"mgmt:ip={oss01.management_address},interface_name=eth0" in run
