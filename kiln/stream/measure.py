@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import random
 import signal
 import subprocess
@@ -168,17 +169,32 @@ def _txbytes(stats: str) -> int:
     return sum(int(b.get("txbytes", 0)) for b in json.loads(stats).get("brokers", {}).values())
 
 
+def end_of_topic(shape: TopicShape, config: dict[str, str] | None, sent: Produced) -> int:
+    """Messages at the end of a finished topic that a consumer's last fetch of each partition waits for: less than
+    `fetch.min.bytes` remains, so the broker holds the fetch for `fetch.wait.max.ms` (librdkafka CONFIGURATION.md;
+    Kafka's DelayedFetch) for bytes a finished topic never gets. A training job reads a stream that keeps growing
+    ahead of it, so the steady rate is timed before them."""
+    min_bytes = int((config or {}).get("fetch.min.bytes", "1"))
+    per_message = max(1.0, sent.wire_bytes / max(1, sent.messages))
+    return shape.partitions * math.ceil(min_bytes / per_message)
+
+
 def consume_kiln(bootstrap: str, topic: str, shape: TopicShape, count: int, config: dict[str, str] | None = None,
-                 batch_messages: int = 8) -> float:
+                 batch_messages: int = 8, tail: int = 0) -> float:
     """Tokens/s of one TokenConsumer (the plan's consumer settings) reading `count` messages from every partition,
-    timed from its first batch: connecting and the first fetch are a job's start-up, not its steady rate."""
+    timed from its first batch (connecting and the first fetch are a job's start-up, not its steady rate) until
+    `tail` messages are left (end_of_topic)."""
+    batches = (count - tail) // batch_messages - 1
+    if batches < 1:
+        raise ValueError(f"{count} messages leave no steady read before the topic's last {tail}: publish more "
+                         "(stream.messages)")
     c = TokenConsumer(bootstrap=bootstrap, topic=topic, rank=0, world=1, tokens_per_message=shape.tokens_per_message,
                       batch_messages=batch_messages, dtype=shape.dtype, prefetch_messages=8192, config=config,
                       group_id=f"kiln-verify-{topic}")
     try:
         c.next_batch()
         t0 = time.perf_counter()
-        tokens = sum(c.next_batch().size for _ in range(count // batch_messages - 1))
+        tokens = sum(c.next_batch().size for _ in range(batches))
         return tokens / (time.perf_counter() - t0)
     finally:
         c.close()

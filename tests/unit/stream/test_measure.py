@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from kiln.stream import measure
 from kiln.verify.checks.stream import _rates
@@ -43,3 +44,14 @@ def test_rates_judge_the_consumer_against_the_naive_side_of_the_same_pass() -> N
     assert out["consumer_vs_naive"] == 20 and out["bytes_per_token"] == 2.0
     assert out["producer"] == sent.wire_MBps() == 0.2048
     assert "Python (its default)" in out["consumer_vs_naive_details"][0]
+
+
+def test_the_steady_read_stops_before_the_fetches_a_finished_topic_makes_wait() -> None:
+    """1 MiB fetch.min.bytes, 2,800 bytes a message on the wire: 375 messages of each partition are its last
+    fetch (those the lab saw a 100-ms fetch.wait.max.ms pause before)."""
+    shape = measure.TopicShape(partitions=4, replication=3, tokens_per_message=2048, dtype="uint32", configs={})
+    sent = measure.Produced(messages=4800, seconds=1.0, wire_bytes=4800 * 2800)
+    assert measure.end_of_topic(shape, {"fetch.min.bytes": "1048576"}, sent) == 4 * 375
+    assert measure.end_of_topic(shape, {}, sent) == 4  # librdkafka's default fetch.min.bytes is 1
+    with pytest.raises(ValueError, match=r"stream\.messages"):
+        measure.consume_kiln("127.0.0.1:1", "t", shape, 1500, tail=1496)
