@@ -358,6 +358,7 @@ class MetricsPorts(Entry):
     seaweedfs_filer: Sourced[int]
     seaweedfs_s3: Sourced[int]
     kafka: Sourced[int]
+    kiln_stream: Sourced[int]  # local rank 0's; local rank i serves kiln_stream + i
 
     def by_job(self) -> dict[str, int]:
         """Scrape job name → port, in file order (seaweedfs_master is job seaweedfs-master)."""
@@ -396,7 +397,6 @@ class KafkaPorts(Entry):
 
 class ClusterPorts(Entry):
     datamover_metrics: Sourced[int]
-    stream_metrics: Sourced[int]
     dns: Sourced[int]
 
 

@@ -32,6 +32,7 @@ from kiln.spec.models import ClusterSpec, Monitoring
 Severity = Literal["critical", "warning"]
 
 RUNBOOK = "docs/runbooks/monitoring.md"
+STREAM_JOB = "kiln-stream"  # the training ranks' stream gauges on bare-metal nodes (kiln.stream.serve_metrics)
 
 #: node_exporter reports the IB port state as the number in /sys/class/infiniband/<dev>/ports/<n>/state
 #: ("4: ACTIVE"; collector/infiniband_linux.go, state_id).
@@ -212,7 +213,8 @@ def default_hosts(hosts: tuple[Host, ...]) -> tuple[str, ...]:
     return (hosts[0].name,)
 
 
-def _scrape_targets(hosts: tuple[Host, ...], monitors: tuple[str, ...], os_: ObjectStorePlan) -> list[ScrapeTarget]:
+def _scrape_targets(hosts: tuple[Host, ...], monitors: tuple[str, ...], os_: ObjectStorePlan,
+                    kafka: KafkaPlan | None) -> list[ScrapeTarget]:
     out: list[ScrapeTarget] = []
     ports = knowledge.load().ports.metrics.by_job()  # kiln/knowledge/ports.yaml
 
@@ -243,7 +245,24 @@ def _scrape_targets(hosts: tuple[Host, ...], monitors: tuple[str, ...], os_: Obj
         for job in ("seaweedfs-volume", "seaweedfs-filer", "seaweedfs-s3"):
             add(job, [by_name[name] for name in os_.hosts])
     add("kafka", (h for h in hosts if h.role == "kafka"))  # the JMX exporter of each bare-metal KRaft node
+    out += _rank_targets(hosts, kafka, ports["kiln-stream"], labels)
     return out
+
+
+def _rank_targets(hosts: tuple[Host, ...], kafka: KafkaPlan | None, base: int,
+                  labels: dict[str, dict[str, str]]) -> list[ScrapeTarget]:
+    """Bare metal: every rank a consuming pool's node runs serves its stream gauges on base + its local rank
+    (kiln.stream.serve_metrics). Which nodes a job lands on is the scheduler's choice, so every node of the pool is
+    listed; a node between jobs serves nothing (TargetsUp notes it, no alert reads up of this job). On Kubernetes the
+    PodMonitor kiln-tokens-consumers finds the training pods instead."""
+    if kafka is None or kafka.mode != "baremetal":
+        return []
+    ranks: dict[str, int] = {}
+    for t in kafka.topics:
+        ranks[t.pool] = max(ranks.get(t.pool, 0), t.ranks_per_node)
+    return [ScrapeTarget(job=STREAM_JOB, host=h.name, address=f"{h.management_address}:{base + i}",
+                         labels=labels[h.name])
+            for h in hosts if h.role == "compute" and h.pool in ranks for i in range(ranks[h.pool])]
 
 
 def sysctl_metric(name: str, key: str | None = None) -> str:
@@ -1011,7 +1030,37 @@ def _kafka_disk(m: Monitoring, ns: str) -> list[AlertRule]:
     return out
 
 
-def _kafka_stream(k: KafkaPlan, every_s: int) -> list[AlertRule]:
+def _kafka_logs_size(m: Monitoring, k: KafkaPlan) -> list[AlertRule]:
+    """Bare metal: a node's partition logs (the sum of its replicas' kafka.log Log Size, JMX exporter name
+    kafka_log_log_size) against the storage the plan gives each broker (pipeline.kafka.storage_GB_per_broker), at
+    the kit's fill levels. The data directory shares a host filesystem, whose own fill node_exporter alerts on
+    where monitoring.filesystems lists it."""
+    size, planned = "kafka_log_log_size", k.storage_GB_per_broker * 1e9
+    part = {"job": "kafka", "topic": k.topics[0].name}
+    out = []
+    for sev, pct, used in _fill_levels(m):
+        over = round(planned * used)
+        out.append(AlertRule(
+            alert="KafkaBrokerLogsFilling" if sev == "warning" else "KafkaBrokerLogsFull", group="kafka",
+            expr=f'sum by (host) ({size}{{job="kafka"}}) / {planned:.0f} > {round(pct / 100, 4)}', for_s=300,
+            severity=sev,
+            summary="Kafka on {{ $labels.host }} holds {{ $value | humanizePercentage }} of its planned storage",
+            description=f"The node's partition logs exceed {pct:g}% of pipeline.kafka.storage_GB_per_broker "
+            f"({k.storage_GB_per_broker:g} GB; monitoring.fill_*_percent; the plan retains at most "
+            "kiln/knowledge/kafka.yaml broker_disk_fill of it): retention is not keeping up or the stream outgrew "
+            "the plan, and a full data directory takes the node's partitions offline.",
+            runbook_doc=KAFKA_RUNBOOK,
+            tests=(PromtoolCase(series=(
+                _held(size, {**part, "partition": "0", **OK_HOST}, round(planned * 0.1)),
+                _held(size, {**part, "partition": "0", **BAD_HOST}, over // 2),
+                _held(size, {**part, "partition": "1", **BAD_HOST}, over - over // 2)),
+                fires=Firing(labels={"host": BAD_HOST["host"]}, value=over / planned)),
+                PromtoolCase(series=(_held(size, {**part, "partition": "0", **OK_HOST}, round(planned * 0.1)),))),
+        ))
+    return out
+
+
+def _kafka_stream(k: KafkaPlan, sc: _KafkaScope, every_s: int) -> list[AlertRule]:
     topics = f'{{topic=~"{_regex([t.name for t in k.topics])}"}}'
     rank = {"topic": k.topics[0].name, "rank": "0"}
     ok, bad = {**rank, **OK_HOST}, {**rank, "rank": "1", **BAD_HOST}
@@ -1043,11 +1092,11 @@ def _kafka_stream(k: KafkaPlan, every_s: int) -> list[AlertRule]:
             labels={"runway_min_s": f"{k.runway_min_s:g}"}, runbook_doc=LAG_RUNBOOK,
             tests=_kafka_case(runway, ok, bad, (10 * k.runway_min_s, low), every_s=every_s),
         ),
-        _kafka_retention(k, every_s),
+        _kafka_retention(k, sc, every_s),
     ]
 
 
-def _kafka_retention(k: KafkaPlan, every_s: int) -> AlertRule:
+def _kafka_retention(k: KafkaPlan, sc: _KafkaScope, every_s: int) -> AlertRule:
     """The topic no longer holds the oldest message a kept checkpoint resumes from: a partition's log start offset
     (the highest of its replicas') is past the lowest offset of that partition in any kept checkpoint
     (TokenConsumer.report_checkpoints)."""
@@ -1055,12 +1104,14 @@ def _kafka_retention(k: KafkaPlan, every_s: int) -> AlertRule:
     topics = f'topic=~"{_regex([t.name for t in k.topics])}"'
     part = {"topic": k.topics[0].name, "partition": "7"}
     ok = {**part, "partition": "6"}
-    broker = {"namespace": k.namespace, "pod": f"{CLUSTER}-{BROKER_POOL}-3", **OK_HOST}
-    follower = {**broker, "pod": f"{CLUSTER}-{BROKER_POOL}-4"}
+    broker = sc.node(f"{CLUSTER}-{BROKER_POOL}-3")
+    follower = {**broker, "host": "follower-host", "instance": "follower-host:1"} if sc.member == "host" else \
+        {**broker, sc.member: f"{CLUSTER}-{BROKER_POOL}-4"}
     ranks = {"rank": "0", **OK_HOST}
+    cluster = ",".join(f'{key}="{value}"' for key, value in sc.labels.items())
     return AlertRule(
         alert="KafkaRetentionBehindCheckpoint", group="kafka",
-        expr=f'max by (namespace, topic, partition) ({start}{{namespace="{k.namespace}",{topics}}}) > on (topic, '
+        expr=f"max by ({sc.by}, topic, partition) ({start}{{{cluster},{topics}}}) > on (topic, "
              f"partition) group_left min by (topic, partition) ({kept}{{{topics}}})",
         for_s=2 * every_s, severity="critical",
         summary="Partition {{ $labels.partition }} of {{ $labels.topic }} starts at offset {{ $value }}, past a "
@@ -1073,7 +1124,7 @@ def _kafka_retention(k: KafkaPlan, every_s: int) -> AlertRule:
             _held(kept, {**ok, **ranks}, 100),
             _held(start, {**part, **broker}, 250), _held(start, {**part, **follower}, 90),
             _held(kept, {**part, **ranks}, 200), _held(kept, {**part, **ranks, "host": "bad-host"}, 400)),
-            fires=Firing(labels={"namespace": k.namespace, **part}, value=250)),),
+            fires=Firing(labels={**sc.labels, **part}, value=250)),),
     )
 
 
@@ -1086,8 +1137,9 @@ def _kafka_rules(m: Monitoring, k: KafkaPlan | None) -> list[AlertRule]:
     every_s = m.scrape_interval_s
     if k.mode == "strimzi":
         sc = _KafkaScope({"namespace": k.namespace}, "pod")
-        return [*_kafka_partitions(sc, every_s), *_kafka_disk(m, k.namespace), *_kafka_stream(k, every_s)]
-    return [*_kafka_partitions(_KafkaScope({"job": "kafka"}, "host"), every_s), *_kafka_stream(k, every_s)]
+        return [*_kafka_partitions(sc, every_s), *_kafka_disk(m, k.namespace), *_kafka_stream(k, sc, every_s)]
+    sc = _KafkaScope({"job": "kafka"}, "host")
+    return [*_kafka_partitions(sc, every_s), *_kafka_logs_size(m, k), *_kafka_stream(k, sc, every_s)]
 
 
 def _issues(spec: ClusterSpec, hosts: tuple[Host, ...]) -> list[SpecIssue]:
@@ -1173,7 +1225,7 @@ def build_monitoring(
                      send_resolved=r.send_resolved)
             for r in m.receivers
         ),
-        scrape_targets=tuple(_scrape_targets(hosts, monitors, objectstore)),
+        scrape_targets=tuple(_scrape_targets(hosts, monitors, objectstore, kafka)),
         node_exporter_args=tuple(_node_exporter_args(m, sysctls)),
         rules=tuple(rules),
         snapshots=tuple(SnapshotPlan(name=s.name, every_hours=s.every_hours, keep=s.keep) for s in m.lustre_snapshots),

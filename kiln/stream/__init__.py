@@ -15,7 +15,7 @@ from kiln.stream.order import StreamGapError, StreamState, assignment, merge_sta
 from kiln.stream.settings import client_config
 
 __all__ = ["StreamGapError", "StreamState", "TokenConsumer", "assignment", "client_config", "merge_states",
-           "publish_tokens"]
+           "publish_tokens", "serve_metrics"]
 
 
 def __getattr__(name: str) -> object:
@@ -28,4 +28,8 @@ def __getattr__(name: str) -> object:
         from kiln.stream.producer import publish_tokens
 
         return publish_tokens
+    if name == "serve_metrics":
+        from kiln.stream.consumer import serve_metrics
+
+        return serve_metrics
     raise AttributeError(name)

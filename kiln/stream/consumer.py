@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -18,7 +19,7 @@ from typing import Any
 
 import numpy as np
 from confluent_kafka import Consumer, KafkaError, TopicPartition
-from prometheus_client import CollectorRegistry, Gauge
+from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
 from kiln.stream.order import RoundRobin, StreamState, assignment, oldest_offsets
 
@@ -37,6 +38,24 @@ def stream_gauges(registry: CollectorRegistry) -> tuple[Gauge, Gauge, Gauge]:
         Gauge("kiln_stream_checkpoint_offset", "The oldest offset of the partition that a kept checkpoint resumes "
               "from: the topic must still hold it", ["topic", "partition"], registry=registry),
     )
+
+
+def metrics_port(local_rank: int | None = None) -> int:
+    """The port a rank serves its gauges on, where the plan's scrape job kiln-stream looks for it: the base port
+    (kiln/knowledge/ports.yaml metrics.kiln_stream) plus the rank's index on its node (LOCAL_RANK, which torchrun
+    sets; SLURM_LOCALID under srun; else 0)."""
+    from kiln import knowledge
+
+    if local_rank is None:
+        local_rank = int(os.environ.get("LOCAL_RANK", os.environ.get("SLURM_LOCALID", "0")))
+    return knowledge.load().ports.metrics.kiln_stream.value + local_rank
+
+
+def serve_metrics(registry: CollectorRegistry, *, local_rank: int | None = None, address: str = "0.0.0.0") -> int:
+    """Serve a rank's registry (TokenConsumer.registry) on metrics_port(local_rank); returns the port."""
+    port = metrics_port(local_rank)
+    start_http_server(port, addr=address, registry=registry)
+    return port
 
 
 class TokenConsumer:

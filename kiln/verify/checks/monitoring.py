@@ -19,7 +19,7 @@ from kiln import knowledge
 from kiln.plan.dashboards import dashboards
 from kiln.plan.groups import COMPUTE
 from kiln.plan.model import AcceptanceTarget
-from kiln.plan.monitoring import FAULTS, HEALTH_CHECKS, Fault, FilesystemFill, fire_bound_s
+from kiln.plan.monitoring import FAULTS, HEALTH_CHECKS, STREAM_JOB, Fault, FilesystemFill, fire_bound_s
 from kiln.verify.checks.check import (
     Check,
     CheckError,
@@ -104,6 +104,8 @@ class _PromCheck(Conformance):
 
 def _hardware_reason(ctx: Context, job: str, hosts: list[str]) -> str | None:
     """Why an exporter of `job` has nothing to serve on these hosts (None: it should)."""
+    if job == STREAM_JOB:  # a training rank serves it while it trains, not a daemon
+        return "no training rank consuming the token stream there now (a rank serves its gauges while it trains)"
     need = {"dcgm": "gpu"}.get(job)
     if need is None:
         return None

@@ -49,13 +49,20 @@ def test_scrape_targets_follow_the_plan() -> None:
             address = next(n.address for n in h.nics if n.role == "storage")
         else:
             address = h.management_address
-        assert t.address == f"{address}:{knowledge.load().ports.metrics.by_job()[t.job]}"
+        base = knowledge.load().ports.metrics.by_job()[t.job]
+        if t.job == "kiln-stream":  # local rank i of a training node serves base + i
+            assert t.address in {f"{address}:{base + i}" for i in range(plan.kafka.topics[0].ranks_per_node)}
+        else:
+            assert t.address == f"{address}:{base}"
         assert t.labels["host"] == t.host and t.labels["role"] == plan.host(t.host).role
     assert jobs["node"] == {h.name for h in plan.hosts}
     assert jobs["lustre"] == {"gpu001", "gpu002", "mds01", "oss01", "oss02"}
     assert jobs["dcgm"] == {"gpu001", "gpu002"}
     assert jobs["seaweedfs-volume"] == {"s3-01"} and jobs["seaweedfs-master"] == {"s3-01"}
     assert jobs["prometheus"] == {"s3-01"}
+    # every node of the consuming pool, one target per rank it runs (bare-metal stream)
+    assert jobs["kiln-stream"] == {"gpu001", "gpu002"}
+    assert len([t for t in plan.monitoring.scrape_targets if t.job == "kiln-stream"]) == 4
 
 
 def test_every_target_has_a_placement_alert() -> None:

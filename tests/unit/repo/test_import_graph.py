@@ -30,7 +30,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "kiln.plan": frozenset({"kiln.spec", "kiln.knowledge", "kiln.lustre"}),
     "kiln.node": frozenset({"kiln.plan"}),
     "kiln.dataflow": frozenset({"kiln.plan", "kiln.redact"}),
-    "kiln.stream": frozenset({"kiln.plan"}),
+    "kiln.stream": frozenset({"kiln.plan", "kiln.knowledge"}),
     "kiln.render": frozenset({"kiln.plan", "kiln.spec", "kiln.knowledge", "kiln.node", "kiln.templating",
                               "kiln.yamlio"}),
     "kiln.verify": frozenset({"kiln.plan", "kiln.spec", "kiln.knowledge", "kiln.lustre", "kiln.templating",

@@ -4,13 +4,14 @@ guarantees of docs/kafka.md. Throughput is measured against a real broker, never
 from __future__ import annotations
 
 import random
+import urllib.request
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from kiln.stream import StreamGapError, assignment, merge_states
-from kiln.stream.consumer import TokenConsumer
+from kiln.stream.consumer import TokenConsumer, metrics_port, serve_metrics
 from kiln.stream.producer import messages, publish_tokens
 from tests.unit.stream.fake_kafka import FakeConsumer, FakeProducer, Topic
 
@@ -124,6 +125,30 @@ def test_runway_and_lag_are_reported() -> None:
     assert lag == 12 * 40 - 3 * BATCH
     assert c.registry.get_sample_value("kiln_stream_lag_messages", {"topic": "tokens", "rank": "0"}) == lag
     assert c.runway_s() >= 0
+    c.close()
+
+
+def test_a_rank_serves_its_gauges_where_the_plan_scrapes_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Local rank i on 9479 + i (the plan's kiln-stream targets): LOCAL_RANK first, then SLURM_LOCALID."""
+    from kiln.plan import build_plan
+    from kiln.spec import load_stack
+
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    monkeypatch.setenv("SLURM_LOCALID", "1")
+    plan = build_plan(load_stack("lab"), "lab")
+    ports = {t.address.rsplit(":", 1)[1] for t in plan.monitoring.scrape_targets if t.job == "kiln-stream"}
+    assert str(metrics_port()) in ports and str(metrics_port(0)) in ports
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    assert metrics_port() == metrics_port(0) != metrics_port(1)
+
+    c = _consumer(_topic(), rank=0, world=1, seed=3)
+    _read(c, 3)
+    lag = c.report_lag()
+    local_rank = 1000 + random.Random().randrange(1000)  # a free port away from the planned ones
+    port = serve_metrics(c.registry, local_rank=local_rank, address="127.0.0.1")
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    assert f'kiln_stream_lag_messages{{rank="0",topic="tokens"}} {float(lag)}' in text
     c.close()
 
 
