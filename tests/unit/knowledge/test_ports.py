@@ -42,6 +42,9 @@ def test_the_firewall_opens_the_ports_of_the_table() -> None:
     assert rules["ssh"] == [ports.host.ssh.value]
     assert rules["iperf3"] == [ports.acceptance.iperf3.value]
     assert rules["perftest"] == [ports.acceptance.perftest.value]
+    # the training ranks' stream gauges (bare-metal stream, two ranks per lab node): local rank i on base + i
+    base = ports.metrics.kiln_stream.value
+    assert {base, base + 1} <= set(rules["metrics"]) and base + 2 not in rules["metrics"]
 
 
 def test_render_reads_no_port_from_verify() -> None:
