@@ -153,3 +153,6 @@ def test_converges_refused_and_restarted_as_planned():
     assert "Restart Kafka on the node" in log
     assert "Wait until no partition is under-replicated" in log
     assert re.search(r"changed: .*pretrain-tokens: retention\.ms=86400000", log), "the topic config was not updated"
+    # The older plan installed from the release tarball (converge.yml checks its marker); the real plan's jars
+    # replaced it (test_release_is_verified_and_current reads the marker now).
+    assert "Check the release came from the tarball, verified by its SHA-512" in log
