@@ -200,10 +200,12 @@ class PcieRates(Entry):
 
 
 class Reader(Entry):
-    """The data-loader pipeline's concurrency and per-file latency (kiln/plan/reader.py)."""
+    """The data-loader pipeline's concurrency and per-file latency (kiln/plan/reader.py), and what one
+    streaming process moves (the storage.fio checks' job count)."""
 
     readers_per_gpu: Sourced[int]
     small_file_s: Sourced[float]
+    stream_process_GBps: Sourced[float]
 
 
 class WorkloadFile(_File):

@@ -53,7 +53,7 @@ def loader_layer(spec: ClusterSpec, node_ceiling_GBps: float) -> tuple[Layer, ..
     )
     return (Layer(
         name="client_loader", kind="supply", read_GBps=total, write_GBps=float("inf"), formula=formula,
-        factors=("reader.small_file_s", "reader.readers_per_gpu", "client_single"),
+        factors=("reader.small_file_s", "reader.readers_per_gpu", "client_stream"),
     ),)
 
 

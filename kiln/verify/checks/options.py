@@ -208,6 +208,7 @@ def _convert(name: str, hint: Any, raw: str) -> Any:
         if raw not in args:
             raise ValueError(f"option {name}={raw!r}: one of {', '.join(map(str, args))}")
         return raw
-    if origin in (typing.Union, types.UnionType):  # str | None: empty means unset
-        return raw or None
+    if origin in (typing.Union, types.UnionType):  # str | None, int | None: empty means unset
+        inner = [a for a in args if a is not type(None)]
+        return _convert(name, inner[0], raw) if raw and len(inner) == 1 else raw or None
     return raw

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from abc import abstractmethod
 from dataclasses import dataclass
 
+from kiln import knowledge
 from kiln.lustre.lustre_common import parse_size
 from kiln.plan.groups import LUSTRE_OSS
 from kiln.plan.model import AcceptanceTarget
@@ -18,6 +20,7 @@ from kiln.verify.parsers import parse_fio, parse_ior, parse_lst_bw, parse_mdtest
 
 RUNBOOK = "docs/runbooks/acceptance-storage.md"
 GB = 1e9
+MIN_FIO_JOBS = 4  # the job count before it was planned; local NVMe checks keep it
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +35,8 @@ class StorageVariables(Variables):
 @dataclass(frozen=True, slots=True)
 class FioVariables(Variables):
     scope = "storage.fio"
-    jobs: int = var(4, "fio processes (numjobs), one file each")
+    jobs: int | None = var(None, "fio processes (numjobs), one file each; default: enough for the figure the check "
+                           "expects (expected ÷ reader.stream_process_GBps), at least 4")
     size_per_job: str | None = var(None, "size of each job's file, e.g. 4G; default: acceptance.fio_size_factor "
                                    "× the host's RAM, split over the jobs")
     runtime_s: int = var(60, "cap of each pass in seconds (fio stops at the size or at this time)")
@@ -71,6 +75,13 @@ def _probe_nvme(ctx: Context, host: str) -> str | None:
     return None
 
 
+def planned_jobs(expected_GBps: float) -> int:
+    """fio processes for a check that expects `expected_GBps`: one per reader.stream_process_GBps (what one
+    direct-I/O process moves), at least MIN_FIO_JOBS, so the process count does not cap the figure measured."""
+    per_process = knowledge.load().workload.reader.stream_process_GBps.value
+    return max(MIN_FIO_JOBS, math.ceil(expected_GBps / per_process))
+
+
 def host_ram_bytes(ctx: Context, host: str) -> int:
     r = ctx.run(host, "awk '/^MemTotal:/ {print $2}' /proc/meminfo", 30)
     if r.ok and r.stdout.strip().isdigit():
@@ -91,13 +102,14 @@ class FioCheck(Check):
     def directory(self, ctx: Context, host: str) -> str:
         """Where the fio job files go on the host (local NVMe or a Lustre directory)."""
 
-    def job(self, ctx: Context, host: str) -> FioJobSpec:
+    def job(self, ctx: Context, host: str, target: AcceptanceTarget) -> FioJobSpec:
         v = ctx.var(FioVariables)
+        jobs = v.jobs or planned_jobs(target.expected)
         if v.size_per_job:
             size = parse_size(v.size_per_job)
         else:
-            size = size_per_job(ctx.acceptance.fio_size_factor, host_ram_bytes(ctx, host), v.jobs)
-        return FioJobSpec(op=self.op, directory=self.directory(ctx, host), size_per_job=size, numjobs=v.jobs,
+            size = size_per_job(ctx.acceptance.fio_size_factor, host_ram_bytes(ctx, host), jobs)
+        return FioJobSpec(op=self.op, directory=self.directory(ctx, host), size_per_job=size, numjobs=jobs,
                           runtime_s=v.runtime_s, block_size=v.block_size, iodepth=v.iodepth)
 
     def prepare(self, ctx: Context, target: AcceptanceTarget, subject: Subject) -> None:
@@ -108,7 +120,7 @@ class FioCheck(Check):
 
     def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
         host = subject.hosts[0]
-        job = self.job(ctx, host)
+        job = self.job(ctx, host, target)
         jobfile = ctx.workdir(f"{self.id}.fio")
         timeout = job.runtime_s * 3 + 600 + job.size_per_job * job.numjobs / 50e6  # layout of read files included
         cmd = (f"mkdir -p {quote(ctx.options.workdir)} && cat > {quote(jobfile)} <<'EOF'\n{job.text()}EOF\n"

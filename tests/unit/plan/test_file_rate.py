@@ -44,7 +44,9 @@ def test_the_loader_is_readers_times_per_file_latency(stack: Any) -> None:
     data["workload"]["samples"]["readers_per_gpu"] = 1
     loader = next(la for la in plan_of(data).sizing.layers if la.name == "client_loader")
     t = knowledge.load().workload.reader.small_file_s.value
-    readers, ceiling = 8 * 1, 100e9 * 0.5  # 8 GPUs × 1 reader; 2 × NDR400 × client_single
+    kb = knowledge.load()
+    f_node = min(kb.factor("rdma_payload") * kb.factor("lnet_o2ib"), kb.factor("client_stream"))
+    readers, ceiling = 8 * 1, 100e9 * f_node  # 8 GPUs × 1 reader; 2 × NDR400 × the streaming reader's share
     per_node = 100e3 / (t / readers + 100e3 / ceiling)
     assert loader.read_GBps == pytest.approx(128 * per_node / 1e9)
     assert loader.write_GBps == float("inf")

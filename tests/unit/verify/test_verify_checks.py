@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -286,9 +287,20 @@ def test_fio_local_uses_the_plan_size_and_aggregates(tmp_path: Path) -> None:
 def test_fio_size_factor_times_ram() -> None:
     r = FakeRemote("gpu001").on("MemTotal", (0, "1048576\n", ""))  # 1 GiB
     ctx = context({"gpu001": r}, fio_size_factor=2.0)
-    job = REGISTRY["storage.fio_local_write"].job(ctx, "gpu001")  # type: ignore[attr-defined]
-    # 2 × 1 GiB of RAM per host, split over the default 4 jobs
-    assert job.size_per_job == (2 << 30) // 4
+    job = REGISTRY["storage.fio_local_write"].job(ctx, "gpu001", target("storage.fio_local_write"))  # type: ignore[attr-defined]
+    # 2 × 1 GiB of RAM per host, split over the 4 jobs a lab disk's figure needs (the minimum)
+    assert job.numjobs == 4 and job.size_per_job == (2 << 30) // 4
+
+
+def test_fio_runs_enough_processes_for_the_figure_it_expects() -> None:
+    r = FakeRemote("gpu001").on("MemTotal", (0, "1048576\n", ""))
+    fio = REGISTRY["storage.fio_lustre_read"]
+    # 2 × NDR400 at the LNet factors: 76.5 GB/s ÷ 10.84 GB/s per direct-I/O process → 8 processes
+    fast = replace(target("storage.fio_lustre_read"), expected=76.5)
+    job = fio.job(context({"gpu001": r}, fio_size_factor=2.0), "gpu001", fast)  # type: ignore[attr-defined]
+    assert job.numjobs == 8 and job.size_per_job == (2 << 30) // 8
+    pinned = Options(variables=(FioVariables(jobs=3),))
+    assert fio.job(context({"gpu001": r}, pinned), "gpu001", fast).numjobs == 3  # type: ignore[attr-defined]
 
 
 def test_iperf3_pair_uses_storage_addresses_and_retries() -> None:
