@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kiln import knowledge
 from kiln.plan.model import Bucket, Host, ObjectStorePlan
+from kiln.plan.sizing import replica_count
 from kiln.spec.errors import SpecIssue
 from kiln.spec.models import ClusterSpec
 
@@ -11,11 +12,6 @@ from kiln.spec.models import ClusterSpec
 def seaweedfs() -> knowledge.SeaweedFs:
     """The SeaweedFS figures of kiln/knowledge/objectstore.yaml."""
     return knowledge.load().seaweedfs
-
-
-def _copies(replication: str) -> int:
-    """SeaweedFS replication 'xyz' keeps 1 + x + y + z copies of each volume."""
-    return 1 + sum(int(c) for c in replication)
 
 
 def volume_sizing(node_capacity_TB: float, collections: int) -> tuple[int, int]:
@@ -55,7 +51,7 @@ def build_objectstore(spec: ClusterSpec, hosts: tuple[Host, ...]) -> tuple[Objec
     names = tuple(h.name for h in servers)
     node_TB = os_.disks.count * knowledge.load().nvme[os_.disks.device].capacity_TB
     raw = os_.nodes * node_TB
-    copies = _copies(os_.replication)
+    copies = replica_count(os_.replication)
     usable = raw / copies
     if usable < os_.capacity_TB:
         issues.append(

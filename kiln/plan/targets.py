@@ -6,7 +6,7 @@ from kiln import knowledge
 from kiln.knowledge import GpuModel
 from kiln.plan.groups import COMPUTE, LUSTRE_CLIENTS, OBJECTSTORE, pool_group
 from kiln.plan.model import AcceptanceTarget, Scope, Sizing
-from kiln.plan.sizing import lnet_factor, objectstore_rates, routed_only, router_link
+from kiln.plan.sizing import lnet_factor, objectstore_rates, replica_count, routed_only, router_link
 from kiln.spec import catalog
 from kiln.spec.models import ClusterSpec, ComputePool
 
@@ -295,16 +295,28 @@ def lustre_targets(spec: ClusterSpec, sizing: Sizing) -> list[AcceptanceTarget]:
 
 
 def objectstore_targets(spec: ClusterSpec) -> list[AcceptanceTarget]:
-    """S3 GET and PUT with many streams, at the object store's planned rates."""
+    """S3 GET and PUT with many streams, at the object store's planned rates; a SeaweedFS store kiln deploys also
+    restarts its volume servers in turn under load without a failed request, where it keeps two copies or more and
+    has a server more than copies (with one copy a restart makes the server's volumes unreadable: no target)."""
     get, put, how = objectstore_rates(spec)
     group = OBJECTSTORE if spec.objectstore.backend == "seaweedfs" else COMPUTE
-    return [
+    out = [
         _perf(
             spec, check=f"objectstore.s3_{op}", metric="throughput", unit="GB/s", expected=rate,
             why=f"{op.upper()}, many streams: {how}", scope="aggregate", group=group, requires=("objectstore",),
         )
         for op, rate in (("get", get), ("put", put))
     ]
+    copies = replica_count(spec.objectstore.replication)
+    if spec.objectstore.backend == "seaweedfs" and copies >= 2 and spec.objectstore.nodes > copies:
+        out.append(AcceptanceTarget(
+            check="objectstore.rolling_restart", metric="failed requests", unit="count", expected=0, warn=0, fail=0,
+            why=f"each volume server restarted in turn under S3 load, the next once the master lists it again and "
+            f"every volume has its {copies} copies (replication {spec.objectstore.replication}): no client request "
+            "fails (docs/runbooks/rolling-upgrade.md)",
+            scope="aggregate", higher_is_better=False, group=group, requires=("objectstore",),
+        ))
+    return out
 
 
 def build_targets(spec: ClusterSpec, sizing: Sizing) -> tuple[AcceptanceTarget, ...]:

@@ -342,6 +342,12 @@ def parse_warp_ops(text: str, op: str) -> WarpTotal:
                      streams=len({r["thread"] for r in mine}), bytes=done, seconds=end - start)
 
 
+def parse_warp_record(text: str) -> dict[str, WarpTotal]:
+    """warp v1.0's per-operation record of a run with several operations (`warp mixed`): the total of each."""
+    ops = {ln.split("\t")[2] for ln in text.splitlines()[1:] if ln.count("\t") >= 2 and not ln.startswith("#")}
+    return {op: parse_warp_ops(text, op) for op in sorted(ops)}
+
+
 def parse_warp(stdout: str, stderr: str = "") -> WarpResult:
     """warp <get|put> --json (MinIO warp v1.0.0's aggregate analysis; progress lines around it are skipped)."""
     _require_output("warp", stdout, stderr)

@@ -138,9 +138,12 @@ WantedBy=multi-user.target
 
 
 def start_seaweedfs(container: str, address: str, s3_port: int, access_key: str, secret_key: str,
-                    weed: Path, buckets: list[str]) -> None:
+                    weed: Path, buckets: list[str], masters: list[str] | None = None, replication: str = "000") -> None:
     """The four units of roles/objectstore (seaweedfs-master/-volume/-filer/-s3) running a real weed, bound to
-    the storage address, with one S3 identity; then the planned buckets."""
+    the storage address, with one S3 identity; then the planned buckets. `masters`: the storage addresses of every
+    master of a cluster (each node runs one, as the role does on the first three), default this node alone;
+    `replication`: the masters' default replication code."""
+    peers = ",".join(f"{m}:9333" for m in (masters or [address]))
     podman("cp", str(weed), f"{container}:/usr/local/bin/weed")
     s3 = {"identities": [{"name": access_key, "credentials": [{"accessKey": access_key, "secretKey": secret_key}],
                           "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}
@@ -148,13 +151,14 @@ def start_seaweedfs(container: str, address: str, s3_port: int, access_key: str,
                      "/var/lib/seaweedfs/filer && chmod 700 /etc/seaweedfs")
     podman("exec", "-i", container, "bash", "-c", "umask 077; cat > /etc/seaweedfs/s3.json", input_text=json.dumps(s3))
     units = {
-        "seaweedfs-master": ("master", "", f"master -ip={address} -ip.bind={address} -port=9333 "
-                             "-mdir=/var/lib/seaweedfs/master -volumeSizeLimitMB=256"),
+        "seaweedfs-master": ("master", "", f"master -ip={address} -ip.bind={address} -port=9333 -peers={peers} "
+                             "-mdir=/var/lib/seaweedfs/master -volumeSizeLimitMB=256 "
+                             f"-defaultReplication={replication}"),
         "seaweedfs-volume": ("volume server", "seaweedfs-master.service",
-                             f"volume -ip={address} -ip.bind={address} -port=8080 -mserver={address}:9333 "
+                             f"volume -ip={address} -ip.bind={address} -port=8080 -mserver={peers} "
                              "-dir=/var/lib/seaweedfs/volume -max=0"),
         "seaweedfs-filer": ("filer", "seaweedfs-volume.service",
-                            f"filer -ip={address} -ip.bind={address} -port=8888 -master={address}:9333 "
+                            f"filer -ip={address} -ip.bind={address} -port=8888 -master={peers} "
                             "-defaultStoreDir=/var/lib/seaweedfs/filer"),
         "seaweedfs-s3": ("S3 gateway", "seaweedfs-filer.service",
                          f"s3 -ip.bind={address} -port={s3_port} -filer={address}:8888 "
@@ -177,9 +181,9 @@ def start_seaweedfs(container: str, address: str, s3_port: int, access_key: str,
     for b in buckets:
         out = ""
         for _ in range(30):  # the master may still be growing its first volumes
-            out = pexec(container, f"echo 's3.bucket.create -name {b}' | weed shell -master={address}:9333 "
+            out = pexec(container, f"echo 's3.bucket.create -name {b}' | weed shell -master={peers} "
                                    f"-filer={address}:8888 2>&1", check=False)
-            listed = pexec(container, f"echo s3.bucket.list | weed shell -master={address}:9333 "
+            listed = pexec(container, f"echo s3.bucket.list | weed shell -master={peers} "
                                       f"-filer={address}:8888 2>&1", check=False)
             if f"{b}\t" in listed or f" {b}" in listed:
                 break

@@ -12,6 +12,7 @@ from kiln.verify.checks import (
     monitoring,
     network,
     objectstore,
+    objectstore_rolling,
     security,
     storage,
     stream,
@@ -20,5 +21,5 @@ from kiln.verify.checks.check import REGISTRY
 
 __all__ = [
     "REGISTRY", "conformance", "dataflow", "dataflow_models", "fabric", "gpu", "ha", "monitoring", "network",
-    "objectstore", "security", "storage", "stream",
+    "objectstore", "objectstore_rolling", "security", "storage", "stream",
 ]

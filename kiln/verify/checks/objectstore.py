@@ -32,6 +32,29 @@ class WarpVariables(Variables):
                       "kiln-deployed SeaweedFS)")
 
 
+def launcher_subject(ctx: Context, target: AcceptanceTarget) -> list[Subject]:
+    """warp runs on a client (the first selected compute host, or --launcher-host), not on a gateway; the
+    subject's other hosts are the object store's."""
+    stores = ctx.group_hosts(target.group)
+    clients = ctx.group_hosts(COMPUTE)
+    launcher = ctx.options.launcher_host or (clients[0] if clients else (stores[0] if stores else None))
+    if launcher is None or launcher not in ctx.remotes:
+        return []
+    eps = s3_endpoints(ctx)
+    return [Subject(f"{launcher} → {len(eps)} S3 gateway{'s' if len(eps) > 1 else ''}", (launcher, *stores))]
+
+
+def master_address(ctx: Context) -> tuple[str, str] | None:
+    """(host, address:port) of the first SeaweedFS master when kiln deployed the store and that host is selected."""
+    store = ctx.plan.objectstore
+    if store.backend != "seaweedfs" or not store.masters or store.masters[0] not in ctx.remotes:
+        return None
+    master = store.masters[0]
+    interfaces = ctx.hostvars(master).get("kiln_storage_interfaces") or [{}]
+    address = interfaces[0].get("address") or master
+    return master, f"{address}:{knowledge.load().ports.seaweedfs.master.value}"
+
+
 def warp_on(ctx: Context, host: str) -> str:
     """warp on the host: its own, else the local binary (objectstore.warp.binary, .tools/bin/warp) pushed there."""
     r = ctx.run(host, "command -v warp", 30)
@@ -65,14 +88,7 @@ class Warp(Check):
     variables = (WarpVariables,)
 
     def subjects(self, ctx: Context, target: AcceptanceTarget) -> list[Subject]:
-        """warp runs on a client (the first selected compute host, or --launcher-host), not on a gateway."""
-        stores = ctx.group_hosts(target.group)
-        clients = ctx.group_hosts(COMPUTE)
-        launcher = ctx.options.launcher_host or (clients[0] if clients else (stores[0] if stores else None))
-        if launcher is None or launcher not in ctx.remotes:
-            return []
-        eps = s3_endpoints(ctx)
-        return [Subject(f"{launcher} → {len(eps)} S3 gateway{'s' if len(eps) > 1 else ''}", (launcher, *stores))]
+        return launcher_subject(ctx, target)
 
     def not_applicable(self, ctx: Context, target: AcceptanceTarget, subject: Subject) -> str | None:
         return None  # "objectstore": the plan deploys or names one; failure to reach it is an error, not N/A
@@ -164,16 +180,11 @@ def drop_benchmark_bucket(ctx: Context, bucket: str) -> None:
     collection at once, so repeated PUT runs never fill the volume servers (the lab's small disks
     filled up after three runs). An external store's bucket is left alone: warp clears its objects.
     """
-    store = ctx.plan.objectstore
-    if store.backend != "seaweedfs" or not store.masters:
+    found = master_address(ctx)
+    if found is None:
         return
-    master = store.masters[0]
-    if master not in ctx.remotes:
-        return
-    interfaces = ctx.hostvars(master).get("kiln_storage_interfaces") or [{}]
-    address = interfaces[0].get("address") or master
-    port = knowledge.load().ports.seaweedfs.master.value
-    ctx.run(master, f"echo {quote('s3.bucket.delete -name ' + bucket)} | weed shell -master={address}:{port}", 120)
+    host, master = found
+    ctx.run(host, f"echo {quote('s3.bucket.delete -name ' + bucket)} | weed shell -master={master}", 120)
 
 
 def _strip_progress(text: str) -> str:
