@@ -12,9 +12,16 @@ import json
 import shutil
 import subprocess
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kiln.plan.model import Plan
+from kiln.render.inventory import container_name, render_inventory
+from kiln.verify.inventory import inventory_from_files
 
 PREFIX = "kiln-verify-test"
 IMAGE = "localhost/kiln-node:bookworm"
@@ -72,6 +79,28 @@ class TestHost:
     container: str
     management_ip: str
     storage_ip: str
+
+
+def write_lab_stack(root: Path, tmp: Path, stack: str, management_cidr: str, storage_cidr: str,
+                    edit: Callable[[dict[str, Any]], None]) -> Path:
+    """A copy of the lab stack as Pulumi.<stack>.yaml in `tmp`: its own name and subnets (it never meets the lab),
+    hosts reached with podman exec (no sshd set up here), then `edit` on its cluster object."""
+    doc = yaml.safe_load((root / "stacks" / "Pulumi.lab.yaml").read_text())
+    c = doc["config"]["kiln:cluster"]
+    c["name"] = stack
+    c["networks"] = {"management": management_cidr, "storage": storage_cidr}
+    c["inventory"] = {"connection": "podman", "address_by": "hostname"}
+    edit(c)
+    path = tmp / f"Pulumi.{stack}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def plan_hosts(plan: Plan, names: Iterable[str]) -> list[TestHost]:
+    """The plan's hosts `names` as containers of its stack, at their planned management and storage addresses."""
+    inv = inventory_from_files(render_inventory(plan), "test")
+    return [TestHost(h, container_name(plan.stack, h), plan.host(h).management_address, inv.storage_addresses(h)[0])
+            for h in names]
 
 
 def create_hosts(hosts: list[TestHost], management_cidr: str, storage_cidr: str,

@@ -15,27 +15,26 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from podman_hosts import (
-    TestHost,
     create_hosts,
     install_packages,
     missing_prerequisites,
+    plan_hosts,
     set_sysctl_behind_the_kits_back,
     start_seaweedfs,
     teardown,
+    write_lab_stack,
 )
 
 from kiln.plan import build_plan
 from kiln.plan.tuning import is_namespaced_sysctl
-from kiln.render.inventory import container_name, render_inventory
+from kiln.render.inventory import render_inventory
 from kiln.spec import load_stack
 from kiln.verify.api import run_verify
 from kiln.verify.checks.network import Iperf3Variables
 from kiln.verify.checks.objectstore import WarpVariables
 from kiln.verify.checks.options import Options
 from kiln.verify.checks.storage import FioVariables
-from kiln.verify.inventory import inventory_from_files
 from kiln.verify.judge import Verdict
 from kiln.verify.parsers import parse_fio, parse_iperf3
 from kiln.verify.runner import VerifyRun
@@ -50,15 +49,10 @@ HOSTS = ("gpu001", "gpu002", "s3-01")
 
 
 def write_stack(tmp: Path) -> Path:
-    doc = yaml.safe_load((ROOT / "stacks" / "Pulumi.lab.yaml").read_text())
-    c = doc["config"]["kiln:cluster"]
-    c["name"] = STACK
-    c["networks"] = {"management": MGMT, "storage": STORAGE}
-    c["inventory"] = {"connection": "podman", "address_by": "hostname"}  # podman exec: no sshd set up here
-    c["acceptance"]["warmup"] = 1  # the protocol under test: a discarded warm-up, then the repetitions
-    path = tmp / f"Pulumi.{STACK}.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return path
+    def edit(c: dict[str, Any]) -> None:
+        c["acceptance"]["warmup"] = 1  # the protocol under test: a discarded warm-up, then the repetitions
+
+    return write_lab_stack(ROOT, tmp, STACK, MGMT, STORAGE, edit)
 
 
 @pytest.fixture(scope="module")
@@ -70,9 +64,7 @@ def verify_run(tmp_path_factory: pytest.TempPathFactory) -> Any:
     stack_file = write_stack(tmp)
     spec = load_stack(str(stack_file))
     plan = build_plan(spec, source=str(stack_file))
-    inv = inventory_from_files(render_inventory(plan), "test")
-    hosts = [TestHost(h, container_name(STACK, h), plan.host(h).management_address, inv.storage_addresses(h)[0])
-             for h in HOSTS]
+    hosts = plan_hosts(plan, HOSTS)
     # what roles/common leaves in a container: the namespaced sysctls (host-global ones belong to the host)
     sysctls = {t.param: str(t.value) for t in plan.tunables if t.apply == "sysctl" and is_namespaced_sysctl(t.id)}
     secret = secrets.token_urlsafe(24)

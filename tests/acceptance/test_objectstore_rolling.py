@@ -19,25 +19,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from podman_hosts import (
-    TestHost,
     create_hosts,
     install_packages,
     missing_prerequisites,
     pexec,
+    plan_hosts,
     podman,
     start_seaweedfs,
     teardown,
+    write_lab_stack,
 )
 
 from kiln.plan import build_plan
-from kiln.render.inventory import container_name, render_inventory
+from kiln.render.inventory import render_inventory
 from kiln.spec import load_stack
 from kiln.verify.api import run_verify
 from kiln.verify.checks.objectstore_rolling import RollingVariables
 from kiln.verify.checks.options import Options
-from kiln.verify.inventory import inventory_from_files
 from kiln.verify.judge import Verdict
 from kiln.verify.runner import VerifyRun
 
@@ -50,15 +49,8 @@ CHECK = "objectstore.rolling_restart"
 
 
 def write_stack(tmp: Path) -> Path:
-    doc = yaml.safe_load((ROOT / "stacks" / "Pulumi.lab.yaml").read_text())
-    c = doc["config"]["kiln:cluster"]
-    c["name"] = STACK
-    c["networks"] = {"management": MGMT, "storage": STORAGE}
-    c["inventory"] = {"connection": "podman", "address_by": "hostname"}
-    c["objectstore"].update(nodes=3, replication="001")
-    path = tmp / f"Pulumi.{STACK}.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return path
+    return write_lab_stack(ROOT, tmp, STACK, MGMT, STORAGE, lambda c: c["objectstore"].update(nodes=3,
+                                                                                         replication="001"))
 
 
 def verify(stack_file: Path, tmp: Path, name: str, secret: str) -> VerifyRun:
@@ -76,10 +68,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Any:
     tmp = tmp_path_factory.mktemp("rolling-test")
     stack_file = write_stack(tmp)
     plan = build_plan(load_stack(str(stack_file)), source=str(stack_file))
-    inv = inventory_from_files(render_inventory(plan), "test")
-    names = list(plan.objectstore.hosts)
-    hosts = [TestHost(h, container_name(STACK, h), plan.host(h).management_address, inv.storage_addresses(h)[0])
-             for h in names]
+    hosts = plan_hosts(plan, plan.objectstore.hosts)
     masters = [h.storage_ip for h in hosts]
     secret = secrets.token_urlsafe(24)
     try:
