@@ -26,7 +26,7 @@ LOG_DIR="$ROOT/.cache/molecule-logs"
 TIMEOUT="${KILN_MOLECULE_TIMEOUT:-1800}"
 JOBS="${KILN_MOLECULE_JOBS:-2}"
 # The scenarios that take longest (measured on a 2-core machine): started first.
-SLOW_FIRST=(lustre_ha datamover lustre_server monitoring objectstore common lustre_layout lustre_client bench_tools)
+SLOW_FIRST=(kafka objectstore datamover lustre_server lustre_ha monitoring rdma common lustre_layout lustre_client)
 
 verbose=0
 setup=1
