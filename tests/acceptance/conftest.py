@@ -1,4 +1,4 @@
-"""Acceptance suites (pytest + testinfra + xdist) and the integration test.
+"""Acceptance suites (pytest + testinfra + xdist) and the rolling restart of a three-node object store.
 
 The suite runs with --import-mode=importlib, so this directory (podman_hosts, acceptance_suite) is put on sys.path.
 Options of the testinfra suites (test_acceptance_suites.py); each also reads an environment variable, for

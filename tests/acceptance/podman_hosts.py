@@ -1,4 +1,5 @@
-"""Podman systemd hosts for the acceptance integration test (real containers, real tools, real SeaweedFS).
+"""Podman systemd hosts for the acceptance tests on real hosts (real containers, real tools, real SeaweedFS): the
+rolling restart of a three-node object store.
 
 Every container, network and directory is named kiln-verify-test-* and removed by `teardown`. The hosts are
 configured here the way the kit's roles leave them (planned namespaced sysctls, /etc/nccl.conf, the four
@@ -219,9 +220,3 @@ def start_seaweedfs(container: str, address: str, s3_port: int, access_key: str,
             time.sleep(1)
         else:
             raise HostSetupError(f"bucket {b} not created: {out[-400:]}")
-
-
-def set_sysctl_behind_the_kits_back(container: str, key: str, value: str) -> None:
-    """Change a namespaced sysctl in the container's network namespace from the host (nsenter)."""
-    pid = podman("inspect", "-f", "{{.State.Pid}}", container).strip()
-    sh(["nsenter", "-t", pid, "-n", "sysctl", "-w", f"{key}={value}"])

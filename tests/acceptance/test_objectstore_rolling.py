@@ -1,13 +1,12 @@
 """objectstore.rolling_restart on a real three-node SeaweedFS: `kiln verify` restarts each volume server in turn under
 S3 load (MinIO warp mixed) and counts the client requests that failed.
 
-Three podman systemd hosts of a copy of the lab stack (stack name rolling-test, its own subnets) run SeaweedFS the
-way roles/objectstore does (master, volume, filer and S3 gateway on each; three masters; replication 001, two
-copies of every volume), started by podman_hosts as tests/acceptance/test_integration.py starts one node. The
-check must PASS with no failed request while every server restarts, and each restart must be seen rejoining. Under
-load a volume server takes about 40 s to restart (preStopSeconds 10 s, then its HTTP server drains), so the run
-takes about three minutes; a roll that stops at a server that does not come back is unit-tested
-(tests/unit/verify/test_objectstore_rolling.py).
+Three podman systemd hosts of a copy of the lab stack (stack name rolling-test, its own subnets) run SeaweedFS the way
+roles/objectstore does (master, volume, filer and S3 gateway on each; three masters; replication 001, two copies of
+every volume), started by podman_hosts. The check must PASS with no failed request while every server restarts, and each
+restart must be seen rejoining. Under load a volume server takes about 40 s to restart (preStopSeconds 10 s, then its
+HTTP server drains), so the run takes about three minutes; a roll that stops at a server that does not come back is
+unit-tested (tests/unit/verify/test_objectstore_rolling.py).
 """
 
 from __future__ import annotations

@@ -10,10 +10,12 @@ It takes over the `lab` stack (a developer's running lab is removed first and at
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
 from collections.abc import Callable
+from ipaddress import ip_address, ip_network
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +23,15 @@ import pytest
 
 from kiln.lab.lifecycle import LAB_CANNOT_MEASURE
 from kiln.plan import build_plan
+from kiln.render.inventory import container_name
 from kiln.spec import load_stack
+from kiln.verify.parsers import parse_fio
 from tests.conftest import user_env
 
 ROOT = Path(__file__).resolve().parents[2]
 STATE = ROOT / ".kiln" / "lab"
 REPORT = STATE / "report" / "report.json"
+DRIFTED = "net.ipv4.conf.all.arp_ignore"  # planned 1 on the lab's GPU hosts (kiln/knowledge/tuning.yaml)
 
 pytestmark = pytest.mark.lab
 
@@ -155,6 +160,43 @@ def assert_token_stream(report: dict[str, Any]) -> None:
     assert any("killed node" in d and "0 missing, 0 repeated" in d for d in row["details"]), row["details"]
 
 
+def assert_raw_evidence(report: dict[str, Any], progress: str) -> None:
+    """Each figure comes from its tool's own output, kept beside the report: the first fio sample is what the raw
+    JSON says, iperf3 connected over the storage network, the warm-up protocol is followed and progress is printed,
+    and the lab's S3 secret is nowhere in the report directory."""
+    reps = report["acceptance"]["repetitions"]
+    for check in ("storage.fio_local_read", "storage.fio_local_write"):
+        for row in results(report, check):
+            assert len(row["samples"]) == reps and len(row["warmup_samples"]) == report["acceptance"]["warmup"]
+            raw = next(f for f in row["raw"] if f.endswith("rep1-fio.json"))
+            res = parse_fio((REPORT.parent / raw).read_text())
+            assert res.aggregate_Bps(check.rsplit("_", 1)[1]) / 1e9 == pytest.approx(row["samples"][0], rel=1e-3)
+    storage = load_stack("lab").networks.storage
+    for row in results(report, "network.iperf3"):
+        raw = json.loads((REPORT.parent / row["raw"][-1]).read_text())
+        assert ip_address(raw["start"]["connected"][0]["local_host"]) in ip_network(storage), raw["start"]
+    assert re.search(rf"storage\.fio_local_read @ gpu001\b.*: rep {reps}/{reps}", progress), progress[-2000:]
+    secret = lab_secrets()["KILN_S3_SECRET_KEY"]
+    for f in REPORT.parent.rglob("*"):
+        if f.is_file():
+            assert secret not in f.read_text(errors="replace"), f
+
+
+def assert_drift_rejected(report: dict[str, Any], planned: str) -> None:
+    """A sysctl set back behind the kit's back: conformance names the host, the parameter, the planned and the found
+    value and its runbook, the sign-off is REJECTED, and the security rows still pass."""
+    (row,) = [r for r in results(report, "conformance.sysctls") if r["subject"] == "gpu002"]
+    assert row["verdict"] == "FAIL", row
+    assert f"{DRIFTED}: planned {planned}, found 0" in row["message"], row["message"]
+    assert "acceptance-conformance.md" in row["runbook"], row["runbook"]
+    (other,) = [r for r in results(report, "conformance.sysctls") if r["subject"] == "gpu001"]
+    assert other["verdict"] == "PASS", other["message"]
+    assert report["summary"]["verdict"] == "REJECTED" and report["summary"]["exit_code"] == 1, report["summary"]
+    assert f"{DRIFTED}: planned {planned}, found 0" in (REPORT.parent / "report.md").read_text()
+    security = results(report, "security.objectstore_exposure")
+    assert {r["verdict"] for r in security} <= {"PASS", "NOT_APPLICABLE"}, security
+
+
 def unwaived_failures() -> str:
     """The rows that turned the lab's sign-off into REJECTED, with their figures, for the failure message (CI keeps
     only the tail of a failing test's output)."""
@@ -193,6 +235,10 @@ def assert_failover(report: dict[str, Any]) -> None:
     assert any("no target moved" in d for d in row["details"]), row["details"]
 
 
+def lab_secrets() -> dict[str, str]:
+    return dict(line.split("=", 1) for line in (STATE / "secrets" / "s3.env").read_text().splitlines() if line)
+
+
 def deploy_from_wheel(bin_dir: Path, project: Path) -> subprocess.CompletedProcess[str]:
     """`kiln deploy lab` as a user runs it: the installed kiln, a directory holding only the stack, the inventory
     `kiln inventory` wrote for the lab (`--inventory`: the deployed-plan records go beside it, where `kiln lab up`
@@ -200,7 +246,7 @@ def deploy_from_wheel(bin_dir: Path, project: Path) -> subprocess.CompletedProce
     switch) after `--`, and the S3 secret in the environment."""
     (project / "stacks").mkdir(parents=True)
     shutil.copy2(ROOT / "stacks" / "Pulumi.lab.yaml", project / "stacks" / "Pulumi.lab.yaml")
-    secrets = dict(line.split("=", 1) for line in (STATE / "secrets" / "s3.env").read_text().splitlines() if line)
+    secrets = lab_secrets()
     proc = subprocess.run(
         [str(bin_dir / "kiln"), "deploy", "lab", "--inventory", str(STATE / "inventory"), "--",
          "-e", f"@{STATE / 'lab-vars.yml'}",
@@ -247,15 +293,20 @@ def test_lab_deployed_from_the_wheel_verify_rerun_down(wheel_venv: Callable[[str
     assert timings["changed"] == 0 and timings["verify_exit"] == 0
     assert set(timings["seconds"]) == {"prepare", "hosts", "inventory", "configure", "verify", "total"}
 
-    # Verify re-runs on its own; the measurements were judged above, so only the quick security checks (CI time).
-    second = kiln("lab", "up", "--skip-prepare", "--steps", "verify", "--only", "security")
-    assert second.returncode == 0
+    assert_raw_evidence(report, first.stderr)
+
+    # Verify re-runs on its own, after gpu002's arp_ignore was set back behind the kit's back; the measurements were
+    # judged above, so only the quick conformance and security checks (CI time).
+    planned = next(str(t.value) for t in build_plan(load_stack("lab"), source="lab").tunables if t.param == DRIFTED)
+    subprocess.run(["podman", "exec", container_name("lab", "gpu002"), "sysctl", "-qw", f"{DRIFTED}=0"], check=True)
+    second = kiln("lab", "up", "--skip-prepare", "--steps", "verify", "--only", "security", "conformance.sysctls")
+    assert second.returncode == 1, "a drifted sysctl did not reject the lab's sign-off"
     again = json.loads(REPORT.read_text())
     assert again["started"] != report["started"], "verification was not re-run"
     checks = {r["check"] for r in again["results"]}
-    assert checks and all(c.startswith("security.") for c in checks), checks
-    assert checks == {r["check"] for r in report["results"] if r["check"].startswith("security.")}
-    assert {r["verdict"] for r in again["results"]} <= {"PASS", "NOT_APPLICABLE"}, again["summary"]
+    assert checks == {r["check"] for r in report["results"] if r["check"].startswith("security.")} | {
+        "conformance.sysctls"}, checks
+    assert_drift_rejected(again, planned)
     # The lab reaches its hosts over SSH with host keys pinned from podman, never trusted on first use.
     ssh_config = (STATE / "ssh" / "config").read_text()
     assert "StrictHostKeyChecking yes" in ssh_config

@@ -1,5 +1,5 @@
 """Checks' logic against the lab plan with a TEST DOUBLE remote (verify_fakes.FakeRemote): what is compared,
-what a mismatch says, how tool output becomes a sample. Real hosts: tests/acceptance/test_integration.py."""
+what a mismatch says, how tool output becomes a sample. Real hosts: tests/lab/test_lab_e2e.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 # TEST DOUBLE: a Remote that answers from canned rules or runs the command in a local shell whose PATH starts
 # with fake tools (sysctl, systemctl, lctl, ...). It backs unit tests of the checks' logic only; no
-# performance or hardware claim rests on it (real hosts: tests/acceptance/test_integration.py).
+# performance or hardware claim rests on it (real hosts: tests/lab/test_lab_e2e.py).
 from __future__ import annotations
 
 import os
