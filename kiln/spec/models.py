@@ -1360,7 +1360,10 @@ class Kafka(Model):
         description="baremetal only: the first brokers run the KRaft controllers too (combined mode, fewer hosts, "
         "for small or lab clusters; Kafka's KRaft docs advise separate controllers in production).",
     )
-    storage_GB_per_broker: float = Field(default=1000, gt=0, le=1e6, description="Log disk per broker, GB.")
+    storage_GB_per_broker: float = Field(
+        default=1000, ge=1, le=1e6,
+        description="Log disk per broker, GB; at least 1: a broker keeps whole log segments, 1 GiB each by default "
+                    "(log.segment.bytes, Apache Kafka Broker Configs).")
     heap_GB: float | None = Field(
         default=None, gt=0, le=64,
         description="JVM heap of each node (-Xms = -Xmx); default kiln/knowledge/kafka.yaml broker_heap_GB. The rest "

@@ -97,6 +97,8 @@ REFUSALS = [
             "pipeline.kafka.brokers", value=2, problem=("needs 3",), fix=("set 3",), plan=True),
     refusal("bare-metal brokers left to auto", "prod-h100", {"pipeline.kafka.mode": "baremetal"},
             "pipeline.kafka.brokers", value="auto", problem=("hosts",), fix=("at least 3",), plan=True),
+    refusal("a log disk smaller than one segment", "prod-h100", {"pipeline.kafka.storage_GB_per_broker": 5e-324},
+            "pipeline.kafka.storage_GB_per_broker", value=5e-324, fix=("greater than or equal to 1",)),
     refusal("combined controllers on Strimzi", "prod-h100", {"pipeline.kafka.combined": True},
             "pipeline.kafka.combined", value=True, fix=("mode: baremetal",), plan=True),
     refusal("a consuming pool that does not exist", "prod-h100", {f"{T0}.consumers.pool": "h200"},
