@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# test.sh - everything CI runs, in order: lint (ruff, mypy, docs, shellcheck); molecule for every role (two at a
-# time) with, beside it, ansible-lint and the collection's validators (ansible-test sanity, galaxy-importer); then
-# pytest: the Python-only tests on two workers, then the installed wheel, the data mover against SeaweedFS,
-# acceptance integration and the lab end to end. Called by `make test` (the README's test command) after the venv,
-# host packages, base image and Go tools are in place.
+# test.sh - everything CI runs, in order: lint (ruff, mypy, docs, shellcheck, ansible-lint), the collection's
+# validators (ansible-test sanity, galaxy-importer), molecule for
+# every role (two at a time), then pytest: the Python-only tests on two workers, then the installed wheel, the
+# data mover against SeaweedFS, acceptance integration and the lab end to end. Called by `make test` (the README's test command) after the venv, host packages, base image
+# and Go tools are in place.
 # Every stage runs even if an earlier one failed; the exit status is non-zero if any failed.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -28,31 +28,12 @@ stage mypy "$BIN/mypy"
 stage docs "$BIN/python" -m kiln.docgen --check
 stage calibration "$BIN/python" bench/calibration/run.py
 stage shellcheck shellcheck scripts/*.sh .ci/run
-# The Ansible linters and validators run beside molecule: they keep a core busy while molecule's scenarios mostly
-# wait on their containers. Their output is held in a file and printed after molecule's.
-ansible_checks() {
-    failed=()
-    stage ansible-lint bash -c "cd ansible && '$BIN/ansible-lint' --profile production ../roles ../ansible ../playbooks"
-    # The built kiln.cluster collection, checked by the Ansible ecosystem's own validators
-    # (scripts/collection-checks.sh).
-    stage collection-build scripts/collection-checks.sh build
-    stage ansible-test-sanity scripts/collection-checks.sh sanity
-    stage galaxy-importer scripts/collection-checks.sh importer
-    printf '%s\n' "${failed[@]}" >"$held.failed"
-}
-held=$(mktemp)
-trap 'rm -f "$held" "$held.failed"' EXIT
-printf '\n[test] ansible-lint, collection-build, ansible-test-sanity, galaxy-importer: beside molecule (output below)\n'
-ansible_checks >"$held" 2>&1 &
-checks=$!
+stage ansible-lint bash -c "cd ansible && '$BIN/ansible-lint' --profile production ../roles ../ansible ../playbooks"
+# The built kiln.cluster collection, checked by the Ansible ecosystem's own validators (scripts/collection-checks.sh).
+stage collection-build scripts/collection-checks.sh build
+stage ansible-test-sanity scripts/collection-checks.sh sanity
+stage galaxy-importer scripts/collection-checks.sh importer
 stage molecule scripts/molecule-all.sh --no-setup
-wait "$checks" || true
-cat "$held"
-if [[ -f $held.failed ]]; then
-    while IFS= read -r name; do [[ -n $name ]] && failed+=("$name"); done <"$held.failed"
-else
-    failed+=(ansible-checks)  # the group stopped before it could say which of its stages failed
-fi
 # Tests that need nothing but Python run on two workers (pytest-xdist, a file's tests on one worker); those that
 # start servers, podman hosts or the lab run after them, one at a time.
 SERIAL=(tests/package tests/dataflow tests/acceptance tests/lab)
