@@ -1,7 +1,7 @@
 """The lab end to end, configured by an installed kiln: fresh podman hosts (`kiln lab up --steps prepare hosts
 inventory`) → `kiln deploy lab` from `pip install 'kiln[deploy]'` of the wheel, in a directory outside the checkout →
-`kiln lab up` (the checkout's converge must find nothing to change, then the report with real figures) → a verify
-re-run → `kiln lab down`.
+`kiln diff lab` (the records the deploy wrote match the checkout's plan) → `kiln lab up --steps verify` (the report
+with real figures) → a verify re-run after a sysctl drifted → `kiln lab down`.
 
 Runs the real thing on this machine: podman hosts, the kiln.cluster playbooks, SeaweedFS, iperf3, fio, warp.
 It takes over the `lab` stack (a developer's running lab is removed first and at the end).
@@ -274,11 +274,17 @@ def test_lab_deployed_from_the_wheel_verify_rerun_down(wheel_venv: Callable[[str
     for host in ("gpu001", "gpu002", "mds01", "oss01", "oss02", "s3-01", "kafka-01", "kafka-02", "kafka-03"):
         assert f"{host} (" in changed, changed
 
-    # The checkout's playbooks find nothing to change on what the wheel's deployed, then the lab is verified.
-    first = kiln("lab", "up", "--skip-prepare")
+    # What the installed kiln recorded on every host is what the checkout's plan says (kiln diff reads the records
+    # the deploy wrote beside the inventory). A second converge, whose `changed=0` molecule's idempotence step
+    # proves role by role, is left to `make lab` run twice (docs/lab.md): 4 minutes of CI time.
+    diff = kiln("diff", "lab", "--recorded", str(STATE / "inventory"), "--json")
+    assert diff.returncode == 0, diff.stdout
+    recorded = json.loads(diff.stdout)
+    assert recorded["changes"] == [], recorded["changes"]
+
+    # Then the lab is verified from the checkout.
+    first = kiln("lab", "up", "--skip-prepare", "--steps", "verify")
     assert first.returncode == 0, f"kiln lab up failed: {unwaived_failures()}"
-    assert "[lab 4/5 configure] recap:" in first.stdout
-    assert "changed=0 in total" in first.stdout, "the wheel's deploy did not converge the lab as kiln lab up does"
     assert "not applicable" in first.stdout.lower()
     assert "sign-off INCOMPLETE, as a lab's must be" in first.stdout
     report = json.loads(REPORT.read_text())
@@ -290,8 +296,7 @@ def test_lab_deployed_from_the_wheel_verify_rerun_down(wheel_venv: Callable[[str
     assert_lab_verdict(report)
     # Each step's time is recorded (docs/benchmarks.md quotes them; no budget is asserted here).
     timings = json.loads((STATE / "timings.json").read_text())
-    assert timings["changed"] == 0 and timings["verify_exit"] == 0
-    assert set(timings["seconds"]) == {"prepare", "hosts", "inventory", "configure", "verify", "total"}
+    assert timings["verify_exit"] == 0 and set(timings["seconds"]) == {"verify", "total"}, timings
 
     assert_raw_evidence(report, first.stderr)
 
