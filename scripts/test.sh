@@ -28,7 +28,7 @@ stage mypy "$BIN/mypy"
 stage docs "$BIN/python" -m kiln.docgen --check
 stage calibration "$BIN/python" bench/calibration/run.py
 stage shellcheck shellcheck scripts/*.sh .ci/run
-# One ansible-lint run per tree: the three trees in one run took 230 s here, one after the other 125 s
+# One ansible-lint run per tree: the three trees in one run took 230 s on a 2-core machine, one after the other 128 s
 # (docs/testing.md); every file is still linted with the production profile.
 ansible_lint() {
     local tree rc=0
