@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # test.sh - everything CI runs, in order: lint (ruff, mypy, docs, shellcheck, ansible-lint), the collection's
-# validators (ansible-test sanity, galaxy-importer), molecule for
-# every role (two at a time), then pytest: the Python-only tests on two workers, then the installed wheel, the
-# data mover against SeaweedFS, acceptance integration and the lab end to end. Called by `make test` (the README's test command) after the venv, host packages, base image
-# and Go tools are in place.
+# validators (ansible-test sanity, galaxy-importer), molecule for every role (two at a time), then pytest: the
+# Python-only tests on two workers, then the installed wheel, the data mover against SeaweedFS, the object store's
+# rolling restart on real hosts and the lab end to end. Called by `make test` (the README's test command) after the
+# venv, host packages, base image and Go tools are in place.
 # Every stage runs even if an earlier one failed; the exit status is non-zero if any failed.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
