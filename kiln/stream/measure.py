@@ -240,22 +240,27 @@ def naive_crc32c() -> bool:
 def latency_ms(bootstrap: str, topic: str, shape: TopicShape, config: dict[str, str], count: int,
                per_s: float) -> tuple[float, float]:
     """p50 and p99 of end-to-end latency: `count` messages at `per_s` with the producer's settings, each read by a
-    consumer on this host; latency = the time it is read − its CreateTime (same clock). A first message, sent and
-    acknowledged before the clock starts, takes the producer's connection and idempotence set-up out of the
-    figure (a running producer has them)."""
-    ids = token_ids((count + 1) * shape.tokens_per_message, shape.dtype, seed=3)
+    consumer on this host; latency = the time it is read − its CreateTime (same clock). Before the clock starts, one
+    message to every partition is sent, acknowledged and read back: a running producer and a reading rank already
+    hold their connections to every partition's leader, the producer its idempotence id and the consumer its fetch
+    sessions, so those one-off costs stay out of the figure."""
+    warm = shape.partitions
+    ids = token_ids((count + warm) * shape.tokens_per_message, shape.dtype, seed=3)
     seen: list[float] = []
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"kiln-latency-{topic}", "enable.auto.commit": "false",
                   "fetch.wait.max.ms": "10"})
     c.assign([TopicPartition(topic, p, 0) for p in range(shape.partitions)])
     p = Producer({**config, "bootstrap.servers": bootstrap})
     values = list(messages([ids], shape.tokens_per_message))
-    _produce_one(p, topic, values[0], 0, None)
+    for partition in range(warm):
+        _produce_one(p, topic, values[partition], partition, None)
     p.flush(60)
+    if _read_some(c, warm, 60) < warm:
+        raise RuntimeError(f"latency: the {warm} warm-up messages were not read back within 60 s")
     start_ms = int(time.time() * 1000)  # CreateTime is whole milliseconds
     reader = threading.Thread(target=_read_latencies, args=(c, seen, count, start_ms), daemon=True)
     reader.start()
-    for i, value in enumerate(values[1:]):
+    for i, value in enumerate(values[warm:]):
         _produce_one(p, topic, value, i % shape.partitions, None)
         time.sleep(1 / per_s)
     p.flush(60)
@@ -264,6 +269,16 @@ def latency_ms(bootstrap: str, topic: str, shape: TopicShape, config: dict[str, 
     if len(seen) < count:
         raise RuntimeError(f"latency: {len(seen)} of {count} messages read back within 60 s")
     return float(np.percentile(seen, 50)), float(np.percentile(seen, 99))
+
+
+def _read_some(c: Consumer, count: int, timeout_s: float) -> int:
+    """Read up to `count` messages within `timeout_s`; how many were read."""
+    got, deadline = 0, time.monotonic() + timeout_s
+    while got < count and time.monotonic() < deadline:
+        m = c.poll(0.2)
+        if m is not None and m.error() is None:
+            got += 1
+    return got
 
 
 def _read_latencies(c: Consumer, seen: list[float], count: int, start_ms: int) -> None:

@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 
+from kiln.plan.model import KafkaTopicPlan
 from kiln.stream import measure
 from kiln.verify.checks.stream import _rates
 
@@ -55,3 +56,31 @@ def test_the_steady_read_stops_before_the_fetches_a_finished_topic_makes_wait() 
     assert measure.end_of_topic(shape, {}, sent) == 4  # librdkafka's default fetch.min.bytes is 1
     with pytest.raises(ValueError, match=r"stream\.messages"):
         measure.consume_kiln("127.0.0.1:1", "t", shape, 1500, tail=1496)
+
+
+def test_only_benchmark_rows_run_the_measurement_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The verify runner runs every conformance row at once and the benchmarks one at a time (kiln.verify.runner):
+    # a conformance row that started the pass would put its latency run and its broker kill beside the other reads.
+    from kiln.verify.checks import stream
+    from kiln.verify.checks.check import REGISTRY, Rep
+    from tests.unit.verify.verify_fakes import context
+
+    ctx = context({})
+    targets = {t.check: t for t in ctx.plan.targets if t.check.startswith("stream.")}
+    passes: list[str] = []
+
+    def measure_pass(_ctx: object, topic: KafkaTopicPlan) -> dict[str, float]:
+        passes.append(topic.name)
+        return {"latency": 42.0}
+
+    monkeypatch.setattr(stream, "bootstrap", lambda _ctx: "broker:9092")
+    monkeypatch.setattr(stream, "measure_pass", measure_pass)
+    monkeypatch.setattr(stream, "_retention", lambda _brokers, _topic: {"retention": 0, "retention_details": ["ok"]})
+    rep, subject = Rep(1, 1, False), stream.Subject("lab-tokens", ("kafka-01",))
+    for check, target in sorted(targets.items()):
+        row = REGISTRY[check]
+        if row.kind == "conformance":
+            assert row.measure(ctx, target, subject, rep).value == 0 and not passes, check
+    assert {c for c in targets if REGISTRY[c].kind == "conformance"} == {"stream.retention"}
+    assert REGISTRY["stream.latency"].measure(ctx, targets["stream.latency"], subject, rep).value == 42.0
+    assert passes == ["lab-tokens"]
