@@ -197,8 +197,8 @@ def _kafka(name: str, role: str, old: Any, new: Any) -> Verdict:
     if name.startswith("topic/") and name.endswith("/partitions"):
         if isinstance(old, int) and isinstance(new, int) and new < old:
             return "refused", "Kafka cannot remove partitions from a topic: make a new topic and move to it", RB_KAFKA
-        return ("live", "kafka-topics --alter adds partitions; merge the ranks' stream states so they read the new "
-                "ones (kiln.stream.merge_states)", RB_KAFKA)
+        return ("live", "kafka-topics --alter adds partitions (the kafka role); training resumes with "
+                "kiln.stream.merge_states(states, partitions=<new count>) to read them", RB_KAFKA)
     if name.startswith("topic/") and name.endswith("/replication"):
         return ("live", "a replica set change is a partition reassignment (kafka-reassign-partitions, throttled)",
                 RB_KAFKA)

@@ -110,7 +110,8 @@ class TokenConsumer:
         missing = [p for p in self._partitions if p not in s.offsets]
         if missing:
             raise ValueError(f"the state has no offset for partitions {missing}: merge every rank's state "
-                             "(kiln.stream.merge_states) when the world size changed")
+                             "(kiln.stream.merge_states) when the world size changed, and pass it the topic's "
+                             "partition count when partitions were added")
         self._order.offsets = {p: s.offsets[p] for p in self._partitions}
         self._order.cursor = s.cursor(self.rank, self.world) % len(self._partitions)
 

@@ -65,8 +65,11 @@ def oldest_offsets(states: list[dict[str, object]], partitions: tuple[int, ...])
     return out
 
 
-def merge_states(states: list[dict[str, object]]) -> dict[str, object]:
-    """The states every rank saved at one step, as one state any world size can resume from."""
+def merge_states(states: list[dict[str, object]], partitions: int | None = None) -> dict[str, object]:
+    """The states every rank saved at one step, as one state any world size can resume from. `partitions`: the
+    topic's partition count when partitions were added since the step (`kafka-topics --alter`, or a grown consumer
+    pool with `partitions: auto`); Kafka numbers new partitions after the old ones and starts them empty, so each is
+    read from offset 0."""
     parsed = [StreamState.from_dict(s) for s in states]
     topics = {s.topic for s in parsed}
     worlds = {s.world for s in parsed}
@@ -79,7 +82,26 @@ def merge_states(states: list[dict[str, object]]) -> dict[str, object]:
             if offsets.setdefault(p, o) != o:
                 raise ValueError(f"partition {p} is at {offsets[p]} in one state and {o} in another")
         cursors.update(s.cursors)
-    return StreamState(topic=topics.pop(), offsets=offsets, cursors=cursors, world=worlds.pop()).as_dict()
+    world = worlds.pop()
+    if partitions is not None:
+        offsets.update({p: 0 for p in _added_partitions(offsets, set(cursors), world, partitions)})
+    return StreamState(topic=topics.pop(), offsets=offsets, cursors=cursors, world=world).as_dict()
+
+
+def _added_partitions(offsets: dict[int, int], ranks: set[int], world: int, partitions: int) -> range:
+    """The partitions numbered after those the states name, up to `partitions`. Only the states of every rank of
+    the saved world name every old partition: with one missing, its partitions would be taken for new ones and
+    read again from their start."""
+    if ranks != set(range(world)):
+        raise ValueError(f"the states are of ranks {sorted(ranks)} of a world of {world}: merge the state of every "
+                         "rank to add partitions")
+    known = len(offsets)
+    if set(offsets) != set(range(known)):
+        raise ValueError(f"the states name partitions {sorted(offsets)}, not 0 to {known - 1}: they are not of "
+                         "one step of one job")
+    if partitions < known:
+        raise ValueError(f"the states name {known} partitions, more than {partitions}: Kafka never removes one")
+    return range(known, partitions)
 
 
 @dataclass(kw_only=True)

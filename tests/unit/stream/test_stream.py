@@ -93,6 +93,35 @@ def test_a_resized_world_reads_every_remaining_message_once() -> None:
     assert consumed == {p + 12 * o for p, end in ((int(k), v) for k, v in offsets.items()) for o in range(end)}
 
 
+def test_partitions_added_since_the_checkpoint_are_read_from_their_start() -> None:
+    # A grown consumer pool with `partitions: auto` adds partitions (kiln diff: a live change); Kafka numbers the new
+    # ones after the old and starts them empty.
+    topic = _topic(partitions=4, per_partition=10)
+    old = [_consumer(topic, rank=r, world=2, seed=r) for r in range(2)]
+    seen = [first for c in old for first in _read(c, 2)]
+    states = [c.state_dict() for c in old]
+    for c in old:
+        c.close()
+    added = np.arange(10_000, 10_000 + 4 * 10 * TOKENS, dtype=np.uint32)
+    topic.logs.update({p: [] for p in (4, 5, 6, 7)})
+    for i, value in enumerate(messages([added], TOKENS)):
+        topic.logs[4 + i % 4].append(value)
+    with pytest.raises(ValueError, match=r"partitions \[6\].*pass it the topic's partition count"):
+        _consumer(topic, rank=2, world=4, seed=9).load_state_dict(merge_states(states))
+    with pytest.raises(ValueError, match=r"ranks \[0\] of a world of 2: merge the state of every rank"):
+        merge_states(states[:1], partitions=8)
+    with pytest.raises(ValueError, match="Kafka never removes one"):
+        merge_states(states, partitions=3)
+    merged = merge_states(states, partitions=8)
+    new = [_consumer(topic, rank=r, world=4, seed=r + 20) for r in range(4)]
+    for c in new:
+        c.load_state_dict(merged)
+    after = [first for c in new for first in _read(c, 2)]
+    assert len(after) == len(set(after)) and not set(seen) & set(after)
+    assert min(f for f in after if f >= 10_000) == 10_000  # the first message of the first new partition
+    assert {f // TOKENS % 4 for f in after if f < 10_000} == {0, 1, 2, 3}  # the old ones go on where they were
+
+
 def test_offsets_deleted_by_retention_stop_the_stream() -> None:
     topic = _topic()
     c = _consumer(topic, rank=0, world=2, seed=1)
