@@ -49,7 +49,7 @@ lint: venv
 	$(BIN)/mypy
 	$(BIN)/python -m kiln.docgen --check
 	shellcheck scripts/*.sh .ci/run
-	cd ansible && for tree in ../roles ../playbooks ../ansible; do ../$(BIN)/ansible-lint --profile production $$tree || exit 1; done
+	scripts/ansible-lint.sh
 
 unit: venv
 	$(BIN)/pytest -q tests/unit

@@ -28,16 +28,7 @@ stage mypy "$BIN/mypy"
 stage docs "$BIN/python" -m kiln.docgen --check
 stage calibration "$BIN/python" bench/calibration/run.py
 stage shellcheck shellcheck scripts/*.sh .ci/run
-# One ansible-lint run per tree: the three trees in one run took 230 s on a 2-core machine, one after the other 128 s
-# (docs/testing.md); every file is still linted with the production profile.
-ansible_lint() {
-    local tree rc=0
-    for tree in ../roles ../playbooks ../ansible; do
-        (cd ansible && "$BIN/ansible-lint" --profile production "$tree") || rc=1
-    done
-    return "$rc"
-}
-stage ansible-lint ansible_lint
+stage ansible-lint scripts/ansible-lint.sh
 # The built kiln.cluster collection, checked by the Ansible ecosystem's own validators (scripts/collection-checks.sh).
 stage collection-build scripts/collection-checks.sh build
 stage ansible-test-sanity scripts/collection-checks.sh sanity
