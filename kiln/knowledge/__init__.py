@@ -325,7 +325,6 @@ class TuningFile(_File):
 
 
 class SeaweedFs(Entry):
-    version: Sourced[str]
     default_volume_size_limit_MB: Sourced[int]
     min_volume_size_limit_MB: Sourced[int]
     volume_growth_per_collection: Sourced[int]

@@ -1,9 +1,10 @@
 """kiln/knowledge/compat.yaml as a typed model: which pinned versions may run together.
 
 Lustre client/server interoperability, the Whamcloud point release each Lustre line installs, CUDA toolkit ->
-driver branch, NCCL -> CUDA builds and DOCA-Host -> kernel series, each entry with its reason and source. The
-planner refuses a combination this data does not name (kiln/plan/versions.py) and carries the Lustre releases to
-the inventory; docs/stack-reference.md documents the `versions` fields that pick them.
+driver branch, NCCL -> CUDA builds, DOCA-Host -> kernel series and the SeaweedFS releases with their builds, each
+entry with its reason and source. The planner refuses a combination this data does not name
+(kiln/plan/versions.py) and carries the Lustre releases to the inventory; `kiln diff` refuses a SeaweedFS release of
+another build (kiln/plan/changes.py); docs/stack-reference.md documents the `versions` fields that pick them.
 """
 
 from __future__ import annotations
@@ -52,6 +53,14 @@ class DocaKernel(_Entry):
     release: str = Field(pattern=r"^\d+\.\d+\.\d+$")  # the point release whose repository the rdma role adds
 
 
+class SeaweedFsRelease(_Entry):
+    """A SeaweedFS release kiln has a binary of, and its build's offset size: `weed version` prints the volume size
+    limit, 30GB for 4-byte offsets and 8000GB for the 5BytesOffset build (weed/util/constants_4bytes.go,
+    constants_5bytes.go), whose volume index entries are a byte longer."""
+
+    build: Literal["30GB", "8000GB"]
+
+
 class CompatFile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -61,6 +70,7 @@ class CompatFile(BaseModel):
     cuda_driver: dict[str, CudaDriver]
     nccl_cuda: dict[str, NcclCuda]
     doca_kernel: dict[str, DocaKernel]
+    seaweedfs_releases: dict[str, SeaweedFsRelease]
 
     @model_validator(mode="after")
     def _every_line_has_a_release(self) -> CompatFile:

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from kiln.knowledge import compat
+
 ChangeClass = Literal[
     "live", "add", "service-restart", "client-remount", "pair-failover", "remove", "reboot", "refused"
 ]
@@ -169,6 +171,20 @@ def _target(name: str, role: str, old: Any, new: Any) -> Verdict:
             "while it changes", RB_UPGRADE)
 
 
+def _objectstore(name: str, role: str, old: Any, new: Any) -> Verdict:
+    if name == "version":
+        builds = compat.load().seaweedfs_releases
+        was, will = builds.get(str(old)), builds.get(str(new))
+        if was and will and was.build != will.build:
+            return ("refused", f"SeaweedFS {old} is a {was.build} build and {new} a {will.build} build: their volume "
+                    "index entries differ in size (4- against 5-byte offsets), so the new servers cannot read the "
+                    "volumes; pin a release of the running build (compat.yaml seaweedfs_releases)", RB_UPGRADE)
+        return ("service-restart", "stage the new weed binary, then one volume server at a time under load with "
+                "replication checked in between (kiln verify --only objectstore.rolling_restart --option "
+                "objectstore.rolling.upgrade_binary=<staged>), then masters, filers and gateways", RB_UPGRADE)
+    return "service-restart", "restart the SeaweedFS servers one at a time, replication checked in between", RB_UPGRADE
+
+
 def _filesystem(name: str, role: str, old: Any, new: Any) -> Verdict:
     return ("refused", "the filesystem name is written into every target when it is formatted and into every "
             "client's mount: changing it makes a new filesystem", RB_DIFF)
@@ -237,8 +253,7 @@ _RULES: dict[str, Callable[[str, str, Any, Any], Verdict]] = {
     "filesystem": _filesystem,
     "pool": _pool,
     "nic": _nic,
-    "objectstore": lambda n, r, o, w: ("service-restart", "restart the SeaweedFS servers one at a time, "
-                                       "replication checked in between", RB_UPGRADE),
+    "objectstore": _objectstore,
     "monitoring": lambda n, r, o, w: ("service-restart", "restart Prometheus (a gap in the scrape)", RB_DIFF),
     "kafka": _kafka,
 }

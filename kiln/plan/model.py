@@ -655,6 +655,7 @@ class VersionsPlan:
     doca: str  # DOCA-Host line on hosts with RDMA ports (fabric.rdma_stack: doca)
     doca_release: str  # its point release: the repository the rdma role adds ("" for a line compat.yaml lacks)
     kernel: str  # kernel series
+    seaweedfs: str  # the object store's SeaweedFS release
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -83,7 +83,7 @@ def build_objectstore(spec: ClusterSpec, hosts: tuple[Host, ...]) -> tuple[Objec
         access_key_id=os_.access_key_id,
         credentials_secret=os_.credentials_secret,
         s3_port=port,
-        version=seaweedfs().version.value,
+        version=spec.versions.seaweedfs,
         volume_size_limit_MB=size,
         volumes_per_server=count,
     ), issues

@@ -2,7 +2,7 @@
 
 A combination the matrix does not name is refused: Lustre clients and servers that do not interoperate, a CUDA
 toolkit newer than the driver branch runs, an NCCL release without a build for the CUDA version, a DOCA-Host
-release without drivers for the kernel series.
+release without drivers for the kernel series, a SeaweedFS release kiln has no build of.
 """
 
 from __future__ import annotations
@@ -29,11 +29,14 @@ def build_versions(spec: ClusterSpec) -> tuple[VersionsPlan, list[SpecIssue]]:
         lustre_client_release=LustreRelease(release=releases[client].release, el=dict(releases[client].client_el),
                                             ubuntu=dict(releases[client].client_ubuntu)),
         gpu_driver=v.gpu_driver, gpu_kernel_modules=v.gpu_kernel_modules, cuda=v.cuda, nccl=v.nccl, doca=v.doca,
-        kernel=v.kernel,
+        kernel=v.kernel, seaweedfs=v.seaweedfs,
         doca_release=doca.release if (doca := compat.load().doca_kernel.get(v.doca)) else "",
     )
     doca_issues = _doca(plan) if spec.fabric.rdma_stack == "doca" else []
-    return plan, [*_lustre(plan), *_cuda(plan), *_nccl(plan), *doca_issues]
+    weed = compat.load().seaweedfs_releases
+    weed_issues = (_not_in_matrix("versions.seaweedfs", v.seaweedfs, weed)
+                   if spec.objectstore.backend == "seaweedfs" and v.seaweedfs not in weed else [])
+    return plan, [*_lustre(plan), *_cuda(plan), *_nccl(plan), *doca_issues, *weed_issues]
 
 
 def _not_in_matrix(path: str, value: str, table: Mapping[str, object]) -> list[SpecIssue]:

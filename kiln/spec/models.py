@@ -1271,6 +1271,11 @@ class Versions(Model):
         default="6.1", pattern=r"^[0-9]\.[0-9]{1,2}$",
         description="Kernel series every host runs (Debian 12: 6.1).",
     )
+    seaweedfs: str = Field(
+        default="3.39", pattern=r"^[0-9]\.[0-9]{2}$",
+        description="SeaweedFS release of the object store (objectstore.backend: seaweedfs); the objectstore role "
+        "installs only a weed binary that reports it. Upgrade within one build (compat.yaml seaweedfs_releases).",
+    )
 
 
 KAFKA_VERSION_RE = r"^[0-9]{1,2}\.[0-9]{1,3}\.[0-9]{1,3}$"

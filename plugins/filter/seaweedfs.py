@@ -15,6 +15,7 @@ import re
 from typing import Any
 
 VERSION_LINE = re.compile(r"version\s+\S+\s+(\S+)")
+BUILD_LINE = re.compile(r"version\s+(\d+GB)\s")
 BUCKET_LINE = re.compile(r"(?m)^(?:> )?\s+(\S+)\tsize:")
 ERROR_LINE = re.compile(r"(?m)^(?:error:|unknown command:).*$")
 
@@ -22,6 +23,13 @@ ERROR_LINE = re.compile(r"(?m)^(?:error:|unknown command:).*$")
 def weed_release(output: str | None) -> str:
     """The release ``weed version`` printed (``3.39``); '' when the output has none."""
     found = VERSION_LINE.search(output or "")
+    return found.group(1) if found else ""
+
+
+def weed_build(output: str | None) -> str:
+    """The build's volume size limit ``weed version`` printed: ``30GB`` (4-byte offsets) or ``8000GB`` (the
+    5BytesOffset build; weed/util/constants_4bytes.go, constants_5bytes.go); '' when the output has none."""
+    found = BUILD_LINE.search(output or "")
     return found.group(1) if found else ""
 
 
@@ -41,6 +49,7 @@ class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
             "weed_release": weed_release,
+            "weed_build": weed_build,
             "weed_bucket_names": weed_bucket_names,
             "weed_shell_errors": weed_shell_errors,
         }

@@ -22,6 +22,7 @@ CALLS = {
     "version_output": ("{{ {'weed': {'stdout': 'version 30GB 3.39'}} | kiln.cluster.version_output('weed') }}",
                        "version 30GB 3.39"),
     "weed_release": ("{{ 'version 30GB 3.39 51d4a4b2 linux amd64' | kiln.cluster.weed_release }}", "3.39"),
+    "weed_build": ("{{ 'version 8000GB 4.31 pypi linux amd64' | kiln.cluster.weed_build }}", "8000GB"),
     "weed_bucket_names": ("{{ '>   ckpt\tsize:0\tfile:0' | kiln.cluster.weed_bucket_names }}", ["ckpt"]),
     "weed_shell_errors": ("{{ 'error: empty bucket name' | kiln.cluster.weed_shell_errors }}",
                           ["error: empty bucket name"]),

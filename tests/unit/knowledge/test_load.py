@@ -43,7 +43,7 @@ def test_every_sourced_entry_names_a_source() -> None:
         ("efficiency.yaml", "factors", "tcp_payload", "reason"),
         ("workload.yaml", "read_profiles", "llm-text", "source"),
         ("tuning.yaml", "lustre", "client.osc.max_dirty_mb", "source"),
-        ("objectstore.yaml", "seaweedfs", "version", "source"),
+        ("objectstore.yaml", "seaweedfs", "extra_collections", "source"),
         ("ports.yaml", "seaweedfs", "s3", "source"),
         ("ports.yaml", "acceptance", "iperf3", "reason"),
     ],

@@ -101,6 +101,7 @@ CASES: dict[str, tuple[Edit, str]] = {
     "service-restart-kafka-heap": (_baremetal_kafka(lambda k: k.update(heap_GB=0.5)), "service-restart"),
     "live-kafka-retention": (_baremetal_kafka(lambda k: k["topics"][0].update(retention_hours=3)), "live"),
     "refused-kafka-partitions": (_baremetal_kafka(_fewer_partitions), "refused"),
+    "refused-seaweedfs-build": (_set("versions.seaweedfs", "4.31"), "refused"),
 }
 
 
@@ -181,3 +182,20 @@ def test_growing_a_pool_renumbers_the_hosts_planned_after_it_and_is_refused() ->
     assert out is not None
     refused = {c.setting.split(".")[-1] for c in out[1] if c.change == "refused"}
     assert refused == {"address", "nid"} and exit_code(out[1]) == EXIT_REFUSED
+
+
+def test_a_seaweedfs_upgrade_within_one_build_rolls_and_across_builds_is_refused() -> None:
+    recorded = {h: r for h, r in _recorded("lab").items() if "objectstore/version" in r["settings"]}
+    assert recorded and all(r["settings"]["objectstore/version"] == "3.39" for r in recorded.values())
+
+    def to(release: str) -> list[Any]:
+        new = {h: {**r, "settings": {**r["settings"], "objectstore/version": release}} for h, r in recorded.items()}
+        return diff_records(recorded, new)
+
+    across = to("4.30")  # 30GB → 8000GB: the index entries grow by a byte
+    assert {c.change for c in across} == {"refused"} and "4- against 5-byte offsets" in across[0].how
+    later = {h: {**r, "settings": {**r["settings"], "objectstore/version": "4.30"}} for h, r in recorded.items()}
+    within = diff_records(later, {h: {**r, "settings": {**r["settings"], "objectstore/version": "4.31"}}
+                                  for h, r in later.items()})
+    assert {c.change for c in within} == {"service-restart"}
+    assert "objectstore.rolling.upgrade_binary" in within[0].how

@@ -123,9 +123,31 @@ def test_an_unknown_cuda_version_names_the_known_ones() -> None:
     assert issues[0][0] == "versions.cuda" and "is not in the compatibility matrix" in issues[0][1]
 
 
+def test_a_seaweedfs_release_kiln_has_no_build_of_is_refused_and_the_pin_reaches_the_role() -> None:
+    issues = _issues("lab", seaweedfs="4.05")
+    assert [p for p, _ in issues] == ["versions.seaweedfs"] and "3.39, 4.30, 4.31" in str(
+        validate_error("lab", seaweedfs="4.05"))
+    assert _issues("lab", seaweedfs="4.31") == []
+    data = stack_data("lab")
+    data["versions"] = {"seaweedfs": "4.31"}
+    plan = build_plan(validate(data))
+    assert plan.versions.seaweedfs == plan.objectstore.version == "4.31"
+    files = render_inventory(plan)
+    assert any(load_inventory(text).get("objectstore_seaweedfs_version") == "4.31"
+               for name, text in files.items() if name.startswith("group_vars/"))
+
+
+def validate_error(stack: str, **versions: Any) -> SpecError:
+    data = stack_data(stack)
+    data["versions"] = versions
+    with pytest.raises(SpecError) as info:
+        build_plan(validate(data))
+    return info.value
+
+
 def test_every_matrix_entry_has_a_reason_and_a_source() -> None:
     m = compat.load()
-    for table in (m.lustre_interop, m.cuda_driver, m.nccl_cuda, m.doca_kernel):
+    for table in (m.lustre_interop, m.cuda_driver, m.nccl_cuda, m.doca_kernel, m.seaweedfs_releases):
         for entry in table.values():
             assert entry.reason.strip() and entry.source.strip()
 
