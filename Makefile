@@ -9,7 +9,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 
-.PHONY: help venv prereqs image tools weed-releases lab lab-down lab-status plan lint unit infra acceptance molecule lab-e2e test bench calibration docs clean
+.PHONY: help venv prereqs image tools weed-releases lab lab-down lab-status plan lint unit infra acceptance molecule lab-e2e lab-e2e-growth test bench calibration docs clean
 
 help:
 	@sed -n '1,6p' Makefile
@@ -69,6 +69,10 @@ molecule: venv image
 
 lab-e2e: venv
 	$(BIN)/pytest -q tests/lab
+
+## The lab end to end through docs/runbooks/add-compute-node.md: one GPU node, then two (about 4 minutes more).
+lab-e2e-growth: venv
+	KILN_LAB_GROWTH=1 $(BIN)/pytest -q tests/lab
 
 ## The README's test command; .ci/run calls exactly this.
 test: venv prereqs image tools weed-releases

@@ -1,17 +1,20 @@
 """The lab end to end, configured by an installed kiln: fresh podman hosts (`kiln lab up --steps prepare hosts
-inventory`) → `kiln deploy lab` from `pip install 'kiln[deploy]'` of the wheel, in a directory outside the checkout →
-`kiln diff lab` (the records the deploy wrote match the checkout's plan) → `kiln lab up --steps verify` (the report
-with real figures) → a verify re-run after a sysctl drifted → `kiln lab down`.
+inventory`) → `kiln deploy lab` from `pip install 'kiln[deploy]'` of the wheel, in a directory outside the checkout
+→ `kiln diff lab` (the records the deploy wrote match the checkout's plan) → `kiln lab up --steps verify` (the
+report with real figures) → a verify re-run after a sysctl drifted → `kiln lab down`.
+
+With KILN_LAB_GROWTH=1 the deploy is docs/runbooks/add-compute-node.md instead: the lab with one GPU node, then its
+pool grown to two (about 220 s more than deploying both at once: not in `make test`, whose 60 minutes do not have
+them; docs/testing.md), and the verify runs on the grown lab.
 
 Runs the real thing on this machine: podman hosts, the kiln.cluster playbooks, SeaweedFS, iperf3, fio, warp.
-It takes over the `lab` stack (a developer's running lab is removed first and at the end).
-"""
+It takes over the `lab` stack (a developer's running lab is removed first and at the end)."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
-import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -31,6 +34,7 @@ from tests.conftest import user_env
 ROOT = Path(__file__).resolve().parents[2]
 STATE = ROOT / ".kiln" / "lab"
 REPORT = STATE / "report" / "report.json"
+GROWTH = os.environ.get("KILN_LAB_GROWTH") == "1"
 DRIFTED = "net.ipv4.conf.all.arp_ignore"  # planned 1 on the lab's GPU hosts (kiln/knowledge/tuning.yaml)
 
 pytestmark = pytest.mark.lab
@@ -238,23 +242,100 @@ def lab_secrets() -> dict[str, str]:
     return dict(line.split("=", 1) for line in (STATE / "secrets" / "s3.env").read_text().splitlines() if line)
 
 
-def deploy_from_wheel(bin_dir: Path, project: Path) -> subprocess.CompletedProcess[str]:
-    """`kiln deploy lab` as a user runs it: the installed kiln, a directory holding only the stack, the inventory
-    `kiln inventory` wrote for the lab (`--inventory`: the deployed-plan records go beside it, where `kiln lab up`
-    looks), the lab's SSH config and operator inputs (lab-vars.yml: the pinned binaries, the wheelhouse, the lab
-    switch) after `--`, and the S3 secret in the environment."""
-    (project / "stacks").mkdir(parents=True)
-    shutil.copy2(ROOT / "stacks" / "Pulumi.lab.yaml", project / "stacks" / "Pulumi.lab.yaml")
-    secrets = lab_secrets()
-    proc = subprocess.run(
-        [str(bin_dir / "kiln"), "deploy", "lab", "--inventory", str(STATE / "inventory"), "--",
-         "-e", f"@{STATE / 'lab-vars.yml'}",
-         "--ssh-common-args", f"-F {STATE / 'ssh' / 'config'}", "-e", "ansible_python_interpreter=/usr/bin/python3"],
-        cwd=project, capture_output=True, text=True, timeout=2400, check=False, env=user_env(**secrets),
-    )
+def write_project_stack(project: Path, gpu_nodes: int) -> Path:
+    """The lab's stack in a directory outside the checkout, its GPU pool at `gpu_nodes` (the checkout's has 2);
+    otherwise the checkout's file as it is."""
+    pool = "        - name: gpu\n          nodes: 2\n"
+    text = (ROOT / "stacks" / "Pulumi.lab.yaml").read_text()
+    assert text.count(pool) == 1, "the lab stack's GPU pool is no longer where this test looks for it"
+    path = project / "stacks" / "Pulumi.lab.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text.replace(pool, pool.replace("nodes: 2", f"nodes: {gpu_nodes}")))
+    return path
+
+
+def installed_kiln(bin_dir: Path, project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The installed kiln in the project directory, as a user runs it, with the lab's S3 secret in the environment."""
+    proc = subprocess.run([str(bin_dir / "kiln"), *args], cwd=project, capture_output=True, text=True, timeout=2400,
+                          check=False, env=user_env(**lab_secrets()))
     sys.stdout.write(proc.stdout[-6000:])
     sys.stderr.write(proc.stderr[-3000:])
     return proc
+
+
+def deploy_from_wheel(bin_dir: Path, project: Path, *args: str, extra: tuple[str, ...] = ()) -> list[str]:
+    """`kiln deploy lab` as a user runs it: the installed kiln, the inventory `kiln inventory lab` wrote in the
+    project (the deployed-plan records go beside it), the lab's SSH config and operator inputs (lab-vars.yml: the
+    pinned binaries, the wheelhouse, the lab switch; the data movers plan from the project's stack file) after `--`.
+    Its output lines; it must succeed."""
+    proc = installed_kiln(bin_dir, project, "deploy", "lab", "--inventory", "inventory/lab", *args, "--",
+                          "-e", f"@{STATE / 'lab-vars.yml'}",
+                          "-e", f"datamover_stack_src={project / 'stacks' / 'Pulumi.lab.yaml'}", *extra,
+                          "--ssh-common-args", f"-F {STATE / 'ssh' / 'config'}",
+                          "-e", "ansible_python_interpreter=/usr/bin/python3")
+    assert proc.returncode == 0, f"kiln deploy lab {' '.join(args)} (installed wheel) failed"
+    out = proc.stdout.splitlines()
+    assert "failed: none" in out and "unreachable: none" in out
+    return out
+
+
+def changed_hosts(out: list[str]) -> str:
+    return next(line for line in out if line.startswith("changed: "))
+
+
+def topic_partitions(topic: str) -> int:
+    from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
+
+    plan = build_plan(load_stack("lab"), source="lab")
+    assert plan.kafka is not None
+    brokers = ",".join(f"{plan.host(n.host).management_address}:9092" for n in plan.kafka.nodes)
+    return len(AdminClient({"bootstrap.servers": brokers}).list_topics(topic, timeout=30).topics[topic].partitions)
+
+
+def deploy_and_grow(bin_dir: Path, project: Path) -> None:
+    """The lab configured by the installed kiln with one GPU node, then grown to two by
+    docs/runbooks/add-compute-node.md: the diff shows the new host and the token topic's added partitions, the new
+    host is configured alone, then Prometheus and the KRaft nodes follow, and nothing is left to change."""
+    write_project_stack(project, gpu_nodes=1)
+    assert installed_kiln(bin_dir, project, "inventory", "lab").returncode == 0
+    # Prometheus's targets of the one-node plan (lab-vars.yml names the checkout's, of the whole lab)
+    assert installed_kiln(bin_dir, project, "monitoring", "lab", "--out", "monitoring").returncode == 0
+    out = deploy_from_wheel(bin_dir, project, extra=("-e", f"monitoring_config_src={project / 'monitoring'}"))
+    assert "preflight: 8 hosts reachable, 0 not" in out
+    for host in ("gpu001", "mds01", "oss01", "oss02", "s3-01", "kafka-01", "kafka-02", "kafka-03"):
+        assert f"{host} (" in changed_hosts(out)  # a first converge changes every host
+    assert "gpu002" not in changed_hosts(out)
+    assert topic_partitions("lab-tokens") == 2  # partitions: auto, for one node of two ranks
+
+    write_project_stack(project, gpu_nodes=2)  # step 1: the pool grows; what will change
+    diff = installed_kiln(bin_dir, project, "diff", "lab", "--json")
+    assert diff.returncode == 0, diff.stdout
+    changes = {(c["host"], c["setting"], c["change"]) for c in json.loads(diff.stdout)["changes"]}
+    kraft = {(h, "kafka/topic/lab-tokens/partitions", "live") for h in ("kafka-01", "kafka-02", "kafka-03")}
+    assert changes == {("gpu002", "host", "add")} | kraft, changes
+    assert installed_kiln(bin_dir, project, "inventory", "lab").returncode == 0  # step 2
+    out = deploy_from_wheel(bin_dir, project, "--limit", "gpu002")  # step 4: the new host alone
+    assert changed_hosts(out).startswith("changed: gpu002 (") and "," not in changed_hosts(out), changed_hosts(out)
+    out = deploy_from_wheel(bin_dir, project, "--tags", "monitoring", "--limit", "s3-01")  # step 5
+    assert changed_hosts(out).startswith("changed: s3-01 ("), changed_hosts(out)
+    out = deploy_from_wheel(bin_dir, project, "--tags", "datamover", "--limit", "kiln_compute")  # step 6
+    assert changed_hosts(out).startswith("changed: gpu001 ("), changed_hosts(out)  # its copy of the stack file
+    deploy_from_wheel(bin_dir, project, "--tags", "kafka,record", "--limit", "kiln_kafka")  # step 7
+    assert topic_partitions("lab-tokens") == 4
+    # Step 9: nothing left to change; the hosts the growth did not touch keep the first converge's record.
+    diff = installed_kiln(bin_dir, project, "diff", "lab", "--json")
+    assert diff.returncode == 0 and json.loads(diff.stdout)["changes"] == [], diff.stdout
+    assert len(json.loads(diff.stdout)["recorded_plan_digests"]) == 2, diff.stdout
+
+
+def deploy_whole_lab(bin_dir: Path, project: Path) -> None:
+    """The lab configured by the installed kiln in one converge of every host."""
+    write_project_stack(project, gpu_nodes=2)
+    assert installed_kiln(bin_dir, project, "inventory", "lab").returncode == 0
+    out = deploy_from_wheel(bin_dir, project)
+    assert "preflight: 9 hosts reachable, 0 not" in out
+    for host in ("gpu001", "gpu002", "mds01", "oss01", "oss02", "s3-01", "kafka-01", "kafka-02", "kafka-03"):
+        assert f"{host} (" in changed_hosts(out)  # a first converge changes every host
 
 
 def test_lab_deployed_from_the_wheel_verify_rerun_down(wheel_venv: Callable[[str], Path], tmp_path: Path) -> None:
@@ -263,20 +344,12 @@ def test_lab_deployed_from_the_wheel_verify_rerun_down(wheel_venv: Callable[[str
     hosts = kiln("lab", "up", "--steps", "prepare", "hosts", "inventory")
     assert hosts.returncode == 0, "kiln lab up --steps prepare hosts inventory failed"
 
-    deployed = deploy_from_wheel(installed, tmp_path / "project")
-    assert deployed.returncode == 0, "kiln deploy lab (installed wheel) failed"
-    out = deployed.stdout.splitlines()
-    assert "preflight: 9 hosts reachable, 0 not" in out
-    assert "failed: none" in out and "unreachable: none" in out
-    changed = next(line for line in out if line.startswith("changed: "))
-    # a first converge changes every host
-    for host in ("gpu001", "gpu002", "mds01", "oss01", "oss02", "s3-01", "kafka-01", "kafka-02", "kafka-03"):
-        assert f"{host} (" in changed, changed
+    project = tmp_path / "project"
+    (deploy_and_grow if GROWTH else deploy_whole_lab)(installed, project)
 
-    # What the installed kiln recorded on every host is what the checkout's plan says (kiln diff reads the records
-    # the deploy wrote beside the inventory). A second converge, whose `changed=0` molecule's idempotence step
-    # proves role by role, is left to `make lab` run twice (docs/lab.md): 4 minutes of CI time.
-    diff = kiln("diff", "lab", "--recorded", str(STATE / "inventory"), "--json")
+    # What the installed kiln recorded on every host is what the checkout's plan says. A second converge, whose
+    # `changed=0` molecule's idempotence step proves role by role, is left to `make lab` run twice (docs/lab.md).
+    diff = kiln("diff", "lab", "--recorded", str(project / "inventory" / "lab"), "--json")
     assert diff.returncode == 0, diff.stdout
     recorded = json.loads(diff.stdout)
     assert recorded["changes"] == [], recorded["changes"]

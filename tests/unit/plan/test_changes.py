@@ -44,7 +44,12 @@ def _set(path: str, value: Any) -> Edit:
 
 
 def _grow_pool(d: dict[str, Any]) -> bool:
-    d["compute"]["pools"][0]["nodes"] += 1
+    """One more node in the first pool; not for a pool already at its networks.reserve (the spec refuses growing
+    past it: tests/unit/plan/test_reserve.py)."""
+    pool = d["compute"]["pools"][0]
+    if pool["nodes"] >= d["networks"].get("reserve", {}).get(pool["name"], pool["nodes"] + 1):
+        return False
+    pool["nodes"] += 1
     return True
 
 
