@@ -52,7 +52,7 @@ def external_spec() -> dict[str, Any]:
 def _base_spec() -> dict[str, Any]:
     d = stack_data("prod-h100")
     d["description"] = "production training cluster"
-    d["versions"] = {"cuda": "12.4", "nccl": "2.21.5", "doca": "2.9", "kernel": "6.1"}
+    d["versions"] = {"cuda": "12.4", "nccl": "2.21.5", "doca": "2.9", "kernel": "6.1", "seaweedfs": "3.39"}
     pool = d["compute"]["pools"][0]
     pool["topology_file"] = "/etc/nccl/topo.xml"
     rails = pool["compute_rails"]
