@@ -48,7 +48,8 @@ class StreamVariables(Variables):
                              "what the first fetch buffers before the clock starts is a small part of the read")
     drill: bool = var(False, "kill the broker leading the most partitions during production (stream.durability); "
                       "the cluster keeps serving, the killed node restarts")
-    latency_messages: int = var(300, "messages of the latency run, sent at 100 per second")
+    latency_messages: int = var(2000, "messages of the latency run, sent at 100 per second: the p99 is then the "
+                                      "20th slowest, which one stall of a busy host cannot decide")
     latency_warmup_messages: int = var(2000, "messages sent the same way just before the latency run and not "
                                        "counted: a broker JVM that has served little runs its request path cold")
 
