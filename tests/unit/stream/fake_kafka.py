@@ -13,6 +13,7 @@ claim: throughput and latency come from a real broker (docs/kafka.md).
 from __future__ import annotations
 
 import random
+import time
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -70,6 +71,8 @@ class FakeConsumer:
         for _ in range(self.rng.randint(1, num_messages)):
             ready = [p for p, o in self.next.items() if max(o, self.topic.low.get(p, 0)) < len(self.topic.logs[p])]
             if not ready:
+                if not out:  # the real call blocks up to `timeout` for a message; never spin a caller's loop
+                    time.sleep(0.01 if timeout < 0 else min(timeout, 0.01))
                 break
             p = self.rng.choice(ready)
             o = max(self.next[p], self.topic.low.get(p, 0))  # deleted offsets: the log resumes at the low mark
