@@ -59,6 +59,7 @@ class RollingVariables(Variables):
 
 
 INSTALLED = "/usr/local/bin/weed"  # roles/objectstore objectstore_weed_path: what the units run
+_UPGRADE_KEY = ("objectstore.rolling", "releases")  # (installed, upgraded to), read once in prepare
 _SERVICES = ("seaweedfs-master", "seaweedfs-volume", "seaweedfs-filer", "seaweedfs-s3")
 _RELEASE = re.compile(r"version\s+(\d+GB)\s+(\S+)")
 
@@ -142,8 +143,8 @@ class RollingRestart(Check):
     def prepare(self, ctx: Context, target: AcceptanceTarget, subject: Subject) -> None:
         s3_credentials(ctx)
         warp_version(ctx, subject.hosts[0], warp_on(ctx, subject.hosts[0]))
-        if ctx.var(RollingVariables).upgrade_binary:
-            self._upgrade_versions(ctx)
+        if ctx.var(RollingVariables).upgrade_binary:  # refused here, before the load and any restart
+            ctx.keep(_UPGRADE_KEY, self._upgrade_versions(ctx))
 
     def _upgrade_versions(self, ctx: Context) -> tuple[str, str]:
         """(installed release, release upgraded to), the same on every host; CheckError before anything restarts
@@ -176,7 +177,7 @@ class RollingRestart(Check):
         servers = volume_servers(ctx)
         duration = v.lead_s + len(servers) * v.per_server_s + 10
         out = ctx.workdir(f"rolling-{rep.label}")
-        releases = self._upgrade_versions(ctx) if v.upgrade_binary else None
+        releases = (ctx.recall(_UPGRADE_KEY) or self._upgrade_versions(ctx)) if v.upgrade_binary else None
         env = self._start_load(ctx, host, out, duration)
         try:
             time.sleep(v.lead_s)
