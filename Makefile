@@ -70,7 +70,8 @@ molecule: venv image
 lab-e2e: venv
 	$(BIN)/pytest -q tests/lab
 
-## The lab end to end through docs/runbooks/add-compute-node.md: one GPU node, then two (about 4 minutes more).
+## The lab end to end through docs/runbooks/add-compute-node.md and add-oss-pair.md: one GPU node and one OSS
+## pair, then two nodes and a second pair (about 11 minutes more).
 lab-e2e-growth: venv
 	KILN_LAB_GROWTH=1 $(BIN)/pytest -q tests/lab
 

@@ -100,8 +100,26 @@ def _setting_changes(host: str, role: str, old: dict[str, Any], new: dict[str, A
                     out.append(_whole_target(host, target, old, new))
                 continue
         cls, how, runbook = _classify(kind, name, role, a, b)
+        if cls == "pair-failover" and not _paired(old, new):
+            cls, how = "service-restart", _ALONE[kind]
         out.append(Change(host=host, setting=key, old=a, new=b, change=cls, how=how, runbook=runbook))
     return out
+
+
+#: Why a server without a failover partner stops its targets for a change a pair makes by failover.
+_ALONE = {
+    kind: f"no failover partner to take its targets: they stop while {why}, and what they serve (for the MGS or an "
+    "MDT, the whole filesystem) waits meanwhile; plan a maintenance window"
+    for kind, why in (("module_option", "the modules reload"), ("module_param", "the modules reload"),
+                      ("version", "the server is upgraded"), ("target", "tunefs.lustre runs on them"))
+}
+
+
+def _paired(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """Whether a server has a failover partner: one of its targets lists more than one server that may mount it
+    (`servicenodes`, one NID list per server; kiln/plan/record.py)."""
+    return any(k.startswith("target/") and k.endswith(".servicenodes") and len(v or ()) > 1
+               for settings in (old, new) for k, v in settings.items())
 
 
 def _whole_target(host: str, target: str, old: dict[str, Any], new: dict[str, Any]) -> Change:
@@ -244,6 +262,9 @@ _RULES: dict[str, Callable[[str, str, Any, Any], Verdict]] = {
     "layout": _live("lfs setstripe on the directory: new files only, existing files keep their layout"),
     "lnet": _live("lnetctl route add/del in place"),
     "fencing": _live("pcs stonith update on the pair; the targets stay where they are"),
+    "ha": _live("the lustre_ha role updates the pair's healthLNET in place (kiln deploy --tags lustre_ha,record "
+                "--limit <pair>): its parameters are unique=0 and it advertises reload, so Pacemaker reloads it and "
+                "no target moves"),
     "mount": lambda n, r, o, w: ("client-remount", "mount options apply at mount: drain, unmount, remount",
                                  RB_UPGRADE),
     "module_param": _load_time,

@@ -8,7 +8,7 @@ used (the fence device's address and login) is root-only (`root_only`).
 
 Settings are keyed `<kind>/<name>`; the kind says how a change is applied (kiln/plan/changes.py classifies by it):
 sysctl, host, set_param, set_param_persistent, module_param, module_option, mount, env (the tunables' `apply`),
-version, target, filesystem, pool, layout, nic, lnet, fencing, objectstore, monitoring.
+version, target, filesystem, pool, layout, nic, lnet, fencing, ha, objectstore, monitoring.
 """
 
 from __future__ import annotations
@@ -61,12 +61,23 @@ def host_settings(plan: Plan, host: Host) -> dict[str, Any]:
     if host.failover_partner and fencing is not None:
         out.update({"fencing/agent": fencing.agent, "fencing/address": fencing.address,
                     "fencing/username": fencing.username})
+    out.update(_lnet_check(plan, host))
     if host.name in plan.objectstore.hosts:
         out.update(_objectstore(plan))
     if host.name in plan.monitoring.hosts:
         out["monitoring/retention_days"] = plan.monitoring.retention_days
     out.update(_kafka(plan, host))
     return dict(sorted(out.items()))
+
+
+def _lnet_check(plan: Plan, host: Host) -> dict[str, Any]:
+    """The NIDs a failover node's healthLNET pings and how many must answer (kiln/plan/ha.py): growing the servers
+    changes them on the existing pairs, which the lustre_ha role applies with `--tags lustre_ha`."""
+    pair = plan.ha.pair_of(host.name)
+    node = next((n for n in pair.nodes if n.name == host.name), None) if pair is not None else None
+    if node is None or node.lnet is None:
+        return {}
+    return {"ha/lnet_host_list": " ".join(node.lnet.host_list), "ha/lnet_threshold": node.lnet.threshold}
 
 
 def _kafka(plan: Plan, host: Host) -> dict[str, Any]:

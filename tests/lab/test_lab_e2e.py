@@ -3,9 +3,10 @@ inventory`) → `kiln deploy lab` from `pip install 'kiln[deploy]'` of the wheel
 → `kiln diff lab` (the records the deploy wrote match the checkout's plan) → `kiln lab up --steps verify` (the
 report with real figures) → a verify re-run after a sysctl drifted → `kiln lab down`.
 
-With KILN_LAB_GROWTH=1 the deploy is docs/runbooks/add-compute-node.md instead: the lab with one GPU node, then its
-pool grown to two (about 220 s more than deploying both at once: not in `make test`, whose 60 minutes do not have
-them; docs/testing.md), and the verify runs on the grown lab.
+With KILN_LAB_GROWTH=1 the deploy is docs/runbooks/add-compute-node.md and add-oss-pair.md instead: the lab with
+one GPU node and one OSS pair, then its pool grown to two nodes and a second pair added (the hosts are those of the
+grown stack, written outside the checkout and given with --stacks-dir; not in `make test`, whose 60 minutes do not
+have the time it adds: docs/testing.md), and the verify runs on the grown lab.
 
 Runs the real thing on this machine: podman hosts, the kiln.cluster playbooks, SeaweedFS, iperf3, fio, warp.
 It takes over the `lab` stack (a developer's running lab is removed first and at the end)."""
@@ -28,6 +29,7 @@ from kiln.lab.lifecycle import LAB_CANNOT_MEASURE
 from kiln.plan import build_plan
 from kiln.render.inventory import container_name
 from kiln.spec import load_stack
+from kiln.verify.checks.ha import parse_crm_mon
 from kiln.verify.parsers import parse_fio
 from tests.conftest import user_env
 
@@ -242,15 +244,17 @@ def lab_secrets() -> dict[str, str]:
     return dict(line.split("=", 1) for line in (STATE / "secrets" / "s3.env").read_text().splitlines() if line)
 
 
-def write_project_stack(project: Path, gpu_nodes: int) -> Path:
-    """The lab's stack in a directory outside the checkout, its GPU pool at `gpu_nodes` (the checkout's has 2);
-    otherwise the checkout's file as it is."""
-    pool = "        - name: gpu\n          nodes: 2\n"
+def write_project_stack(project: Path, gpu_nodes: int, oss_nodes: int = 2) -> Path:
+    """The lab's stack in a directory outside the checkout, its GPU pool at `gpu_nodes` and its OSS at `oss_nodes`
+    (the checkout's has 2 and 2); otherwise the checkout's file as it is."""
+    pool, oss = "        - name: gpu\n          nodes: 2\n", "      oss:\n        nodes: 2\n"
     text = (ROOT / "stacks" / "Pulumi.lab.yaml").read_text()
     assert text.count(pool) == 1, "the lab stack's GPU pool is no longer where this test looks for it"
+    assert text.count(oss) == 1, "the lab stack's OSS count is no longer where this test looks for it"
+    text = text.replace(pool, pool.replace("nodes: 2", f"nodes: {gpu_nodes}"))
     path = project / "stacks" / "Pulumi.lab.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text.replace(pool, pool.replace("nodes: 2", f"nodes: {gpu_nodes}")))
+    path.write_text(text.replace(oss, oss.replace("nodes: 2", f"nodes: {oss_nodes}")))
     return path
 
 
@@ -292,40 +296,111 @@ def topic_partitions(topic: str) -> int:
     return len(AdminClient({"bootstrap.servers": brokers}).list_topics(topic, timeout=30).topics[topic].partitions)
 
 
+def monitoring_from_project(bin_dir: Path, project: Path) -> tuple[str, ...]:
+    """Prometheus's targets rendered from the project's stack as it is now (lab-vars.yml names the lab's, of the
+    grown stack): the `-e` that passes them to the monitoring role."""
+    assert installed_kiln(bin_dir, project, "monitoring", "lab", "--out", "monitoring").returncode == 0
+    return ("-e", f"monitoring_config_src={project / 'monitoring'}")
+
+
+def planned_changes(bin_dir: Path, project: Path) -> set[tuple[str, str, str]]:
+    """(host, setting, class) of every change `kiln diff lab --json` lists for the project's stack; it exits 0."""
+    diff = installed_kiln(bin_dir, project, "diff", "lab", "--json")
+    assert diff.returncode == 0, diff.stdout
+    return {(c["host"], c["setting"], c["change"]) for c in json.loads(diff.stdout)["changes"]}
+
+
+def pacemaker(host: str) -> tuple[dict[str, str], str]:
+    """Where Pacemaker on `host` runs each Lustre target (crm_mon, parsed by the ha checks' parser), and the
+    resources' configuration as the CIB holds it."""
+    def run(cmd: str) -> str:
+        return subprocess.run(["podman", "exec", container_name("lab", host), "bash", "-c", cmd],
+                              capture_output=True, text=True, check=True, timeout=60).stdout
+
+    where, _ = parse_crm_mon(run("crm_mon -1 --output-as=xml"), {f"lab-OST{i:04X}" for i in range(8)})
+    return where, run("cibadmin --query --scope resources")
+
+
+def reload_pair_health_checks(bin_dir: Path, project: Path, pair: tuple[str, str], nids: str) -> None:
+    """`kiln deploy --tags lustre_ha,record --limit <pair>` (the `live` ha/lnet_host_list lines of kiln diff): the
+    pair's healthLNET takes the new host list in place and no target moves."""
+    before, _ = pacemaker(pair[0])
+    out = deploy_from_wheel(bin_dir, project, "--tags", "lustre_ha,record", "--limit", ",".join(pair))
+    assert changed_hosts(out).startswith(f"changed: {pair[0]} ("), changed_hosts(out)
+    after, cib = pacemaker(pair[0])
+    assert after == before and len(before) == 4, (before, after)
+    assert f'name="host_list" value="{nids}"' in cib, cib[-3000:]
+
+
+def grow_gpu_pool(bin_dir: Path, project: Path) -> None:
+    """docs/runbooks/add-compute-node.md: the pool from one node to two. The diff shows the new host, the token
+    topic's added partitions and the lab pair's health check pinging the new client; the new host is configured
+    alone, then the pair, Prometheus, the data movers and the KRaft nodes follow."""
+    write_project_stack(project, gpu_nodes=2)  # step 1: the pool grows; what will change
+    kraft = {(h, "kafka/topic/lab-tokens/partitions", "live") for h in ("kafka-01", "kafka-02", "kafka-03")}
+    pair = {(h, "ha/lnet_host_list", "live") for h in ("oss01", "oss02")}
+    changes = planned_changes(bin_dir, project)
+    assert changes == {("gpu002", "host", "add")} | kraft | pair, changes
+    assert installed_kiln(bin_dir, project, "inventory", "lab").returncode == 0  # step 2
+    out = deploy_from_wheel(bin_dir, project, "--limit", "gpu002")  # step 4: the new host alone
+    assert changed_hosts(out).startswith("changed: gpu002 (") and "," not in changed_hosts(out), changed_hosts(out)
+    plan = build_plan(load_stack("lab", project / "stacks"), source="lab")
+    nids = " ".join(plan.ha.pairs[0].nodes[0].lnet.host_list)  # type: ignore[union-attr]
+    reload_pair_health_checks(bin_dir, project, ("oss01", "oss02"), nids)  # step 5
+    extra = monitoring_from_project(bin_dir, project)
+    out = deploy_from_wheel(bin_dir, project, "--tags", "monitoring", "--limit", "s3-01", extra=extra)  # step 6
+    assert changed_hosts(out).startswith("changed: s3-01 ("), changed_hosts(out)
+    out = deploy_from_wheel(bin_dir, project, "--tags", "datamover", "--limit", "kiln_compute")  # step 7
+    assert changed_hosts(out).startswith("changed: gpu001 ("), changed_hosts(out)  # its copy of the stack file
+    deploy_from_wheel(bin_dir, project, "--tags", "kafka,record", "--limit", "kiln_kafka")  # step 8
+    assert topic_partitions("lab-tokens") == 4
+    assert planned_changes(bin_dir, project) == set()  # step 10: nothing left to change
+
+
+def add_oss_pair(bin_dir: Path, project: Path) -> None:
+    """docs/runbooks/add-oss-pair.md: oss03 and oss04 join as a second pair. The diff shows the two hosts, the
+    datasets layout's wider stripe and the first pair's health check pinging the new servers; the new servers are
+    configured alone and form their own Pacemaker cluster with their targets at home, the first pair takes its new
+    host list with no target moving, then the layouts, Prometheus and the data movers follow."""
+    write_project_stack(project, gpu_nodes=2, oss_nodes=4)  # step 1
+    pair = {(h, "ha/lnet_host_list", "live") for h in ("oss01", "oss02")}
+    changes = planned_changes(bin_dir, project)
+    assert changes == {("oss03", "host", "add"), ("oss04", "host", "add"),
+                       ("mds01", "layout//lustre/datasets", "live")} | pair, changes
+    assert installed_kiln(bin_dir, project, "inventory", "lab").returncode == 0  # step 2
+    out = deploy_from_wheel(bin_dir, project, "--limit", "oss03,oss04")  # step 3: the new servers alone
+    assert re.fullmatch(r"changed: oss03 \(\d+\), oss04 \(\d+\)", changed_hosts(out)), changed_hosts(out)
+    where, _ = pacemaker("oss03")  # step 4: the new pair's targets, each on its own server
+    assert where == {"lab-OST0004": "oss03", "lab-OST0005": "oss03", "lab-OST0006": "oss04",
+                     "lab-OST0007": "oss04"}, where
+    plan = build_plan(load_stack("lab", project / "stacks"), source="lab")
+    nids = " ".join(plan.ha.pairs[0].nodes[0].lnet.host_list)  # type: ignore[union-attr]
+    reload_pair_health_checks(bin_dir, project, ("oss01", "oss02"), nids)  # step 5
+    out = deploy_from_wheel(bin_dir, project, "--tags", "lustre_layout,record", "--limit", "gpu001,mds01")  # step 6
+    assert "mds01 (" in changed_hosts(out), changed_hosts(out)
+    extra = monitoring_from_project(bin_dir, project)
+    out = deploy_from_wheel(bin_dir, project, "--tags", "monitoring", "--limit", "s3-01", extra=extra)  # step 8
+    assert changed_hosts(out).startswith("changed: s3-01 ("), changed_hosts(out)
+    deploy_from_wheel(bin_dir, project, "--tags", "datamover", "--limit", "kiln_compute")  # step 9
+    # Step 11: nothing left to change; three plans recorded (the first converge, each growth).
+    diff = installed_kiln(bin_dir, project, "diff", "lab", "--json")
+    assert diff.returncode == 0 and json.loads(diff.stdout)["changes"] == [], diff.stdout
+    assert len(json.loads(diff.stdout)["recorded_plan_digests"]) == 3, diff.stdout
+
+
 def deploy_and_grow(bin_dir: Path, project: Path) -> None:
-    """The lab configured by the installed kiln with one GPU node, then grown to two by
-    docs/runbooks/add-compute-node.md: the diff shows the new host and the token topic's added partitions, the new
-    host is configured alone, then Prometheus and the KRaft nodes follow, and nothing is left to change."""
+    """The lab configured by the installed kiln with one GPU node and one OSS pair, then grown: a GPU node, then a
+    second pair."""
     write_project_stack(project, gpu_nodes=1)
     assert installed_kiln(bin_dir, project, "inventory", "lab").returncode == 0
-    # Prometheus's targets of the one-node plan (lab-vars.yml names the checkout's, of the whole lab)
-    assert installed_kiln(bin_dir, project, "monitoring", "lab", "--out", "monitoring").returncode == 0
-    out = deploy_from_wheel(bin_dir, project, extra=("-e", f"monitoring_config_src={project / 'monitoring'}"))
+    out = deploy_from_wheel(bin_dir, project, extra=monitoring_from_project(bin_dir, project))
     assert "preflight: 8 hosts reachable, 0 not" in out
     for host in ("gpu001", "mds01", "oss01", "oss02", "s3-01", "kafka-01", "kafka-02", "kafka-03"):
         assert f"{host} (" in changed_hosts(out)  # a first converge changes every host
     assert "gpu002" not in changed_hosts(out)
     assert topic_partitions("lab-tokens") == 2  # partitions: auto, for one node of two ranks
-
-    write_project_stack(project, gpu_nodes=2)  # step 1: the pool grows; what will change
-    diff = installed_kiln(bin_dir, project, "diff", "lab", "--json")
-    assert diff.returncode == 0, diff.stdout
-    changes = {(c["host"], c["setting"], c["change"]) for c in json.loads(diff.stdout)["changes"]}
-    kraft = {(h, "kafka/topic/lab-tokens/partitions", "live") for h in ("kafka-01", "kafka-02", "kafka-03")}
-    assert changes == {("gpu002", "host", "add")} | kraft, changes
-    assert installed_kiln(bin_dir, project, "inventory", "lab").returncode == 0  # step 2
-    out = deploy_from_wheel(bin_dir, project, "--limit", "gpu002")  # step 4: the new host alone
-    assert changed_hosts(out).startswith("changed: gpu002 (") and "," not in changed_hosts(out), changed_hosts(out)
-    out = deploy_from_wheel(bin_dir, project, "--tags", "monitoring", "--limit", "s3-01")  # step 5
-    assert changed_hosts(out).startswith("changed: s3-01 ("), changed_hosts(out)
-    out = deploy_from_wheel(bin_dir, project, "--tags", "datamover", "--limit", "kiln_compute")  # step 6
-    assert changed_hosts(out).startswith("changed: gpu001 ("), changed_hosts(out)  # its copy of the stack file
-    deploy_from_wheel(bin_dir, project, "--tags", "kafka,record", "--limit", "kiln_kafka")  # step 7
-    assert topic_partitions("lab-tokens") == 4
-    # Step 9: nothing left to change; the hosts the growth did not touch keep the first converge's record.
-    diff = installed_kiln(bin_dir, project, "diff", "lab", "--json")
-    assert diff.returncode == 0 and json.loads(diff.stdout)["changes"] == [], diff.stdout
-    assert len(json.loads(diff.stdout)["recorded_plan_digests"]) == 2, diff.stdout
+    grow_gpu_pool(bin_dir, project)
+    add_oss_pair(bin_dir, project)
 
 
 def deploy_whole_lab(bin_dir: Path, project: Path) -> None:
@@ -341,7 +416,11 @@ def deploy_whole_lab(bin_dir: Path, project: Path) -> None:
 def test_lab_deployed_from_the_wheel_verify_rerun_down(wheel_venv: Callable[[str], Path], tmp_path: Path) -> None:
     installed = wheel_venv("deploy")
     assert kiln("lab", "down").returncode == 0  # fresh hosts: the deploy below converges them from nothing
-    hosts = kiln("lab", "up", "--steps", "prepare", "hosts", "inventory")
+    # The lab's hosts are those of the stack as it ends: the checkout's, or with growth the grown one (the checkout's
+    # with a second OSS pair), outside the checkout.
+    stacks = write_project_stack(tmp_path / "grown", gpu_nodes=2, oss_nodes=4).parent if GROWTH else ROOT / "stacks"
+    at = ("--stacks-dir", str(stacks))
+    hosts = kiln("lab", "up", "--steps", "prepare", "hosts", "inventory", *at)
     assert hosts.returncode == 0, "kiln lab up --steps prepare hosts inventory failed"
 
     project = tmp_path / "project"
@@ -349,13 +428,13 @@ def test_lab_deployed_from_the_wheel_verify_rerun_down(wheel_venv: Callable[[str
 
     # What the installed kiln recorded on every host is what the checkout's plan says. A second converge, whose
     # `changed=0` molecule's idempotence step proves role by role, is left to `make lab` run twice (docs/lab.md).
-    diff = kiln("diff", "lab", "--recorded", str(project / "inventory" / "lab"), "--json")
+    diff = kiln("diff", "lab", "--recorded", str(project / "inventory" / "lab"), "--json", *at)
     assert diff.returncode == 0, diff.stdout
     recorded = json.loads(diff.stdout)
     assert recorded["changes"] == [], recorded["changes"]
 
     # Then the lab is verified from the checkout.
-    first = kiln("lab", "up", "--skip-prepare", "--steps", "verify")
+    first = kiln("lab", "up", "--skip-prepare", "--steps", "verify", *at)
     assert first.returncode == 0, f"kiln lab up failed: {unwaived_failures()}"
     assert "not applicable" in first.stdout.lower()
     assert "sign-off INCOMPLETE, as a lab's must be" in first.stdout
@@ -376,7 +455,7 @@ def test_lab_deployed_from_the_wheel_verify_rerun_down(wheel_venv: Callable[[str
     # judged above, so only the quick conformance and security checks (CI time).
     planned = next(str(t.value) for t in build_plan(load_stack("lab"), source="lab").tunables if t.param == DRIFTED)
     subprocess.run(["podman", "exec", container_name("lab", "gpu002"), "sysctl", "-qw", f"{DRIFTED}=0"], check=True)
-    second = kiln("lab", "up", "--skip-prepare", "--steps", "verify", "--only", "security", "conformance.sysctls")
+    second = kiln("lab", "up", "--skip-prepare", "--steps", "verify", "--only", "security", "conformance.sysctls", *at)
     assert second.returncode == 1, "a drifted sysctl did not reject the lab's sign-off"
     again = json.loads(REPORT.read_text())
     assert again["started"] != report["started"], "verification was not re-run"
@@ -388,7 +467,7 @@ def test_lab_deployed_from_the_wheel_verify_rerun_down(wheel_venv: Callable[[str
     ssh_config = (STATE / "ssh" / "config").read_text()
     assert "StrictHostKeyChecking yes" in ssh_config
     known = (STATE / "ssh" / "known_hosts").read_text().splitlines()
-    assert len(known) == 9 and all(line.split()[1] == "ssh-ed25519" for line in known)
+    assert len(known) == (11 if GROWTH else 9) and all(line.split()[1] == "ssh-ed25519" for line in known)
 
     assert kiln("lab", "down").returncode == 0
     status = kiln("lab", "status")

@@ -204,3 +204,15 @@ def test_a_seaweedfs_upgrade_within_one_build_rolls_and_across_builds_is_refused
                                   for h, r in later.items()})
     assert {c.change for c in within} == {"service-restart"}
     assert "objectstore.rolling.upgrade_binary" in within[0].how
+
+
+def test_a_server_without_a_partner_restarts_in_place_and_a_pair_fails_over() -> None:
+    """The lab's oss01/oss02 are a failover pair and its mds01 is alone: a module option read at load time moves a
+    paired server's targets to its partner, but stops the lone server's (no partner to take them)."""
+    out = _run("lab", _override("lnet.ksocklnd.credits", 512))
+    assert out is not None
+    by_host = {c.host: c for c in out[1] if c.setting == "module_option/lnet.ksocklnd.credits"}
+    assert {by_host[h].change for h in ("oss01", "oss02")} == {"pair-failover"}
+    assert by_host["mds01"].change == "service-restart"
+    assert "no failover partner" in by_host["mds01"].how and "whole filesystem" in by_host["mds01"].how
+    assert by_host["gpu001"].change == "client-remount"

@@ -115,14 +115,18 @@ def test_a_pool_named_like_a_server_family_counts_both_against_the_subnet() -> N
 def test_growing_the_stream_s_consumer_pool_also_adds_partitions_live() -> None:
     """The lab's GPU pool is its token topic's consumers and the topic's partitions are `auto` (a multiple of the
     consumers): one more node is the new host and, on every KRaft node, more partitions, a live change that the
-    ranks follow by merging their stream states (docs/runbooks/add-compute-node.md)."""
+    ranks follow by merging their stream states (docs/runbooks/add-compute-node.md). The lab's one pair pings the
+    clients too (it has too few other servers), so its healthLNET host list grows by the new client, live."""
     def shrink(d: dict[str, Any]) -> None:
         d["compute"]["pools"][0]["nodes"] = 1
 
-    before, after = _plan("lab", {"gpu": 2}, shrink), _plan("lab", {"gpu": 2})
+    before, after = _plan("lab", {"gpu": 2, "oss": 4}, shrink), _plan("lab", {"gpu": 2, "oss": 4})
     changes = diff_records(host_records(before), host_records(after))
     assert {(c.host, c.change) for c in changes if c.change == "add"} == {("gpu002", "add")}
     rest = {(c.host, c.setting, c.change, c.old, c.new) for c in changes if c.change != "add"}
     kraft = ("kafka-01", "kafka-02", "kafka-03")
-    assert rest == {(h, "kafka/topic/lab-tokens/partitions", "live", 2, 4) for h in kraft}
+    nids = {h.name: n.nid for h in after.hosts for n in h.nics if n.nid}
+    old, new = f"{nids['mds01']} {nids['gpu001']}", f"{nids['mds01']} {nids['gpu001']} {nids['gpu002']}"
+    assert rest == {(h, "kafka/topic/lab-tokens/partitions", "live", 2, 4) for h in kraft} | {
+        (h, "ha/lnet_host_list", "live", old, new) for h in ("oss01", "oss02")}
     assert exit_code(changes) == EXIT_OK

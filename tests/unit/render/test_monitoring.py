@@ -125,7 +125,7 @@ def test_prometheus_scrapes_every_planned_target() -> None:
            for sc in j["static_configs"]}
     assert got == {(t.job, t.host, t.address) for t in plan.monitoring.scrape_targets}
     assert cfg["global"]["scrape_interval"] == "5s"
-    assert cfg["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"] == ["10.89.10.7:9093"]
+    assert cfg["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"] == ["10.89.10.9:9093"]
 
 
 def test_overview_dashboard_draws_the_plans_demand_line() -> None:

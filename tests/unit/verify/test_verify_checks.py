@@ -477,7 +477,7 @@ def test_objectstore_exposure_fails_without_a_firewall() -> None:
     open_all = {p: "open" for p in (8333, 9333, 19333, 8080, 18080, 8888, 18888)}
     s = measure("security.objectstore_exposure", {"gpu002": _exposure(open_all)}, "gpu002")
     assert s.value == 6 and s.info["checked"] == 7  # s3-01 is the lab's master: master, volume, filer × HTTP, gRPC
-    assert "s3-01 seaweedfs filer 10.89.20.7:8888: planned closed to gpu002 (object-store hosts only), found open" \
+    assert "s3-01 seaweedfs filer 10.89.20.9:8888: planned closed to gpu002 (object-store hosts only), found open" \
         in s.details
     # gpu001 receives the lab's models (filer_access): the filer's gRPC port is planned open to it, nothing else
     s = measure("security.objectstore_exposure", {"gpu001": _exposure(open_all)}, "gpu001")
@@ -487,14 +487,14 @@ def test_objectstore_exposure_fails_without_a_firewall() -> None:
 def test_objectstore_exposure_passes_with_only_s3_open_and_needs_s3() -> None:
     assert measure("security.objectstore_exposure", {"gpu002": _exposure({8333: "open"})}, "gpu002").value == 0
     s = measure("security.objectstore_exposure", {"gpu002": _exposure({})}, "gpu002")
-    assert s.details == ["s3-01 S3 gateway 10.89.20.7:8333: planned reachable from gpu002, found dropped"]
+    assert s.details == ["s3-01 S3 gateway 10.89.20.9:8333: planned reachable from gpu002, found dropped"]
 
 
 def test_objectstore_exposure_wants_the_planned_filer_subscription_open_to_the_model_receiver() -> None:
     s = measure("security.objectstore_exposure", {"gpu001": _exposure({8333: "open", 18888: "open"})}, "gpu001")
     assert s.value == 0 and "18888" in s.info["filer_subscription_open"]
     s = measure("security.objectstore_exposure", {"gpu001": _exposure({8333: "open"})}, "gpu001")
-    assert s.details == ["s3-01 seaweedfs filer gRPC 10.89.20.7:18888: planned reachable from gpu001, found dropped"]
+    assert s.details == ["s3-01 seaweedfs filer gRPC 10.89.20.9:18888: planned reachable from gpu001, found dropped"]
 
 
 def test_exposure_probe_tells_open_from_refused() -> None:
