@@ -138,12 +138,36 @@ def published_ceiling(spec: ClusterSpec) -> bool:
     return sv is not None and sv.read_GBps is not None and sv.write_GBps is not None
 
 
+#: The factor prefix of each server class (lustre.oss.server.kind): its read and write shares of the NICs' line rate.
+SERVER_CLASS_FACTORS = {
+    "self-built": "server_self_built",
+    "clusterstor-e1000-flash": "server_clusterstor",
+    "flash-appliance": "server_appliance",
+}
+
+
+def server_class_factors(spec: ClusterSpec) -> tuple[str, str]:
+    """The read and write factor names of the OSS's server class (self-built when the stack names none)."""
+    sv = spec.lustre.oss.server
+    prefix = SERVER_CLASS_FACTORS[sv.kind if sv is not None else "self-built"]
+    return f"{prefix}_read", f"{prefix}_write"
+
+
+def _class_shares() -> str:
+    """Each server class's read/write shares of line rate, as the plan's note shows them."""
+    kb = knowledge.load()
+    return ", ".join(
+        f"{kind} {kb.factor(f'{prefix}_read'):g}/{kb.factor(f'{prefix}_write'):g}"
+        for kind, prefix in SERVER_CLASS_FACTORS.items()
+    )
+
+
 def server_ceiling(spec: ClusterSpec) -> Rate:
     """What one OSS delivers at most, read and write; both bounds say how the ceiling was found.
 
     A published ceiling (lustre.oss.server.read_GBps/write_GBps, shared by servers_per_unit OSS) wins;
-    otherwise the ceiling is derived from PCIe: the slower of the NICs' lanes and the drives' lanes,
-    times server_pcie (then the one efficiency factor the ceiling uses).
+    otherwise the ceiling is derived: the lesser of PCIe (the slower of the NICs' lanes and the drives' lanes
+    × server_pcie) and the server class's published share of the NICs' line rate (server_<class>_read/_write).
     """
     kb = knowledge.load()
     oss = spec.lustre.oss
@@ -162,12 +186,19 @@ def server_ceiling(spec: ClusterSpec) -> Rate:
         share = sv.pcie_lanes / (nic_lanes + drive_lanes)
         nic_lanes, drive_lanes = nic_lanes * share, drive_lanes * share
     f = kb.factor("server_pcie")
-    rate = min(nic_lanes, drive_lanes) * lane * f
-    how = (
+    pcie = min(nic_lanes, drive_lanes) * lane * f
+    pcie_how = (
         f"min(NIC lanes {nic_lanes:g}, drive lanes {drive_lanes:g}) × PCIe Gen{gen} {lane:.3g} GB/s per lane "
         f"× server_pcie {f:g}"
     )
-    return Rate(read_GBps=rate, write_GBps=rate, read_bound=how, write_bound=how)
+    line = oss.nics.count * nic.link_GBps
+    bounds = []
+    for name in server_class_factors(spec):
+        cls = line * kb.factor(name)
+        cls_how = f"{oss.nics.count} NICs × {nic.link_GBps:g} GB/s line rate × {name} {kb.factor(name):g}"
+        bounds.append((cls, cls_how) if cls < pcie else (pcie, pcie_how))
+    (read, read_how), (write, write_how) = bounds
+    return Rate(read_GBps=read, write_GBps=write, read_bound=read_how, write_bound=write_how)
 
 
 def server_layer(spec: ClusterSpec) -> Layer:
@@ -176,15 +207,19 @@ def server_layer(spec: ClusterSpec) -> Layer:
     With lustre.mds.colocated_with_oss the first mds.nodes OSS hosts run MDTs too and their ceiling is shared
     between MDT and OST traffic. A published ceiling is the appliance's as measured with its MDTs on the same
     controllers (DDN AI400X2: four VMs on two controllers run the OSS and MDS, MLPerf Storage v0.5 system
-    description closed/DDN/systems/AI400X2_24x13.9TiB_nvme_8xHDR200.json), so it is not split again. A derived
+    description closed/DDN/systems/AI400X2_24x13.9TiB_nvme_8xHDR200.json), so it is not split again, nor is a
+    server class's share (measured per server as built, the Cambridge servers with their MDTs). A PCIe-derived
     ceiling is split by the drives behind each kind of target (kit assumption, conservative: MDT drives busy
     at the OST drives' pace): OST traffic gets OST drives ÷ (OST + MDT drives) of it on those hosts."""
     lu = spec.lustre
     ceiling = server_ceiling(spec)
     published = published_ceiling(spec)
-    factors = () if published else ("server_pcie",)
-    formula = f"{lu.oss.nodes} OSS × server ceiling: {ceiling.read_bound}"
-    servers = float(lu.oss.nodes)
+    factors = () if published else ("server_pcie", *server_class_factors(spec))
+    bound = ceiling.read_bound
+    if ceiling.write_bound != bound:
+        bound = f"read {bound}; write {ceiling.write_bound}"
+    formula = f"{lu.oss.nodes} OSS × server ceiling: {bound}"
+    split = {"read": float(lu.oss.nodes), "write": float(lu.oss.nodes)}
     if lu.mds.colocated_with_oss and published:
         formula += "; MDTs on the same controllers (in the figure)"
     elif lu.mds.colocated_with_oss:
@@ -192,14 +227,15 @@ def server_layer(spec: ClusterSpec) -> Layer:
         mdt = lu.mds.mdts.per_node * lu.mds.mdts.devices_per_target
         share = ost / (ost + mdt)
         plain, both = lu.oss.nodes - lu.mds.nodes, lu.mds.nodes
+        pcie = {"read": "server_pcie" in ceiling.read_bound, "write": "server_pcie" in ceiling.write_bound}
+        split = {k: plain + both * share if v else split[k] for k, v in pcie.items()}
         formula = (
-            f"({plain} OSS + {both} OSS with MDTs × OST share {ost}/({ost}+{mdt}) drives = {share:.3f}) × server "
-            f"ceiling: {ceiling.read_bound}"
+            f"({plain} OSS + {both} OSS with MDTs × OST share {ost}/({ost}+{mdt}) drives = {share:.3f} where PCIe "
+            f"binds) × server ceiling: {bound}"
         )
-        servers = plain + both * share
     return Layer(
-        name="oss_servers", kind="supply", read_GBps=servers * ceiling.read_GBps,
-        write_GBps=servers * ceiling.write_GBps, formula=formula, factors=factors,
+        name="oss_servers", kind="supply", read_GBps=split["read"] * ceiling.read_GBps,
+        write_GBps=split["write"] * ceiling.write_GBps, formula=formula, factors=factors,
     )
 
 
@@ -641,11 +677,11 @@ def sizing_notes(
     sv = lu.oss.server
     if sv is None or sv.read_GBps is None:
         notes.append(
-            "server ceiling derived from PCIe × server_pcie, a kit assumption: it did not over-predict an IO500 "
-            "system of plain servers (Cambridge Data Accelerator, OSS NICs bound) but over-predicted 1.5× read and "
-            "2.2× write where the servers were likely appliance VMs sharing controllers (docs/sizing-model.md, "
-            "Calibration). For an appliance, give lustre.oss.server.read_GBps/write_GBps (and servers_per_unit) "
-            "with the vendor's published figure"
+            f"server ceiling derived, class {sv.kind if sv is not None else 'self-built'} "
+            "(lustre.oss.server.kind): the lesser of PCIe × server_pcie (a kit assumption) and the class's measured "
+            f"share of the OSS NICs' line rate ({_class_shares()}; docs/sizing-model.md, Servers by class). For an "
+            "appliance, give lustre.oss.server.read_GBps/write_GBps (and servers_per_unit) with the vendor's published "
+            "figure"
         )
     loader = "the client_loader layer" if spec.workload.samples else "modelled once workload.samples is given"
     notes.append(

@@ -484,10 +484,17 @@ class Mds(Model):
 class ServerCeiling(Model):
     """What one storage server, or one appliance whose controllers several servers share, can move.
 
-    Give the PCIe parts (the model derives a ceiling from them) or the ceiling the vendor publishes
-    (read_GBps and write_GBps with their source); a published ceiling wins over the parts.
+    Give the PCIe parts and the server class (the model derives a ceiling from them) or the ceiling the vendor
+    publishes (read_GBps and write_GBps with their source); a published ceiling wins over the parts.
     """
 
+    kind: Literal["self-built", "clusterstor-e1000-flash", "flash-appliance"] = Field(
+        default="self-built",
+        description="Server class, for a ceiling derived without a published figure: self-built (commodity servers "
+        "with their own NVMe), clusterstor-e1000-flash (HPE ClusterStor E1000 flash SSU, each OSS of a pair on half of "
+        "24 shared drives) or flash-appliance (a vendor appliance whose controllers run OSS VMs). Each class bounds "
+        "one OSS at a published share of its NICs' line rate (docs/sizing-model.md, Servers by class).",
+    )
     pcie_gen: int | None = Field(
         default=None, ge=3, le=6, description="PCIe generation of the server's slots; default the storage NIC's."
     )

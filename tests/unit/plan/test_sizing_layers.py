@@ -67,6 +67,56 @@ def test_server_ceiling_from_pcie_parts(stack: Any) -> None:
     assert "server_pcie" in la.factors and plan.sizing.read_bottleneck == "oss_servers"
 
 
+@pytest.mark.parametrize(
+    ("kind", "prefix"),
+    [("flash-appliance", "server_appliance"), ("clusterstor-e1000-flash", "server_clusterstor")],
+)
+def test_a_server_class_bounds_a_derived_ceiling_at_its_share_of_line_rate(
+    stack: Any, kind: str, prefix: str
+) -> None:
+    data = stack("prod-h100")
+    before = plan_of(data).sizing
+    data["lustre"]["oss"]["server"] = {"kind": kind}
+    plan = plan_of(data)
+    kb, oss = knowledge.load(), data["lustre"]["oss"]
+    line = oss["nodes"] * oss["nics"]["count"] * kb.nics[oss["nics"]["nic"]].link_GBps
+    la = layer(plan, "oss_servers")
+    assert la.read_GBps == pytest.approx(line * kb.factor(f"{prefix}_read"))
+    assert la.write_GBps == pytest.approx(line * kb.factor(f"{prefix}_write"))
+    assert f"{prefix}_read" in la.factors and f"{prefix}_read" in la.formula
+    assert plan.sizing.read_bottleneck == "oss_servers"
+    assert plan.sizing.aggregate_read_GBps < before.aggregate_read_GBps
+    assert any(f"class {kind}" in note for note in plan.sizing.notes)
+
+
+def test_self_built_servers_write_at_their_measured_share(stack: Any) -> None:
+    data = stack("prod-h100")
+    kb, oss = knowledge.load(), data["lustre"]["oss"]
+    line = oss["nics"]["count"] * kb.nics[oss["nics"]["nic"]].link_GBps
+    la = layer(plan_of(data), "oss_servers")
+    # Reads: the class share (0.91) lies above the PCIe derivation here, so PCIe binds; writes: 0.59 of line rate.
+    assert kb.factor("server_self_built_read") > kb.factor("rdma_payload") * kb.factor("lnet_o2ib")
+    assert la.write_GBps == pytest.approx(oss["nodes"] * line * kb.factor("server_self_built_write"))
+    assert "server_self_built_write" in la.formula and "server_pcie" in la.formula
+
+
+def test_a_published_ceiling_wins_over_the_server_class(stack: Any) -> None:
+    data = stack("prod-h100")
+    data["lustre"]["oss"]["server"] = {
+        "kind": "clusterstor-e1000-flash", "read_GBps": 60, "write_GBps": 40, "source": "vendor datasheet (test)"
+    }
+    la = layer(plan_of(data), "oss_servers")
+    assert la.read_GBps == pytest.approx(60 * data["lustre"]["oss"]["nodes"])
+    assert la.factors == ()
+
+
+def test_an_unknown_server_class_is_refused(stack: Any) -> None:
+    data = stack("prod-h100")
+    data["lustre"]["oss"]["server"] = {"kind": "whitebox"}
+    with pytest.raises(Exception, match=r"lustre\.oss\.server\.kind"):
+        plan_of(data)
+
+
 def test_one_client_alone_stops_at_its_ceiling(stack: Any) -> None:
     plan = plan_of(stack("prod-h100"))
     kb = knowledge.load()
