@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 
 KILN_PACKAGE = Path(__file__).parent.parent  # the installed kiln package (or a clone's kiln/)
-PLAYBOOKS = ("site", "storage", "compute")  # the collection's playbooks: kiln.cluster.<name> (docs/playbooks.md)
+# The collection's playbooks: kiln.cluster.<name> (docs/playbooks.md).
+PLAYBOOKS = ("site", "storage", "compute", "rolling")
 
 
 class DeployToolError(RuntimeError):

@@ -72,7 +72,7 @@ def host_settings(plan: Plan, host: Host) -> dict[str, Any]:
 
 def _lnet_check(plan: Plan, host: Host) -> dict[str, Any]:
     """The NIDs a failover node's healthLNET pings and how many must answer (kiln/plan/ha.py): growing the servers
-    changes them on the existing pairs, which the lustre_ha role applies with `--tags lustre_ha`."""
+    changes them on the existing pairs, which the lustre_ha role applies with `--tags lustre_ha,record`."""
     pair = plan.ha.pair_of(host.name)
     node = next((n for n in pair.nodes if n.name == host.name), None) if pair is not None else None
     if node is None or node.lnet is None:

@@ -1,7 +1,8 @@
 """The lab end to end, configured by an installed kiln: fresh podman hosts (`kiln lab up --steps prepare hosts
 inventory`) → `kiln deploy lab` from `pip install 'kiln[deploy]'` of the wheel, in a directory outside the checkout
-→ `kiln diff lab` (the records the deploy wrote match the checkout's plan) → `kiln lab up --steps verify` (the
-report with real figures) → a verify re-run after a sysctl drifted → `kiln lab down`.
+→ the Lustre servers' rolling upgrade (`kiln deploy lab --playbook rolling`, the pair one server at a time
+through Pacemaker) → `kiln diff lab` (the records the deploys wrote match the checkout's plan) → `kiln lab up
+--steps verify` (the report with real figures) → a verify re-run after a sysctl drifted → `kiln lab down`.
 
 With KILN_LAB_GROWTH=1 the deploy is docs/runbooks/add-compute-node.md and add-oss-pair.md instead: the lab with
 one GPU node and one OSS pair, then its pool grown to two nodes and a second pair added (the hosts are those of the
@@ -13,11 +14,15 @@ It takes over the `lab` stack (a developer's running lab is removed first and at
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import subprocess
 import sys
+import threading
+import time
+import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from ipaddress import ip_address, ip_network
 from pathlib import Path
@@ -310,15 +315,66 @@ def planned_changes(bin_dir: Path, project: Path) -> set[tuple[str, str, str]]:
     return {(c["host"], c["setting"], c["change"]) for c in json.loads(diff.stdout)["changes"]}
 
 
-def pacemaker(host: str) -> tuple[dict[str, str], str]:
-    """Where Pacemaker on `host` runs each Lustre target (crm_mon, parsed by the ha checks' parser), and the
-    resources' configuration as the CIB holds it."""
-    def run(cmd: str) -> str:
-        return subprocess.run(["podman", "exec", container_name("lab", host), "bash", "-c", cmd],
-                              capture_output=True, text=True, check=True, timeout=60).stdout
+def on_host(host: str, cmd: str) -> str:
+    return subprocess.run(["podman", "exec", container_name("lab", host), "bash", "-c", cmd],
+                          capture_output=True, text=True, check=True, timeout=60).stdout
 
-    where, _ = parse_crm_mon(run("crm_mon -1 --output-as=xml"), {f"lab-OST{i:04X}" for i in range(8)})
-    return where, run("cibadmin --query --scope resources")
+
+def placement(host: str) -> dict[str, str]:
+    """Where Pacemaker on `host` runs each Lustre target that is Started (crm_mon, parsed by the ha checks' parser)."""
+    return parse_crm_mon(on_host(host, "crm_mon -1 --output-as=xml"), {f"lab-OST{i:04X}" for i in range(8)})[0]
+
+
+def pacemaker(host: str) -> tuple[dict[str, str], str]:
+    """Where Pacemaker on `host` runs each Lustre target, and the resources' configuration as the CIB holds it."""
+    return placement(host), on_host(host, "cibadmin --query --scope resources")
+
+
+def longest_stop(samples: list[tuple[float, dict[str, str]]], target: str) -> float:
+    """The longest time `target` was seen running nowhere: from the last sample that had it Started to the next."""
+    longest, last_seen = 0.0, samples[0][0]
+    for at, where in samples:
+        if target in where:
+            longest, last_seen = max(longest, at - last_seen), at
+    return longest
+
+
+def roll_lustre_servers(bin_dir: Path, project: Path) -> None:
+    """docs/runbooks/rolling-upgrade.md, step 2, as `kiln deploy lab --playbook rolling` runs it: each server of the
+    pair in turn hands its targets to the partner through Pacemaker, is converged, and takes them back. A poller reads
+    crm_mon meanwhile (every 0.5 s plus the read, about 0.7 s): each target ran on the partner while its server was
+    out, every target is home at the end, and none was stopped for a minute at a stretch (a move took 1.3 s or less
+    in the lab; the bound leaves room for a slow host, and a target left stopped fails it)."""
+    home = {"lab-OST0000": "oss01", "lab-OST0001": "oss01", "lab-OST0002": "oss02", "lab-OST0003": "oss02"}
+    assert placement("oss01") == home
+    samples: list[tuple[float, dict[str, str]]] = []
+    done = threading.Event()
+
+    def poll() -> None:
+        while not done.is_set():
+            # crm_mon busy while a node changes state: the next sample counts.
+            with contextlib.suppress(subprocess.SubprocessError, ET.ParseError):
+                samples.append((time.monotonic(), placement("oss01")))
+            done.wait(0.5)
+
+    poller = threading.Thread(target=poll, daemon=True)
+    start = time.monotonic()
+    poller.start()
+    try:
+        out = deploy_from_wheel(bin_dir, project, "--playbook", "rolling")
+    finally:
+        done.set()
+        poller.join()
+    seconds = time.monotonic() - start
+    assert re.fullmatch(r"changed: oss01 \(\d+\), oss02 \(\d+\)", changed_hosts(out)), changed_hosts(out)
+    assert placement("oss01") == home
+    partner = {"oss01": "oss02", "oss02": "oss01"}
+    for target, server in home.items():
+        assert any(where.get(target) == partner[server] for _, where in samples), f"{target} never moved"
+    stops = {target: longest_stop(samples, target) for target in home}
+    print(f"rolling upgrade of the pair: {seconds:.0f} s, {len(samples)} samples; longest stop per target (s): "
+          + ", ".join(f"{t} {s:.1f}" for t, s in stops.items()))
+    assert max(stops.values()) < 60, stops
 
 
 def reload_pair_health_checks(bin_dir: Path, project: Path, pair: tuple[str, str], nids: str) -> None:
@@ -404,13 +460,15 @@ def deploy_and_grow(bin_dir: Path, project: Path) -> None:
 
 
 def deploy_whole_lab(bin_dir: Path, project: Path) -> None:
-    """The lab configured by the installed kiln in one converge of every host."""
+    """The lab configured by the installed kiln in one converge of every host, then its Lustre pair upgraded one
+    server at a time."""
     write_project_stack(project, gpu_nodes=2)
     assert installed_kiln(bin_dir, project, "inventory", "lab").returncode == 0
     out = deploy_from_wheel(bin_dir, project)
     assert "preflight: 9 hosts reachable, 0 not" in out
     for host in ("gpu001", "gpu002", "mds01", "oss01", "oss02", "s3-01", "kafka-01", "kafka-02", "kafka-03"):
         assert f"{host} (" in changed_hosts(out)  # a first converge changes every host
+    roll_lustre_servers(bin_dir, project)
 
 
 def test_lab_deployed_from_the_wheel_verify_rerun_down(wheel_venv: Callable[[str], Path], tmp_path: Path) -> None:
