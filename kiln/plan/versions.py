@@ -2,7 +2,8 @@
 
 A combination the matrix does not name is refused: Lustre clients and servers that do not interoperate, a CUDA
 toolkit newer than the driver branch runs, an NCCL release without a build for the CUDA version, a DOCA-Host
-release without drivers for the kernel series, a SeaweedFS release kiln has no build of.
+release without drivers for the kernel series, a SeaweedFS release kiln has no build of or
+refuses for a known defect.
 """
 
 from __future__ import annotations
@@ -33,10 +34,20 @@ def build_versions(spec: ClusterSpec) -> tuple[VersionsPlan, list[SpecIssue]]:
         doca_release=doca.release if (doca := compat.load().doca_kernel.get(v.doca)) else "",
     )
     doca_issues = _doca(plan) if spec.fabric.rdma_stack == "doca" else []
-    weed = compat.load().seaweedfs_releases
-    weed_issues = (_not_in_matrix("versions.seaweedfs", v.seaweedfs, weed)
-                   if spec.objectstore.backend == "seaweedfs" and v.seaweedfs not in weed else [])
+    weed_issues = _seaweedfs(v.seaweedfs) if spec.objectstore.backend == "seaweedfs" else []
     return plan, [*_lustre(plan), *_cuda(plan), *_nccl(plan), *doca_issues, *weed_issues]
+
+
+def _seaweedfs(release: str) -> list[SpecIssue]:
+    """A SeaweedFS release the matrix does not list, or lists as refused for a defect."""
+    weed = compat.load().seaweedfs_releases
+    supported = {r: e for r, e in weed.items() if not e.refused}
+    if release not in weed:
+        return _not_in_matrix("versions.seaweedfs", release, supported)
+    if release in supported:
+        return []
+    return [SpecIssue("versions.seaweedfs", release, f"is refused: {weed[release].refused}",
+                      f"pin one of {', '.join(supported)}; {FIX_SOURCE}")]
 
 
 def _not_in_matrix(path: str, value: str, table: Mapping[str, object]) -> list[SpecIssue]:

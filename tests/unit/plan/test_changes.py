@@ -106,7 +106,7 @@ CASES: dict[str, tuple[Edit, str]] = {
     "service-restart-kafka-heap": (_baremetal_kafka(lambda k: k.update(heap_GB=0.5)), "service-restart"),
     "live-kafka-retention": (_baremetal_kafka(lambda k: k["topics"][0].update(retention_hours=3)), "live"),
     "refused-kafka-partitions": (_baremetal_kafka(_fewer_partitions), "refused"),
-    "refused-seaweedfs-build": (_set("versions.seaweedfs", "4.31"), "refused"),
+    "refused-seaweedfs-build": (_set("versions.seaweedfs", "4.35"), "refused"),
 }
 
 
@@ -197,10 +197,10 @@ def test_a_seaweedfs_upgrade_within_one_build_rolls_and_across_builds_is_refused
         new = {h: {**r, "settings": {**r["settings"], "objectstore/version": release}} for h, r in recorded.items()}
         return diff_records(recorded, new)
 
-    across = to("4.30")  # 30GB → 8000GB: the index entries grow by a byte
+    across = to("4.34")  # 30GB → 8000GB: the index entries grow by a byte
     assert {c.change for c in across} == {"refused"} and "4- against 5-byte offsets" in across[0].how
-    later = {h: {**r, "settings": {**r["settings"], "objectstore/version": "4.30"}} for h, r in recorded.items()}
-    within = diff_records(later, {h: {**r, "settings": {**r["settings"], "objectstore/version": "4.31"}}
+    later = {h: {**r, "settings": {**r["settings"], "objectstore/version": "4.34"}} for h, r in recorded.items()}
+    within = diff_records(later, {h: {**r, "settings": {**r["settings"], "objectstore/version": "4.35"}}
                                   for h, r in later.items()})
     assert {c.change for c in within} == {"service-restart"}
     assert "objectstore.rolling.upgrade_binary" in within[0].how

@@ -125,16 +125,23 @@ def test_an_unknown_cuda_version_names_the_known_ones() -> None:
 
 def test_a_seaweedfs_release_kiln_has_no_build_of_is_refused_and_the_pin_reaches_the_role() -> None:
     issues = _issues("lab", seaweedfs="4.05")
-    assert [p for p, _ in issues] == ["versions.seaweedfs"] and "3.39, 4.30, 4.31" in str(
+    assert [p for p, _ in issues] == ["versions.seaweedfs"] and "3.39, 4.34, 4.35" in str(
         validate_error("lab", seaweedfs="4.05"))
-    assert _issues("lab", seaweedfs="4.31") == []
+    assert _issues("lab", seaweedfs="4.35") == []
     data = stack_data("lab")
-    data["versions"] = {"seaweedfs": "4.31"}
+    data["versions"] = {"seaweedfs": "4.35"}
     plan = build_plan(validate(data))
-    assert plan.versions.seaweedfs == plan.objectstore.version == "4.31"
+    assert plan.versions.seaweedfs == plan.objectstore.version == "4.35"
     files = render_inventory(plan)
-    assert any(load_inventory(text).get("objectstore_seaweedfs_version") == "4.31"
+    assert any(load_inventory(text).get("objectstore_seaweedfs_version") == "4.35"
                for name, text in files.items() if name.startswith("group_vars/"))
+
+
+def test_a_seaweedfs_release_with_a_known_read_after_write_defect_is_refused_with_it() -> None:
+    for release in ("4.30", "4.31"):
+        [(path, message)] = _issues("lab", seaweedfs=release)
+        assert path == "versions.seaweedfs" and "NoSuchKey" in message and "owner filer" in message
+        assert "pin one of 3.39, 4.34, 4.35" in str(validate_error("lab", seaweedfs=release))
 
 
 def validate_error(stack: str, **versions: Any) -> SpecError:
