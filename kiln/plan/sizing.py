@@ -18,7 +18,7 @@ from kiln.plan.reader import fed_bound, loader_layer
 from kiln.spec import catalog
 from kiln.spec.checks import lake_network
 from kiln.spec.errors import SpecIssue
-from kiln.spec.models import ClusterSpec, ComputePool, Device
+from kiln.spec.models import ClusterSpec, ComputePool, Device, ServerCeiling
 from kiln.spec.protection import Share, data_share, default_level
 
 
@@ -146,10 +146,15 @@ SERVER_CLASS_FACTORS = {
 }
 
 
-def server_class_factors(spec: ClusterSpec) -> tuple[str, str]:
-    """The read and write factor names of the OSS's server class (self-built when the stack names none)."""
+def server_class(spec: ClusterSpec) -> str:
+    """The OSS's server class (lustre.oss.server.kind; its default when the stack describes no server)."""
     sv = spec.lustre.oss.server
-    prefix = SERVER_CLASS_FACTORS[sv.kind if sv is not None else "self-built"]
+    return sv.kind if sv is not None else str(ServerCeiling.model_fields["kind"].default)
+
+
+def server_class_factors(spec: ClusterSpec) -> tuple[str, str]:
+    """The read and write factor names of the OSS's server class."""
+    prefix = SERVER_CLASS_FACTORS[server_class(spec)]
     return f"{prefix}_read", f"{prefix}_write"
 
 
@@ -169,13 +174,20 @@ def server_ceiling(spec: ClusterSpec) -> Rate:
     otherwise the ceiling is derived: the lesser of PCIe (the slower of the NICs' lanes and the drives' lanes
     × server_pcie) and the server class's published share of the NICs' line rate (server_<class>_read/_write).
     """
-    kb = knowledge.load()
-    oss = spec.lustre.oss
-    sv = oss.server
+    sv = spec.lustre.oss.server
     if sv is not None and sv.read_GBps is not None and sv.write_GBps is not None:
         k = sv.servers_per_unit
         how = f"published ceiling {sv.read_GBps:g}/{sv.write_GBps:g} GB/s per unit of {k} OSS ({sv.source})"
         return Rate(read_GBps=sv.read_GBps / k, write_GBps=sv.write_GBps / k, read_bound=how, write_bound=how)
+    return derived_ceiling(spec)[0]
+
+
+def derived_ceiling(spec: ClusterSpec) -> tuple[Rate, dict[str, bool]]:
+    """The derived server ceiling (server_ceiling without a published one) and, per direction ("read", "write"),
+    whether PCIe binds it rather than the server class's share of line rate."""
+    kb = knowledge.load()
+    oss = spec.lustre.oss
+    sv = oss.server
     nic = catalog.nics(spec)[oss.nics.nic]
     gen = sv.pcie_gen if sv is not None and sv.pcie_gen is not None else (nic.pcie_gen or 4)
     lane = kb.pcie.rates[gen] / 16
@@ -196,9 +208,10 @@ def server_ceiling(spec: ClusterSpec) -> Rate:
     for name in server_class_factors(spec):
         cls = line * kb.factor(name)
         cls_how = f"{oss.nics.count} NICs × {nic.link_GBps:g} GB/s line rate × {name} {kb.factor(name):g}"
-        bounds.append((cls, cls_how) if cls < pcie else (pcie, pcie_how))
-    (read, read_how), (write, write_how) = bounds
-    return Rate(read_GBps=read, write_GBps=write, read_bound=read_how, write_bound=write_how)
+        bounds.append((cls, cls_how, False) if cls < pcie else (pcie, pcie_how, True))
+    (read, read_how, read_pcie), (write, write_how, write_pcie) = bounds
+    rate = Rate(read_GBps=read, write_GBps=write, read_bound=read_how, write_bound=write_how)
+    return rate, {"read": read_pcie, "write": write_pcie}
 
 
 def server_layer(spec: ClusterSpec) -> Layer:
@@ -227,7 +240,7 @@ def server_layer(spec: ClusterSpec) -> Layer:
         mdt = lu.mds.mdts.per_node * lu.mds.mdts.devices_per_target
         share = ost / (ost + mdt)
         plain, both = lu.oss.nodes - lu.mds.nodes, lu.mds.nodes
-        pcie = {"read": "server_pcie" in ceiling.read_bound, "write": "server_pcie" in ceiling.write_bound}
+        _, pcie = derived_ceiling(spec)
         split = {k: plain + both * share if v else split[k] for k, v in pcie.items()}
         formula = (
             f"({plain} OSS + {both} OSS with MDTs × OST share {ost}/({ost}+{mdt}) drives = {share:.3f} where PCIe "
@@ -677,7 +690,7 @@ def sizing_notes(
     sv = lu.oss.server
     if sv is None or sv.read_GBps is None:
         notes.append(
-            f"server ceiling derived, class {sv.kind if sv is not None else 'self-built'} "
+            f"server ceiling derived, class {server_class(spec)} "
             "(lustre.oss.server.kind): the lesser of PCIe × server_pcie (a kit assumption) and the class's measured "
             f"share of the OSS NICs' line rate ({_class_shares()}; docs/sizing-model.md, Servers by class). For an "
             "appliance, give lustre.oss.server.read_GBps/write_GBps (and servers_per_unit) with the vendor's published "
