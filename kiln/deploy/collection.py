@@ -16,7 +16,7 @@ from pathlib import Path
 
 KILN_PACKAGE = Path(__file__).parent.parent  # the installed kiln package (or a clone's kiln/)
 # The collection's playbooks: kiln.cluster.<name> (docs/playbooks.md).
-PLAYBOOKS = ("site", "storage", "compute", "rolling")
+PLAYBOOKS = ("site", "storage", "compute", "rolling", "rolling_compute")
 
 
 class DeployToolError(RuntimeError):

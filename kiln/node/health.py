@@ -18,6 +18,8 @@ NOT APPLICABLE with the reason and never counts as a pass or a fault. Fault code
   40 an LNet server NID does not answer `lnetctl ping`
   50 clock not synchronised (timedatectl NTPSynchronized; without systemd, the same test on adjtimex(2))
   60 local NVMe scratch not mounted         61 local NVMe scratch read-only or memory-backed (tmpfs, ramfs)
+  80 taken out for maintenance: `--maintenance start` drains or cordons the node without running the checks; only
+     `--maintenance end` (one whole round, which returns the node if it is healthy) brings it back
   90 a probe failed: what the check reads could not be read (the error is the detail)
 
 Every check returns a verdict, whatever the host holds: a probe that raises becomes fault 90 with the error
@@ -72,8 +74,13 @@ FAULTS: dict[int, str] = {
     50: "clock not synchronised",
     60: "local NVMe scratch not mounted",
     61: "local NVMe scratch read-only or memory-backed",
+    80: "taken out for maintenance (--maintenance start); only --maintenance end returns it",
     90: "a probe failed",
 }
+#: The code a node taken out for maintenance carries in the scheduler (Slurm reason "kiln-health 80", taint value
+#: fault-80): no round returns it but `--maintenance end`, so neither the timer nor the DaemonSet resumes a node in
+#: the middle of an upgrade, whatever its checks say meanwhile.
+MAINTENANCE = 80
 #: The fault code of a probe that raised (guarded): the check could not read what it checks.
 PROBE_FAILED = 90
 
@@ -576,16 +583,19 @@ def run_checks(e: Expect, root: Path = Path("/"), runner: Runner = run,
     return [r for name in CHECKS for r in guarded(name, checks[name])]
 
 
-def scheduler_actions(kind: str, host: str, fault: Result | None, runner: Runner = run) -> list[list[str]]:
+def scheduler_actions(kind: str, host: str, fault: Result | None, runner: Runner = run,
+                      ending: bool = False) -> list[list[str]]:
     """Commands that take the node out of the scheduler on a fault, or return it when healthy. A node is
     returned only if kiln-health took it out (Slurm reason; on Kubernetes its cordon annotation), never one an
-    operator drained."""
+    operator drained; a node in maintenance is left as it is unless `ending` (--maintenance end)."""
     if kind == "slurm":
+        out = runner(["sinfo", "-h", "-n", host, "-o", "%E"])
+        reason = out[1].strip().split() if out is not None and out[0] == 0 else []
+        if reason[:2] == ["kiln-health", str(MAINTENANCE)] and not ending and not _maintenance(fault):
+            return []
         if fault:
             return [["scontrol", "update", f"nodename={host}", "state=drain", f"reason=kiln-health {fault.code}"]]
-        out = runner(["sinfo", "-h", "-n", host, "-o", "%E"])
-        ours = out is not None and out[0] == 0 and out[1].strip().startswith("kiln-health")
-        return [["scontrol", "update", f"nodename={host}", "state=resume"]] if ours else []
+        return [["scontrol", "update", f"nodename={host}", "state=resume"]] if reason[:1] == ["kiln-health"] else []
     if kind == "kubernetes":
         # the patch of --kubernetes (_node_patch: taint, reason, a cordon only kiln-health undoes), through kubectl
         out = runner(["kubectl", "get", "node", host, "-o", "json"])
@@ -596,10 +606,14 @@ def scheduler_actions(kind: str, host: str, fault: Result | None, runner: Runner
         if not isinstance(node, dict):
             print(f"kiln-health: kubectl get node {host} failed: the node is left as it is", file=sys.stderr)
             return []
-        patch, _ = _node_patch(node, fault)
+        patch, _ = _node_patch(node, fault, ending)
         return [] if patch is None else [["kubectl", "patch", "node", host, "--type", "merge", "-p",
                                           json.dumps(patch, separators=(",", ":"))]]
     return []
+
+
+def _maintenance(fault: Result | None) -> bool:
+    return fault is not None and fault.code == MAINTENANCE
 
 
 # ---------------------------------------------------------------------------------------- Kubernetes API
@@ -663,10 +677,12 @@ class KubeApi:
         return doc if isinstance(doc, dict) else {}
 
 
-def _node_patch(node: dict[str, object], fault: Result | None) -> tuple[dict[str, object] | None, str]:
+def _node_patch(node: dict[str, object], fault: Result | None,
+                ending: bool = False) -> tuple[dict[str, object] | None, str]:
     """The merge patch (RFC 7386) that takes the node out on a fault or returns it when healthy, and the event
-    reason; (None, "") when the node is already as it should be. A cordon kiln-health did not set is never
-    undone; the patch carries the node's resourceVersion, so a concurrent change makes it fail (409) and retry."""
+    reason; (None, "") when the node is already as it should be, or is in maintenance and not `ending`. A cordon
+    kiln-health did not set is never undone; the patch carries the node's resourceVersion, so a concurrent change
+    makes it fail (409) and retry."""
     meta = node.get("metadata") if isinstance(node.get("metadata"), dict) else {}
     spec = node.get("spec") if isinstance(node.get("spec"), dict) else {}
     assert isinstance(meta, dict) and isinstance(spec, dict)
@@ -675,6 +691,9 @@ def _node_patch(node: dict[str, object], fault: Result | None) -> tuple[dict[str
     others = [t for t in taints if t.get("key") != TAINT_KEY]
     unschedulable = spec.get("unschedulable") is True
     ours_cordon = annotations.get(CORDONED_ANNOTATION) == "true"
+    in_maintenance = any(t.get("value") == f"fault-{MAINTENANCE}" for t in taints if t.get("key") == TAINT_KEY)
+    if in_maintenance and not ending and not _maintenance(fault):
+        return None, ""
     if fault is not None:
         want = {"key": TAINT_KEY, "value": f"fault-{fault.code}", "effect": "NoSchedule"}
         if want in taints and unschedulable and annotations.get(REASON_ANNOTATION) == fault.line():
@@ -696,12 +715,13 @@ def _node_patch(node: dict[str, object], fault: Result | None) -> tuple[dict[str
             "spec": healthy_spec}, "KilnHealthRecovered"
 
 
-def reconcile_node(api: KubeApi, node: str, fault: Result | None, namespace: str) -> str | None:
-    """Cordon and taint `node` on a fault (the reason as an annotation and an event), or return it when healthy;
-    returns what was done, None when nothing had to change."""
+def reconcile_node(api: KubeApi, node: str, fault: Result | None, namespace: str,
+                   ending: bool = False) -> str | None:
+    """Cordon and taint `node` on a fault (the reason as an annotation and an event), or return it when healthy
+    (one in maintenance only when `ending`); returns what was done, None when nothing had to change."""
     for attempt in (1, 2):
         current = api.request("GET", f"/api/v1/nodes/{node}")
-        patch, reason = _node_patch(current, fault)
+        patch, reason = _node_patch(current, fault, ending)
         if patch is None:
             return None
         try:
@@ -746,9 +766,14 @@ def main(argv: list[str] | None = None) -> int:
                         "healthy (the pod's service account; node name from $NODE_NAME, else the plan's host)")
     p.add_argument("--every", type=int, default=0, metavar="SECONDS",
                    help="run the checks every SECONDS until stopped (the DaemonSet); 0: once")
+    p.add_argument("--maintenance", choices=["start", "end"],
+                   help="start: take this node out of the scheduler for maintenance (code 80) without running the "
+                        "checks; no round returns it until `end`: one round that returns it if healthy")
     args = p.parse_args(argv)
     if args.kubernetes and args.drain != "none":
         p.error("--kubernetes takes the node out itself; leave out --drain")
+    if args.maintenance and args.every:
+        p.error("--maintenance runs once; leave out --every")
     try:
         e = Expect(**json.loads(Path(args.expect).read_text()))
         api = KubeApi.in_cluster() if args.kubernetes else None
@@ -758,6 +783,8 @@ def main(argv: list[str] | None = None) -> int:
     except KubeError as exc:
         print(f"kiln-health: {exc}", file=sys.stderr)
         return 2
+    if args.maintenance == "start":
+        return _take_out(e, args, api)
     while True:
         code = _round(e, args, api)
         if args.every <= 0:
@@ -775,6 +802,47 @@ def _round(e: Expect, args: argparse.Namespace, api: KubeApi | None) -> int:
         return PROBE_FAILED
 
 
+def _take_out(e: Expect, args: argparse.Namespace, api: KubeApi | None) -> int:
+    """--maintenance start: the node out of its scheduler with the maintenance code; 1 when that failed."""
+    fault = Result("maintenance", "fault", "taken out for maintenance by kiln-health --maintenance start",
+                   MAINTENANCE)
+    host = (os.environ.get("NODE_NAME") or e.host) if api is not None else (e.host or socket.gethostname())
+    if api is None and args.drain == "none":
+        print(f"kiln-health: {host}: no scheduler to take it out of (--drain none)")
+        return 0
+    try:
+        done = reconcile_node(api, host, fault, _namespace()) if api is not None else None
+    except KubeError as exc:
+        print(f"kiln-health: node {host}: {exc}", file=sys.stderr)
+        return 1
+    for cmd in scheduler_actions(args.drain, host, fault, run):
+        if (out := run(cmd)) is None or out[0] != 0:
+            print(f"kiln-health: {' '.join(cmd)} failed", file=sys.stderr)
+    if api is None and not in_maintenance(args.drain, host, run):
+        print(f"kiln-health: {host}: not taken out of {args.drain}: the scheduler does not show it in maintenance "
+              f"(fix: run kiln-health where {'scontrol' if args.drain == 'slurm' else 'kubectl'} reaches it)",
+              file=sys.stderr)
+        return 1
+    print(f"kiln-health: {host}: {done or fault.line()}")
+    return 0
+
+
+def in_maintenance(kind: str, host: str, runner: Runner = run) -> bool:
+    """Whether the scheduler shows the node taken out for maintenance: Slurm's reason "kiln-health 80", or the
+    node's kiln.io/health taint fault-80."""
+    if kind == "slurm":
+        out = runner(["sinfo", "-h", "-n", host, "-o", "%E"])
+        return out is not None and out[0] == 0 and out[1].split()[:2] == ["kiln-health", str(MAINTENANCE)]
+    out = runner(["kubectl", "get", "node", host, "-o", "json"])
+    try:
+        spec = json.loads(out[1]).get("spec") if out is not None and out[0] == 0 else None
+    except (ValueError, AttributeError):
+        return False
+    taints = spec.get("taints") if isinstance(spec, dict) else None
+    return any(isinstance(t, dict) and t.get("key") == TAINT_KEY and t.get("value") == f"fault-{MAINTENANCE}"
+               for t in taints or [])
+
+
 def _once(e: Expect, args: argparse.Namespace, api: KubeApi | None) -> int:
     """One round: every check, its lines (or JSON), the scheduler actions; the first fault's code."""
     results = run_checks(e, args.root, run)
@@ -784,21 +852,24 @@ def _once(e: Expect, args: argparse.Namespace, api: KubeApi | None) -> int:
         for r in results:
             print(r.line())
     fault = next((r for r in results if r.status == "fault"), None)
+    ending = getattr(args, "maintenance", None) == "end"
     if api is not None:
         node = os.environ.get("NODE_NAME") or e.host
         try:
-            done = reconcile_node(api, node, fault, _namespace())
+            done = reconcile_node(api, node, fault, _namespace(), ending)
         except KubeError as exc:
             print(f"kiln-health: node {node}: {exc}", file=sys.stderr)
         else:
             if done:
                 print(f"kiln-health: node {node}: {done}")
-    for cmd in scheduler_actions(args.drain, e.host or socket.gethostname(), fault):
+    failed = False
+    for cmd in scheduler_actions(args.drain, e.host or socket.gethostname(), fault, run, ending):
         out = run(cmd)
         if out is None or out[0] != 0:
             print(f"kiln-health: {' '.join(cmd)} failed", file=sys.stderr)
+            failed = True
     sys.stdout.flush()
-    return fault.code if fault else 0
+    return fault.code if fault else int(failed and ending)
 
 
 if __name__ == "__main__":

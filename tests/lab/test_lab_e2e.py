@@ -1,7 +1,8 @@
 """The lab end to end, configured by an installed kiln: fresh podman hosts (`kiln lab up --steps prepare hosts
 inventory`) → `kiln deploy lab` from `pip install 'kiln[deploy]'` of the wheel, in a directory outside the checkout
 → the Lustre servers' rolling upgrade (`kiln deploy lab --playbook rolling`, the pair one server at a time
-through Pacemaker) → `kiln diff lab` (the records the deploys wrote match the checkout's plan) → `kiln lab up
+through Pacemaker) → the compute nodes' (`--playbook rolling_compute`, one node per batch, drained through kiln-health
+in a Slurm test double) → `kiln diff lab` (the records the deploys wrote match the checkout's plan) → `kiln lab up
 --steps verify` (the report with real figures) → a verify re-run after a sysctl drifted → `kiln lab down`.
 
 With KILN_LAB_GROWTH=1 the deploy is docs/runbooks/add-compute-node.md and add-oss-pair.md instead: the lab with
@@ -377,6 +378,54 @@ def roll_lustre_servers(bin_dir: Path, project: Path) -> None:
     assert max(stops.values()) < 60, stops
 
 
+SLURM_DOUBLE = Path(__file__).resolve().parent / "doubles" / "slurm.py"
+
+
+def install_slurm_double(host: str, job_reads: int) -> None:
+    """sinfo and scontrol on `host` from tests/lab/doubles/slurm.py (the lab has no Slurm), the node IDLE, or
+    running a job that ends after `job_reads` reads of its state once the node is drained."""
+    c = container_name("lab", host)
+    subprocess.run(["podman", "cp", str(SLURM_DOUBLE), f"{c}:/usr/local/lib/kiln-slurm-double.py"], check=True)
+    state = json.dumps({"state": "allocated" if job_reads else "idle", "reason": "", "job_reads": job_reads})
+    on_host(host, "rm -rf /var/lib/kiln-slurm-double && mkdir -p /var/lib/kiln-slurm-double && for t in sinfo "
+                  "scontrol; do printf '#!/bin/sh\\nexec python3 /usr/local/lib/kiln-slurm-double.py %s \"$@\"\\n' "
+                  f"$t > /usr/local/bin/$t && chmod 0755 /usr/local/bin/$t; done && echo '{state}' "
+                  "> /var/lib/kiln-slurm-double/state.json")
+
+
+def roll_compute_nodes(bin_dir: Path, project: Path) -> None:
+    """docs/runbooks/rolling-upgrade.md, step 3, as `kiln deploy lab --playbook rolling_compute` runs it, against the
+    Slurm test double (the lab's scheduler is Kubernetes, without a cluster): one node per batch, each drained by
+    kiln-health (reason "kiln-health 80"), waited for until its job ended (gpu001 runs one), converged, and resumed
+    only after kiln-health judged it; gpu002 is not touched before gpu001 is back."""
+    nodes = ("gpu001", "gpu002")
+    for host, job_reads in zip(nodes, (3, 0), strict=True):
+        install_slurm_double(host, job_reads)
+    start = time.monotonic()
+    try:
+        out = deploy_from_wheel(bin_dir, project, "--playbook", "rolling_compute",
+                                extra=("-e", "monitoring_health_drain=slurm", "-e", "monitoring_maintenance_poll=1",
+                                       "-e", "kiln_rolling_batch=1"))
+        calls = {h: [json.loads(line) for line in on_host(h, "cat /var/lib/kiln-slurm-double/calls.log").splitlines()]
+                 for h in nodes}
+    finally:
+        for host in nodes:
+            on_host(host, "rm -f /usr/local/bin/sinfo /usr/local/bin/scontrol /usr/local/lib/kiln-slurm-double.py")
+    print(f"rolling upgrade of the compute nodes: {time.monotonic() - start:.0f} s, "
+          + ", ".join(f"{h} {len(c)} scheduler calls" for h, c in calls.items()))
+    assert re.fullmatch(r"changed: gpu001 \(\d+\), gpu002 \(\d+\)", changed_hosts(out)), changed_hosts(out)
+    for host, log in calls.items():
+        updates = [c["call"][2:] for c in log if c["call"][0] == "scontrol"]
+        assert updates == [[f"nodename={host}", "state=drain", "reason=kiln-health 80"],
+                           [f"nodename={host}", "state=resume"]], (host, updates)
+        assert log[-1]["state"] == "idle", (host, log[-1])
+    waits = [c for c in calls["gpu001"] if c["call"][-1] == "%T"]
+    assert [c["state"] for c in waits][-1] == "drained" and len(waits) >= 3, waits  # it waited for the job
+    resumed = next(c["at"] for c in calls["gpu001"] if "state=resume" in c["call"])
+    drained = next(c["at"] for c in calls["gpu002"] if "state=drain" in c["call"])
+    assert resumed < drained, (resumed, drained)  # batches of one: gpu002 only once gpu001 is back
+
+
 def reload_pair_health_checks(bin_dir: Path, project: Path, pair: tuple[str, str], nids: str) -> None:
     """`kiln deploy --tags lustre_ha,record --limit <pair>` (the `live` ha/lnet_host_list lines of kiln diff): the
     pair's healthLNET takes the new host list in place and no target moves."""
@@ -461,7 +510,7 @@ def deploy_and_grow(bin_dir: Path, project: Path) -> None:
 
 def deploy_whole_lab(bin_dir: Path, project: Path) -> None:
     """The lab configured by the installed kiln in one converge of every host, then its Lustre pair upgraded one
-    server at a time."""
+    server at a time and its compute nodes one batch at a time."""
     write_project_stack(project, gpu_nodes=2)
     assert installed_kiln(bin_dir, project, "inventory", "lab").returncode == 0
     out = deploy_from_wheel(bin_dir, project)
@@ -469,6 +518,7 @@ def deploy_whole_lab(bin_dir: Path, project: Path) -> None:
     for host in ("gpu001", "gpu002", "mds01", "oss01", "oss02", "s3-01", "kafka-01", "kafka-02", "kafka-03"):
         assert f"{host} (" in changed_hosts(out)  # a first converge changes every host
     roll_lustre_servers(bin_dir, project)
+    roll_compute_nodes(bin_dir, project)
 
 
 def test_lab_deployed_from_the_wheel_verify_rerun_down(wheel_venv: Callable[[str], Path], tmp_path: Path) -> None:

@@ -6,7 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from kiln.cli.common import load
+from kiln.node import health
 from kiln.node.health import (
     FAULTS,
     Expect,
@@ -150,3 +153,67 @@ def test_lnet_in_the_pod_says_why_it_cannot_ping(tmp_path: Path) -> None:
     (tmp_path / "sys/module/lnet").mkdir(parents=True)
     res = by_check(run_checks(EXPECT, tmp_path, fake({})))
     assert res["health.lnet"].status == "not_applicable" and "/dev/lnet" in res["health.lnet"].detail
+
+
+MAINTENANCE = Result("maintenance", "fault", "taken out for maintenance", 80)
+
+
+def test_maintenance_takes_the_node_out_and_only_its_end_returns_it() -> None:
+    """A node taken out for an upgrade stays out whatever a round finds meanwhile (the timer runs every few
+    minutes); --maintenance end returns it when healthy, or keeps it out with the fault it found."""
+    drain = ["scontrol", "update", "nodename=gpu001", "state=drain"]
+    assert scheduler_actions("slurm", "gpu001", MAINTENANCE, fake({})) == [[*drain, "reason=kiln-health 80"]]
+    out = fake({"sinfo": (0, "kiln-health 80\n")})
+    fault = Result("health.gpu", "fault", "x", 13)
+    assert scheduler_actions("slurm", "gpu001", None, out) == []  # a healthy round mid-upgrade: still out
+    assert scheduler_actions("slurm", "gpu001", fault, out) == []  # a fault mid-upgrade: the reason stays
+    assert scheduler_actions("slurm", "gpu001", None, out, ending=True) == [
+        ["scontrol", "update", "nodename=gpu001", "state=resume"]]
+    assert scheduler_actions("slurm", "gpu001", fault, out, ending=True) == [[*drain, "reason=kiln-health 13"]]
+    assert scheduler_actions("slurm", "gpu001", None, fake({"sinfo": (0, "kiln-health 8 x\n")})) == [
+        ["scontrol", "update", "nodename=gpu001", "state=resume"]]  # the code, not a prefix of it
+    # Kubernetes: the maintenance taint (fault-80) and kiln-health's own cordon
+    node = {"metadata": {"name": "gpu001", "resourceVersion": "3"}, "spec": {}}
+    (cmd,) = scheduler_actions("kubernetes", "gpu001", MAINTENANCE, fake({"kubectl": (0, json.dumps(node))}))
+    patch = json.loads(cmd[-1])
+    assert patch["spec"]["taints"] == [{"key": "kiln.io/health", "value": "fault-80", "effect": "NoSchedule"}]
+    out_node = json.dumps({"metadata": {"name": "gpu001", "resourceVersion": "4", "annotations": {
+        "kiln.io/health-cordoned": "true", "kiln.io/health-reason": MAINTENANCE.line()}},
+        "spec": {"unschedulable": True, "taints": patch["spec"]["taints"]}})
+    kubectl = fake({"kubectl": (0, out_node)})
+    assert scheduler_actions("kubernetes", "gpu001", None, kubectl) == []
+    assert scheduler_actions("kubernetes", "gpu001", fault, kubectl) == []
+    (back,) = scheduler_actions("kubernetes", "gpu001", None, kubectl, ending=True)
+    assert json.loads(back[-1])["spec"] == {"taints": [], "unschedulable": False}
+    assert 80 in FAULTS
+
+
+def test_maintenance_start_and_end_from_the_command_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    expect = tmp_path / "health.json"
+    expect.write_text('{"host": "gpu001", "gpus": 0, "rdma": {}, "lustre_mount": "/lustre", "server_nids": []}')
+    ran: list[list[str]] = []
+    reason = {"now": ""}
+
+    def runner(argv: list[str]) -> tuple[int, str] | None:
+        ran.append(argv)
+        if argv[0] == "sinfo":
+            return 0, reason["now"]
+        if argv[0] == "scontrol":
+            reason["now"] = argv[-1].removeprefix("reason=") if "state=drain" in argv else ""
+            return 0, ""
+        return None
+    monkeypatch.setattr(health, "run", runner)
+    monkeypatch.setattr(health, "run_checks", lambda *_a: [Result("health.gpu", "ok", "no GPU planned")])
+    assert health.main(["--expect", str(expect), "--drain", "none", "--maintenance", "start"]) == 0
+    assert "no scheduler to take it out of" in capsys.readouterr().out and ran == []
+    assert health.main(["--expect", str(expect), "--drain", "slurm", "--maintenance", "start"]) == 0
+    assert reason["now"] == "kiln-health 80"
+    assert health.main(["--expect", str(expect), "--drain", "slurm"]) == 0 and reason["now"] == "kiln-health 80"
+    assert health.main(["--expect", str(expect), "--drain", "slurm", "--maintenance", "end"]) == 0
+    assert reason["now"] == "" and ran[-1][-1] == "state=resume"
+    # no kubectl here: the node could not be taken out, and kiln-health says so instead of going on
+    assert health.main(["--expect", str(expect), "--drain", "kubernetes", "--maintenance", "start"]) == 1
+    assert "not taken out of kubernetes" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        health.main(["--expect", str(expect), "--maintenance", "end", "--every", "5"])
