@@ -248,3 +248,12 @@ def test_a_value_of_the_wrong_shape_is_reported() -> None:
     problems = "\n".join(file_problems(broken, rel))
     assert "rdma_expected_devices (role rdma)" in problems and "storage-and-more" in problems
     assert "gpu_modle is declared by no role" in problems
+
+
+def test_no_managed_file_changes_with_the_plan_digest_alone() -> None:
+    """A managed file whose header named the plan digest changed on every spec change, even one that did not concern
+    it, and its handler fired: adding a compute node rewrote each pair's corosync.conf and restarted Corosync and
+    Pacemaker on both servers. Only the MGS host's parameter record (data, no handler) may carry the digest."""
+    carriers = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "roles").glob("*/templates/**/*.j2")
+                      if "kiln_plan_digest" in p.read_text())
+    assert carriers == ["roles/lustre_server/templates/lustre-server-params.yml.j2"], carriers
