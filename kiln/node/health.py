@@ -589,9 +589,8 @@ def scheduler_actions(kind: str, host: str, fault: Result | None, runner: Runner
     returned only if kiln-health took it out (Slurm reason; on Kubernetes its cordon annotation), never one an
     operator drained; a node in maintenance is left as it is unless `ending` (--maintenance end)."""
     if kind == "slurm":
-        out = runner(["sinfo", "-h", "-n", host, "-o", "%E"])
-        reason = out[1].strip().split() if out is not None and out[0] == 0 else []
-        if reason[:2] == ["kiln-health", str(MAINTENANCE)] and not ending and not _maintenance(fault):
+        reason = _slurm_reason(host, runner)
+        if reason[:2] == _SLURM_MAINTENANCE and not ending and not _maintenance(fault):
             return []
         if fault:
             return [["scontrol", "update", f"nodename={host}", "state=drain", f"reason=kiln-health {fault.code}"]]
@@ -614,6 +613,22 @@ def scheduler_actions(kind: str, host: str, fault: Result | None, runner: Runner
 
 def _maintenance(fault: Result | None) -> bool:
     return fault is not None and fault.code == MAINTENANCE
+
+
+#: The first words of a Slurm reason kiln-health set for maintenance ("kiln-health 80").
+_SLURM_MAINTENANCE = ["kiln-health", str(MAINTENANCE)]
+
+
+def _slurm_reason(host: str, runner: Runner) -> list[str]:
+    """The words of the node's Slurm reason (`sinfo %E`); none when sinfo does not answer."""
+    out = runner(["sinfo", "-h", "-n", host, "-o", "%E"])
+    return out[1].strip().split() if out is not None and out[0] == 0 else []
+
+
+def _maintenance_taint(taints: object) -> bool:
+    """Whether a node's taints hold kiln-health's maintenance taint (kiln.io/health=fault-80)."""
+    return isinstance(taints, list) and any(
+        isinstance(t, dict) and t.get("key") == TAINT_KEY and t.get("value") == f"fault-{MAINTENANCE}" for t in taints)
 
 
 # ---------------------------------------------------------------------------------------- Kubernetes API
@@ -691,8 +706,7 @@ def _node_patch(node: dict[str, object], fault: Result | None,
     others = [t for t in taints if t.get("key") != TAINT_KEY]
     unschedulable = spec.get("unschedulable") is True
     ours_cordon = annotations.get(CORDONED_ANNOTATION) == "true"
-    in_maintenance = any(t.get("value") == f"fault-{MAINTENANCE}" for t in taints if t.get("key") == TAINT_KEY)
-    if in_maintenance and not ending and not _maintenance(fault):
+    if _maintenance_taint(taints) and not ending and not _maintenance(fault):
         return None, ""
     if fault is not None:
         want = {"key": TAINT_KEY, "value": f"fault-{fault.code}", "effect": "NoSchedule"}
@@ -831,16 +845,13 @@ def in_maintenance(kind: str, host: str, runner: Runner = run) -> bool:
     """Whether the scheduler shows the node taken out for maintenance: Slurm's reason "kiln-health 80", or the
     node's kiln.io/health taint fault-80."""
     if kind == "slurm":
-        out = runner(["sinfo", "-h", "-n", host, "-o", "%E"])
-        return out is not None and out[0] == 0 and out[1].split()[:2] == ["kiln-health", str(MAINTENANCE)]
+        return _slurm_reason(host, runner)[:2] == _SLURM_MAINTENANCE
     out = runner(["kubectl", "get", "node", host, "-o", "json"])
     try:
         spec = json.loads(out[1]).get("spec") if out is not None and out[0] == 0 else None
     except (ValueError, AttributeError):
         return False
-    taints = spec.get("taints") if isinstance(spec, dict) else None
-    return any(isinstance(t, dict) and t.get("key") == TAINT_KEY and t.get("value") == f"fault-{MAINTENANCE}"
-               for t in taints or [])
+    return _maintenance_taint(spec.get("taints") if isinstance(spec, dict) else None)
 
 
 def _once(e: Expect, args: argparse.Namespace, api: KubeApi | None) -> int:
@@ -852,7 +863,7 @@ def _once(e: Expect, args: argparse.Namespace, api: KubeApi | None) -> int:
         for r in results:
             print(r.line())
     fault = next((r for r in results if r.status == "fault"), None)
-    ending = getattr(args, "maintenance", None) == "end"
+    ending = args.maintenance == "end"
     if api is not None:
         node = os.environ.get("NODE_NAME") or e.host
         try:

@@ -225,8 +225,8 @@ def server_layer(spec: ClusterSpec) -> Layer:
     ceiling is split by the drives behind each kind of target (kit assumption, conservative: MDT drives busy
     at the OST drives' pace): OST traffic gets OST drives ÷ (OST + MDT drives) of it on those hosts."""
     lu = spec.lustre
-    ceiling = server_ceiling(spec)
     published = published_ceiling(spec)
+    ceiling, pcie = (server_ceiling(spec), {}) if published else derived_ceiling(spec)
     factors = () if published else ("server_pcie", *server_class_factors(spec))
     bound = ceiling.read_bound
     if ceiling.write_bound != bound:
@@ -240,7 +240,6 @@ def server_layer(spec: ClusterSpec) -> Layer:
         mdt = lu.mds.mdts.per_node * lu.mds.mdts.devices_per_target
         share = ost / (ost + mdt)
         plain, both = lu.oss.nodes - lu.mds.nodes, lu.mds.nodes
-        _, pcie = derived_ceiling(spec)
         split = {k: plain + both * share if v else split[k] for k, v in pcie.items()}
         formula = (
             f"({plain} OSS + {both} OSS with MDTs × OST share {ost}/({ost}+{mdt}) drives = {share:.3f} where PCIe "
